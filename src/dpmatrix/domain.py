@@ -1,0 +1,244 @@
+"""The data domain: an ordered list of named, finite attributes.
+
+A record is a tuple of integer codes, one per attribute, each in ``0..size-1``. The data vector
+``x`` of the papers (one count per possible record, ``prod(sizes)`` entries) is never built; the
+domain only tells the other phases the names and sizes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DomainError, UnknownAttributeError
+
+KINDS = ("categorical", "ordinal")
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One attribute: a name, a number of values, and optional metadata.
+
+    ``kind`` is ``"categorical"`` (unordered values) or ``"ordinal"`` (ordered values: ranges and
+    prefix sums make sense). ``labels`` names each code ``0..size-1`` for display.
+    """
+
+    name: str
+    size: int
+    kind: str = "categorical"
+    labels: tuple[str, ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise DomainError(f"attribute names must be non-empty strings, got {self.name!r}")
+        if isinstance(self.size, bool) or not isinstance(self.size, (int,)) and not hasattr(
+            self.size, "__index__"
+        ):
+            raise DomainError(f"attribute {self.name!r}: size must be an integer, got {self.size!r}")
+        size = int(self.size)
+        if size < 2:
+            raise DomainError(
+                f"attribute {self.name!r}: size must be at least 2 (an attribute with {size} "
+                "value(s) carries no information); drop it from the domain instead"
+            )
+        object.__setattr__(self, "size", size)
+        if self.kind not in KINDS:
+            raise DomainError(
+                f"attribute {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}"
+            )
+        if self.labels is not None:
+            labels = tuple(str(v) for v in self.labels)
+            if len(labels) != size:
+                raise DomainError(
+                    f"attribute {self.name!r}: {len(labels)} labels given for {size} values"
+                )
+            if len(set(labels)) != len(labels):
+                raise DomainError(f"attribute {self.name!r}: labels must be distinct")
+            object.__setattr__(self, "labels", labels)
+
+    def label(self, code: int) -> str:
+        """Display label of one code."""
+        return self.labels[code] if self.labels is not None else str(code)
+
+
+class Domain:
+    """Ordered collection of attributes, e.g. ``Domain({"age": 85, "sex": 2, "race": 5})``.
+
+    Immutable and hashable. Attribute order matters: it fixes the axis order of every marginal
+    table and the Kronecker order of every query matrix.
+    """
+
+    __slots__ = ("_attrs", "_index")
+
+    def __init__(self, attributes: Mapping[str, int] | Iterable[Attribute]):
+        if isinstance(attributes, Mapping):
+            attrs = tuple(Attribute(name, size) for name, size in attributes.items())
+        else:
+            attrs = tuple(attributes)
+            for a in attrs:
+                if not isinstance(a, Attribute):
+                    raise DomainError(
+                        "Domain expects a mapping {name: size} or a sequence of Attribute, "
+                        f"got an element {a!r}"
+                    )
+        if not attrs:
+            raise DomainError("a domain needs at least one attribute")
+        index: dict[str, int] = {}
+        for i, a in enumerate(attrs):
+            if a.name in index:
+                raise DomainError(f"attribute {a.name!r} appears twice in the domain")
+            index[a.name] = i
+        object.__setattr__(self, "_attrs", attrs)
+        object.__setattr__(self, "_index", index)
+
+    def __setattr__(self, key: str, value: Any) -> None:  # pragma: no cover - immutability guard
+        raise AttributeError("Domain is immutable")
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_sizes(cls, sizes: Sequence[int], prefix: str = "a") -> "Domain":
+        """Domain with attributes named ``a0, a1, ...`` of the given sizes."""
+        return cls({f"{prefix}{i}": int(s) for i, s in enumerate(sizes)})
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> "Domain":
+        """Domain from the private-pgm form ``{"attr": size}`` or the rich form.
+
+        The rich form maps each name to an object with ``size`` (or ``labels``), and optionally
+        ``kind`` (``categorical``/``ordinal``); other keys are kept in ``Attribute.extra``.
+        """
+        if not isinstance(spec, Mapping) or not spec:
+            raise DomainError("a domain specification must be a non-empty JSON object")
+        attrs = []
+        for name, value in spec.items():
+            if isinstance(value, Mapping):
+                value = dict(value)
+                labels = value.pop("labels", None)
+                size = value.pop("size", None)
+                if size is None and labels is not None:
+                    size = len(labels)
+                if size is None:
+                    raise DomainError(f"attribute {name!r}: give 'size' or 'labels'")
+                kind = value.pop("kind", "categorical")
+                attrs.append(Attribute(name, size, kind, labels, value))
+            else:
+                attrs.append(Attribute(name, value))
+        return cls(attrs)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "Domain":
+        """Read a domain file (see :meth:`from_dict`)."""
+        path = Path(path)
+        try:
+            spec = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise DomainError(f"domain file {str(path)!r} does not exist") from None
+        except json.JSONDecodeError as exc:
+            raise DomainError(f"domain file {str(path)!r} is not valid JSON: {exc}") from None
+        return cls.from_dict(spec)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; plain sizes when no attribute has metadata (private-pgm form)."""
+        if all(a.kind == "categorical" and a.labels is None and not a.extra for a in self._attrs):
+            return {a.name: a.size for a in self._attrs}
+        out: dict[str, Any] = {}
+        for a in self._attrs:
+            entry: dict[str, Any] = {"size": a.size, "kind": a.kind}
+            if a.labels is not None:
+                entry["labels"] = list(a.labels)
+            entry.update(a.extra)
+            out[a.name] = entry
+        return out
+
+    # -- access -------------------------------------------------------------------------------
+    @property
+    def attributes(self) -> tuple[Attribute, ...]:
+        return self._attrs
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self._attrs)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self._attrs)
+
+    def __len__(self) -> int:
+        return len(self._attrs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __getitem__(self, name: str) -> Attribute:
+        return self._attrs[self.index(name)]
+
+    def size(self, name: str) -> int:
+        return self[name].size
+
+    def index(self, name: str) -> int:
+        """Position of an attribute; raises :class:`UnknownAttributeError` with a suggestion."""
+        try:
+            return self._index[name]
+        except (KeyError, TypeError):
+            close = difflib.get_close_matches(str(name), self.names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UnknownAttributeError(
+                f"unknown attribute {name!r}{hint} (the domain has: {', '.join(self.names)})"
+            ) from None
+
+    def resolve(self, attrs: str | Iterable[str | int]) -> tuple[int, ...]:
+        """Sorted attribute positions of a set of names (or positions).
+
+        Raises on unknown names and on an attribute listed twice.
+        """
+        if isinstance(attrs, str):
+            attrs = (attrs,)
+        out = []
+        for a in attrs:
+            if isinstance(a, str):
+                out.append(self.index(a))
+            elif hasattr(a, "__index__") and not isinstance(a, bool):
+                i = int(a)
+                if not 0 <= i < len(self):
+                    raise UnknownAttributeError(
+                        f"attribute position {i} is out of range for a domain of {len(self)}"
+                    )
+                out.append(i)
+            else:
+                raise UnknownAttributeError(f"attributes are named by strings, got {a!r}")
+        if len(set(out)) != len(out):
+            dup = sorted({self.names[i] for i in out if out.count(i) > 1})
+            from .errors import WorkloadError
+
+            raise WorkloadError(f"attribute(s) {dup} listed more than once in {tuple(attrs)!r}")
+        return tuple(sorted(out))
+
+    def names_of(self, idx: Iterable[int]) -> tuple[str, ...]:
+        return tuple(self.names[i] for i in idx)
+
+    def cells(self, idx: Iterable[int]) -> int:
+        """Number of cells of the marginal on the attribute positions ``idx``."""
+        n = 1
+        for i in idx:
+            n *= self._attrs[i].size
+        return n
+
+    # -- value semantics ----------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Domain) and self._attrs == other._attrs
+
+    def __hash__(self) -> int:
+        return hash(self._attrs)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{a.name!r}: {a.size}" for a in self._attrs[:8])
+        more = f", ... ({len(self)} attributes)" if len(self) > 8 else ""
+        return f"Domain({{{inner}{more}}})"
