@@ -1,4 +1,14 @@
-"""dpmatrix: differentially private marginals and linear queries with matrix mechanisms."""
+"""dpmatrix: differentially private marginals with optimal matrix mechanisms.
+
+Three phases (paper: ResidualPlanner+, He, Xiao, Toksoz, Ding, Zhang, Kifer):
+
+* describe what is asked: :class:`Domain`, :class:`Workload`;
+* plan before touching data: :func:`plan` returns a :class:`Plan` (noise scales, exact
+  variances, privacy cost in pcost / ρ-zCDP / (ε, δ) / μ-GDP);
+* measure and reconstruct: :meth:`Plan.measure` returns :class:`Measurements`, whose
+  :meth:`~Measurements.marginal` gives tidy tables with estimates, variances and confidence
+  intervals.
+"""
 
 from .domain import Attribute, Domain
 from .errors import (
@@ -12,5 +22,30 @@ from .errors import (
     UnknownAttributeError,
     WorkloadError,
 )
+from .measure.measure import measure
+from .plan.plan import Plan, plan
+from .privacy import Budget
+from .reconstruct.measurements import Measurements
+from .workload import Workload
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Attribute",
+    "Budget",
+    "BudgetError",
+    "DataError",
+    "DomainError",
+    "DPMatrixError",
+    "Domain",
+    "Measurements",
+    "NotMeasuredError",
+    "Plan",
+    "PlanError",
+    "ReleaseError",
+    "UnknownAttributeError",
+    "Workload",
+    "WorkloadError",
+    "measure",
+    "plan",
+]

@@ -1,0 +1,319 @@
+"""The plan: everything decided before any data is touched.
+
+A :class:`Plan` holds the workload, one residual mechanism per closure member with its noise
+scale ``σ²_A``, and the privacy spent. It is data-independent, so it can be inspected
+(:meth:`Plan.table`, :meth:`Plan.variance`, :meth:`Plan.rmse`), saved (:meth:`Plan.to_dict`)
+and published before measurement.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..domain import Domain
+from ..errors import NotMeasuredError, PlanError, WorkloadError
+from ..privacy import Budget, resolve_pcost
+from ..residual import AttributeBasis, ResidualMechanism, identity_basis
+from ..workload import AttrSet, Workload
+from .coefficients import Coefficients, compute_coefficients
+from .select import select
+
+__all__ = ["Plan", "plan"]
+
+PLAN_FORMAT = "dpmatrix.plan/1"
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A selected matrix mechanism: residual sets, their noise scales, and its privacy cost."""
+
+    workload: Workload
+    sigma2: np.ndarray = field(repr=False)
+    objective: str
+    bases: tuple[AttributeBasis, ...] = field(repr=False)
+
+    # -- privacy ------------------------------------------------------------------------------
+    @cached_property
+    def coefficients(self) -> Coefficients:
+        return compute_coefficients(self.workload, self.bases)
+
+    @cached_property
+    def budget(self) -> Budget:
+        p = self.coefficients.p
+        finite = np.isfinite(self.sigma2)
+        return Budget(float(np.sum(p[finite] / self.sigma2[finite])))
+
+    @property
+    def pcost(self) -> float:
+        """Privacy cost: largest diagonal of Bᵀ Σ⁻¹ B of the whole mechanism (Definition 2)."""
+        return self.budget.pcost
+
+    @property
+    def rho(self) -> float:
+        """ρ-zCDP parameter (pcost / 2)."""
+        return self.budget.rho
+
+    @property
+    def mu(self) -> float:
+        """μ-Gaussian-DP parameter (sqrt(pcost))."""
+        return self.budget.mu
+
+    def epsilon(self, delta: float) -> float:
+        """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
+        return self.budget.epsilon(delta)
+
+    # -- structure ----------------------------------------------------------------------------
+    @property
+    def domain(self) -> Domain:
+        return self.workload.domain
+
+    @property
+    def closure(self):
+        return self.workload.closure
+
+    def _attrs(self, attrs: Iterable[str | int] | str) -> AttrSet:
+        return self.domain.resolve(attrs)
+
+    def mechanism(self, attrs: Iterable[str | int] | str | AttrSet) -> ResidualMechanism:
+        """The residual mechanism of one closure member."""
+        key = self._attrs(attrs)
+        try:
+            i = self.closure.index(key)
+        except KeyError:
+            raise NotMeasuredError(
+                f"{self.domain.names_of(key)} is not in the closure of the workload"
+            ) from None
+        return ResidualMechanism(key, tuple(self.bases[a] for a in key), float(self.sigma2[i]))
+
+    def mechanisms(self) -> Iterator[ResidualMechanism]:
+        """Residual mechanisms that release noisy answers (finite ``σ²``), in closure order."""
+        for i, key in enumerate(self.closure.sets):
+            if np.isfinite(self.sigma2[i]):
+                yield ResidualMechanism(key, tuple(self.bases[a] for a in key), float(self.sigma2[i]))
+
+    @cached_property
+    def measured(self) -> np.ndarray:
+        return np.isfinite(self.sigma2)
+
+    # -- accuracy (data-independent) ----------------------------------------------------------
+    def _subset_terms(self, key: AttrSet) -> Iterator[tuple[AttrSet, float]]:
+        for r in range(len(key) + 1):
+            for sub in itertools.combinations(key, r):
+                try:
+                    i = self.closure.index(sub)
+                except KeyError:
+                    raise NotMeasuredError(
+                        f"{self.domain.names_of(key)} is not in the closure of the workload"
+                    ) from None
+                yield sub, float(self.sigma2[i])
+
+    def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
+        """Per-cell variances of the reconstructed marginal on ``attrs`` (Theorem 4.4), as an array
+        shaped like the marginal table (axes in domain order). Any closure member is accepted."""
+        key = self._attrs(attrs)
+        shape = tuple(self.domain.sizes[a] for a in key)
+        out = np.zeros(shape)
+        for sub, s2 in self._subset_terms(key):
+            term = np.array(s2)
+            for a in key:
+                b = self.bases[a]
+                f = b.diag_in if a in sub else b.diag_out
+                term = np.multiply.outer(term, f)
+            out = out + term
+        return out
+
+    @cached_property
+    def _workload_sums(self) -> np.ndarray:
+        x = np.where(self.measured, self.sigma2, np.inf)
+        with np.errstate(invalid="ignore"):
+            return _spmv_inf(self.coefficients.sum_var, x)
+
+    @cached_property
+    def _workload_cell_var(self) -> np.ndarray:
+        x = np.where(self.measured, self.sigma2, np.inf)
+        return _spmv_inf(self.coefficients.cell_var, x)
+
+    def total_variance(self) -> float:
+        """Sum of the variances of every cell of every workload marginal."""
+        return float(np.sum(self._workload_sums))
+
+    def rmse(self) -> float:
+        """sqrt(total cell variance over the workload / number of workload cells)."""
+        return math.sqrt(self.total_variance() / float(np.sum(self.workload.cells)))
+
+    def max_variance(self) -> float:
+        """Largest cell variance over the workload marginals."""
+        return float(np.max(self._workload_cell_var))
+
+    def loss(self) -> float:
+        """Value of the objective the plan was selected for (weighted; custom losses: NaN)."""
+        w = self.workload.weights
+        if self.objective == "sum_var":
+            return float(np.sum(w * np.where(w > 0, self._workload_sums, 0.0)))
+        if self.objective == "max_var":
+            return float(np.max(w * np.where(w > 0, self._workload_cell_var, 0.0)))
+        return float("nan")
+
+    # -- inspection -----------------------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """One row per residual mechanism: attributes, σ², share of the privacy cost, outputs."""
+        sets = self.closure.sets
+        p = self.coefficients.p
+        with np.errstate(divide="ignore"):
+            share = np.where(self.measured, p / self.sigma2, 0.0) / self.pcost
+        outputs = [
+            math.prod(self.bases[a].n_outputs for a in s) for s in sets
+        ]
+        return pd.DataFrame(
+            {
+                "attributes": [",".join(self.domain.names_of(s)) for s in sets],
+                "n_attributes": [len(s) for s in sets],
+                "sigma2": self.sigma2,
+                "pcost_coefficient": p,
+                "pcost_share": share,
+                "noisy_outputs": outputs,
+            }
+        )
+
+    def marginal_table(self) -> pd.DataFrame:
+        """One row per workload marginal: cells, weight, cell variance (max), std, total variance."""
+        wk = self.workload
+        cell = self._workload_cell_var
+        return pd.DataFrame(
+            {
+                "marginal": [",".join(wk.names(i)) for i in range(len(wk))],
+                "cells": wk.cells.astype(np.int64),
+                "weight": wk.weights,
+                "max_cell_variance": cell,
+                "max_cell_std": np.sqrt(cell),
+                "total_variance": self._workload_sums,
+            }
+        )
+
+    # -- measurement ----------------------------------------------------------------------------
+    def measure(self, data, rng: np.random.Generator | None = None, progress: bool = False):
+        """Run the plan on data (a DataFrame of integer codes): see :func:`dpmatrix.measure`."""
+        from ..measure.measure import measure
+
+        return measure(self, data, rng=rng, progress=progress)
+
+    # -- serialization ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description: domain, workload, objective, noise scales, privacy."""
+        if any(b.name != "identity" for b in self.bases):  # pragma: no cover - RP+ extends this
+            raise PlanError("serialization of non-identity bases is not supported yet")
+        return {
+            "format": PLAN_FORMAT,
+            "domain": self.domain.to_dict(),
+            "workload": {
+                "marginals": [list(self.domain.names_of(s)) for s in self.workload.sets],
+                "weights": self.workload.weights.tolist(),
+            },
+            "objective": self.objective,
+            "residuals": [
+                {"attributes": list(self.domain.names_of(s)), "sigma2": _json_float(v)}
+                for s, v in zip(self.closure.sets, self.sigma2)
+            ],
+            "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu},
+        }
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> "Plan":
+        if spec.get("format") != PLAN_FORMAT:
+            raise PlanError(f"not a dpmatrix plan (format {spec.get('format')!r})")
+        domain = Domain.from_dict(spec["domain"])
+        wk = Workload(domain, spec["workload"]["marginals"], spec["workload"]["weights"])
+        sigma2 = np.full(len(wk.closure), np.inf)
+        for r in spec["residuals"]:
+            sigma2[wk.closure.index(domain.resolve(r["attributes"]))] = float(r["sigma2"])
+        bases = tuple(identity_basis(n) for n in domain.sizes)
+        return cls(wk, sigma2, spec["objective"], bases)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=1)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: str | Path) -> "Plan":
+        p = Path(text_or_path)
+        text = p.read_text() if p.suffix == ".json" or p.exists() else str(text_or_path)
+        return cls.from_dict(json.loads(text))
+
+    def __repr__(self) -> str:
+        return (
+            f"Plan({self.workload!r}, objective={self.objective!r}, "
+            f"{int(self.measured.sum())} residual mechanisms, pcost={self.pcost:.6g}, "
+            f"rho={self.rho:.6g})"
+        )
+
+
+def _json_float(v: float) -> float | str:
+    return float(v) if math.isfinite(v) else "inf"
+
+
+def _spmv_inf(m, x: np.ndarray) -> np.ndarray:
+    """Sparse matrix-vector product where infinite entries of x propagate only through nonzeros."""
+    inf = ~np.isfinite(x)
+    out = np.asarray(m @ np.where(inf, 0.0, x)).ravel()
+    if inf.any():
+        hits = np.asarray(m[:, np.flatnonzero(inf)].sum(axis=1)).ravel() > 0
+        out[hits] = np.inf
+    return out
+
+
+def plan(
+    workload: Workload,
+    *,
+    objective: str | Callable = "sum_var",
+    pcost: float | None = None,
+    rho: float | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    loss_bound: float | None = None,
+) -> Plan:
+    """Select the optimal residual mechanisms for a workload of marginals (ResidualPlanner).
+
+    Give the privacy budget as exactly one of ``pcost``, ``rho`` (zCDP), ``mu`` (Gaussian DP) or
+    ``epsilon`` with ``delta`` — or, instead of a budget, ``loss_bound``: the least private plan
+    whose objective is at most that bound (utility-constrained selection, paper eq. 2).
+
+    ``objective``: ``"sum_var"`` (weighted sum over marginals of the sum of their cell variances;
+    closed form), ``"max_var"`` (weighted maximum cell variance; convex program) or a callable
+    ``f(v) -> cvxpy scalar`` of the vector ``v`` of per-marginal cell variances (in the order of
+    ``workload.sets``), convex by CVXPY's rules.
+    """
+    if not isinstance(workload, Workload):
+        raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
+    budget_given = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
+    if loss_bound is not None:
+        if budget_given:
+            raise PlanError("give either a privacy budget or loss_bound=, not both")
+        lb = float(loss_bound)
+        if not math.isfinite(lb) or lb <= 0:
+            from ..errors import BudgetError
+
+            raise BudgetError(f"loss_bound must be a positive finite number, got {loss_bound!r}")
+        c = None
+    else:
+        c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
+        lb = None
+    bases = tuple(identity_basis(n) for n in workload.domain.sizes)
+    coef = compute_coefficients(workload, bases)
+    sel = select(coef, workload.weights, objective, pcost=c, loss_bound=lb)
+    name = objective if isinstance(objective, str) else getattr(objective, "__name__", "custom")
+    result = Plan(workload, sel.sigma2, name, bases)
+    result.__dict__["coefficients"] = coef  # computed already; keep it
+    return result

@@ -1,0 +1,175 @@
+"""Privacy accounting for Gaussian linear mechanisms.
+
+A Gaussian linear mechanism ``M(x) = B x + N(0, Σ)`` has privacy cost ``pcost`` = the largest
+diagonal entry of ``Bᵀ Σ⁻¹ B`` (ResidualPlanner+ paper, Definition 2). From it:
+
+* ρ-zCDP with ``ρ = pcost / 2``;
+* μ-Gaussian DP with ``μ = sqrt(pcost)``;
+* (ε, δ)-DP for every ε ≥ 0 with the exact analytic-Gaussian curve (Balle & Wang 2018)
+  ``δ(ε) = Φ(√p/2 − ε/√p) − e^ε Φ(−√p/2 − ε/√p)``, ``p = pcost``.
+
+The conversions between ``pcost`` and (ε, δ) are done by bracketing root finding on this exact
+curve (δ is decreasing in ε and increasing in pcost), in log space for numerical stability.
+Neighbouring datasets differ by adding or removing one record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+
+from .errors import BudgetError
+
+__all__ = [
+    "Budget",
+    "delta_from_epsilon",
+    "epsilon_from_delta",
+    "pcost_from_epsilon_delta",
+    "resolve_pcost",
+]
+
+
+def _check_positive(name: str, value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise BudgetError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise BudgetError(f"{name} must be finite, got {value!r}")
+    if v <= 0:
+        raise BudgetError(f"{name} must be positive, got {value!r}")
+    return v
+
+
+def delta_from_epsilon(epsilon: float, pcost: float) -> float:
+    """Exact δ at a given ε for a Gaussian mechanism of privacy cost ``pcost`` (Definition 2)."""
+    eps = float(epsilon)
+    if eps < 0 or not math.isfinite(eps):
+        raise BudgetError(f"epsilon must be a finite non-negative number, got {epsilon!r}")
+    p = _check_positive("pcost", pcost)
+    s = math.sqrt(p)
+    a = s / 2 - eps / s
+    b = -s / 2 - eps / s
+    # Φ(a) − e^ε Φ(b) = Φ(a) (1 − exp(ε + logΦ(b) − logΦ(a)))
+    la, lb = float(log_ndtr(a)), float(log_ndtr(b))
+    diff = eps + lb - la
+    if diff >= 0:  # rounding at the boundary; the true value is ≥ 0
+        return 0.0
+    return float(math.exp(la) * -math.expm1(diff))
+
+
+def _log_delta(epsilon: float, pcost: float) -> float:
+    d = delta_from_epsilon(epsilon, pcost)
+    return math.log(d) if d > 0 else -math.inf
+
+
+def epsilon_from_delta(delta: float, pcost: float) -> float:
+    """Smallest ε with δ(ε) ≤ ``delta`` for a mechanism of privacy cost ``pcost``."""
+    d = _check_positive("delta", delta)
+    if d >= 1:
+        raise BudgetError(f"delta must be below 1, got {delta!r}")
+    p = _check_positive("pcost", pcost)
+    if delta_from_epsilon(0.0, p) <= d:
+        return 0.0
+    hi = 1.0
+    while delta_from_epsilon(hi, p) > d:
+        hi *= 2.0
+        if hi > 1e12:  # pragma: no cover - unreachable for finite inputs
+            raise BudgetError("could not bracket epsilon; pcost is too large")
+    ld = math.log(d)
+    return float(brentq(lambda e: _log_delta(e, p) - ld, 0.0, hi, xtol=1e-14, rtol=1e-14))
+
+
+def pcost_from_epsilon_delta(epsilon: float, delta: float) -> float:
+    """Largest privacy cost whose exact (ε, δ) curve passes below ``delta`` at ``epsilon``."""
+    e = _check_positive("epsilon", epsilon)
+    d = _check_positive("delta", delta)
+    if d >= 1:
+        raise BudgetError(f"delta must be below 1, got {delta!r}")
+    lo, hi = 1e-12, 1.0
+    while delta_from_epsilon(e, hi) < d:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e12:  # pragma: no cover
+            raise BudgetError("could not bracket the privacy cost")
+    ld = math.log(d)
+    # log δ is increasing in pcost; solve in log(pcost) for good relative accuracy
+    f = lambda lp: _log_delta(e, math.exp(lp)) - ld  # noqa: E731
+    llo = math.log(lo)
+    while f(llo) > 0:
+        llo -= 5.0
+    return float(math.exp(brentq(f, llo, math.log(hi), xtol=1e-14, rtol=1e-14)))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy budget, stored as the privacy cost ``pcost`` and reported in every unit."""
+
+    pcost: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pcost", _check_positive("pcost", self.pcost))
+
+    @property
+    def rho(self) -> float:
+        """ρ of ρ-zCDP (``pcost / 2``)."""
+        return self.pcost / 2.0
+
+    @property
+    def mu(self) -> float:
+        """μ of μ-Gaussian DP (``sqrt(pcost)``)."""
+        return math.sqrt(self.pcost)
+
+    def epsilon(self, delta: float) -> float:
+        """ε of (ε, δ)-DP at the given δ (exact analytic Gaussian curve)."""
+        return epsilon_from_delta(delta, self.pcost)
+
+    def delta(self, epsilon: float) -> float:
+        """δ of (ε, δ)-DP at the given ε."""
+        return delta_from_epsilon(epsilon, self.pcost)
+
+
+def resolve_pcost(
+    pcost: float | None = None,
+    rho: float | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+) -> float:
+    """Turn exactly one of the accepted budget forms into a privacy cost.
+
+    Accepted: ``pcost``; ``rho`` (zCDP, pcost = 2ρ); ``mu`` (GDP, pcost = μ²); or both
+    ``epsilon`` and ``delta`` (approximate DP, exact Gaussian conversion).
+    """
+    given = {
+        k: v
+        for k, v in dict(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu).items()
+        if v is not None
+    }
+    forms = []
+    if "pcost" in given:
+        forms.append("pcost")
+    if "rho" in given:
+        forms.append("rho")
+    if "mu" in given:
+        forms.append("mu")
+    if "epsilon" in given or "delta" in given:
+        forms.append("epsilon/delta")
+    if not forms:
+        raise BudgetError(
+            "no privacy budget given: pass one of pcost=, rho=, mu=, or epsilon= with delta="
+        )
+    if len(forms) > 1:
+        raise BudgetError(f"give exactly one privacy budget, got {' and '.join(forms)}")
+    if "pcost" in given:
+        return _check_positive("pcost", pcost)
+    if "rho" in given:
+        return 2.0 * _check_positive("rho", rho)
+    if "mu" in given:
+        return _check_positive("mu", mu) ** 2
+    if epsilon is None or delta is None:
+        raise BudgetError("approximate DP needs both epsilon= and delta=")
+    return pcost_from_epsilon_delta(epsilon, delta)
+

@@ -1,0 +1,171 @@
+"""Residual mechanisms: the one abstraction every planner shares.
+
+Every planner of the ResidualPlanner family splits the row space of the workload into mutually
+orthogonal residual subspaces, one per attribute set ``A`` of the workload's downward closure,
+and measures each with its own Gaussian mechanism (paper §4.2, eq. 3; §7.2, eq. 9)::
+
+    M_A(x; σ²_A) = R_A x + N(0, σ²_A Σ_A),   R_A = ⊗_{i∈A} Sub_i ⊗_{j∉A} 1ᵀ,   Σ_A = ⊗_{i∈A} Γ_i Γ_iᵀ.
+
+Because ``R_A x = (⊗_{i∈A} Sub_i) v_A`` where ``v_A`` is the marginal of the data on ``A``, the
+mechanism only ever touches the marginal table ``v_A``, never the full data vector (Algorithm 1 /
+Algorithm 5: ``ω = H₁ v_A + σ_A H₂ z`` with ``H₁ = ⊗ Sub_i``, ``H₂ = ⊗ Γ_i``, ``z`` standard
+normal). Everything is a Kronecker product of small per-attribute factors, held by an
+:class:`AttributeBasis`, and applied axis by axis, never expanded.
+
+From the factors follow, in closed form,
+
+* the privacy cost ``pcost(M_A) = Π_{i∈A} β_i / σ²_A`` with ``β_i`` the largest diagonal of
+  ``Sub_iᵀ (Γ_iΓ_iᵀ)⁻¹ Sub_i`` (Theorems 4.3 and 7.1);
+* the residual estimate ``r_A = (⊗ Sub_i⁺) ω``, an unbiased estimate of the projection of ``v_A``
+  on the residual space of ``A`` (centred along every attribute of ``A``), with covariance
+  ``σ²_A ⊗_{i∈A} K_i``, ``K_i = Sub_i⁺ Γ_i Γ_iᵀ Sub_i⁺ᵀ``;
+* the marginal on any closure member ``A`` as ``Σ_{A'⊆A} r_{A'} / Π_{j∈A∖A'} n_j`` (broadcast
+  along the attributes of ``A∖A'``; Algorithm 2 / Theorem 4.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["AttributeBasis", "ResidualMechanism", "identity_basis", "kron_apply", "sub_matrix"]
+
+
+def sub_matrix(n: int) -> np.ndarray:
+    """The subtraction matrix ``Sub_n`` of §4.2: (n−1)×n, first column ones, ``(i, i+1) = −1``."""
+    s = np.zeros((n - 1, n))
+    s[:, 0] = 1.0
+    s[np.arange(n - 1), np.arange(1, n)] = -1.0
+    return s
+
+
+def sub_pinv(n: int) -> np.ndarray:
+    """Closed-form pseudo-inverse of ``Sub_n`` (Lemma 1): ``(1/n) [1ᵀ ; 1 1ᵀ − n I]``."""
+    p = np.full((n, n - 1), 1.0 / n)
+    p[np.arange(1, n), np.arange(n - 1)] -= 1.0
+    return p
+
+
+@dataclass(frozen=True, eq=False)
+class AttributeBasis:
+    """Per-attribute Kronecker factors of the residual mechanisms.
+
+    ``sub`` (r×n) and ``gamma`` (r×g) define the mechanism factor, ``sub_pinv`` (n×r) the
+    reconstruction factor; ``beta`` is the attribute's privacy-cost factor, ``resid_cov`` the
+    n×n covariance factor ``K = Sub⁺ΓΓᵀSub⁺ᵀ`` of the residual estimate. ``trace_in``/``diag_in``
+    are the sum / diagonal of the cell-variance factor when the attribute is in the residual set,
+    ``trace_out``/``diag_out`` when it is in the queried marginal but not in the residual set
+    (Theorem 4.4; Theorem 7.2 with ``W = I``).
+    """
+
+    n: int
+    sub: np.ndarray
+    gamma: np.ndarray
+    sub_pinv: np.ndarray
+    beta: float
+    resid_cov: np.ndarray
+    trace_in: float
+    trace_out: float
+    diag_in: np.ndarray
+    diag_out: np.ndarray
+    name: str = "identity"
+
+    @property
+    def n_outputs(self) -> int:
+        return self.sub.shape[0]
+
+    @property
+    def n_noise(self) -> int:
+        return self.gamma.shape[1]
+
+
+@lru_cache(maxsize=None)
+def identity_basis(n: int) -> AttributeBasis:
+    """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
+
+    ``Γ = Sub_n`` so the noise is ``σ H z`` with ``z ~ N(0, I_n)`` (Algorithm 1);
+    ``β = (n−1)/n``; ``K = I − 11ᵀ/n`` (the centring projection), so the cell-variance factors are
+    ``(n−1)/n`` in the residual set and ``1/n²`` outside it (Theorem 4.4).
+    """
+    s = sub_matrix(n)
+    sp = sub_pinv(n)
+    cov = np.eye(n) - 1.0 / n
+    for a in (s, sp, cov):
+        a.setflags(write=False)
+    return AttributeBasis(
+        n=n,
+        sub=s,
+        gamma=s,
+        sub_pinv=sp,
+        beta=(n - 1) / n,
+        resid_cov=cov,
+        trace_in=float(n - 1),
+        trace_out=1.0 / n,
+        diag_in=np.full(n, (n - 1) / n),
+        diag_out=np.full(n, 1.0 / n**2),
+    )
+
+
+def kron_apply(mats: tuple[np.ndarray, ...], tensor: np.ndarray) -> np.ndarray:
+    """``(⊗_i mats[i]) vec(tensor)`` without expanding the Kronecker product.
+
+    ``tensor`` has one axis per factor, in order, optionally after leading batch axes; factor
+    ``i`` acts on axis ``i`` of the trailing ``len(mats)`` axes (C-order vectorization).
+    """
+    k = len(mats)
+    out = tensor
+    lead = tensor.ndim - k
+    for i, m in enumerate(mats):
+        ax = lead + i
+        out = np.moveaxis(np.tensordot(m, out, axes=([1], [ax])), 0, ax)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class ResidualMechanism:
+    """The Gaussian mechanism ``M_A`` of one residual set ``A`` with noise scale ``σ²_A``."""
+
+    attrs: tuple[int, ...]
+    bases: tuple[AttributeBasis, ...]
+    sigma2: float
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the marginal table on ``attrs``."""
+        return tuple(b.n for b in self.bases)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return tuple(b.n_outputs for b in self.bases)
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return tuple(b.n_noise for b in self.bases)
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of noisy numbers released (rank of ``R_A``)."""
+        return math.prod(self.output_shape)
+
+    @property
+    def pcost_coef(self) -> float:
+        """``Π β_i``: privacy cost at ``σ² = 1`` (Theorems 4.3, 7.1)."""
+        return math.prod(b.beta for b in self.bases)
+
+    @property
+    def pcost(self) -> float:
+        return self.pcost_coef / self.sigma2
+
+    def measure(self, marginal: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """``ω = H₁ v + σ H₂ z`` (Algorithm 1 / 5) for a marginal table ``v`` and standard noise
+        ``z`` of shape :attr:`noise_shape`. Returns the noisy outputs, shape :attr:`output_shape`."""
+        signal = kron_apply(tuple(b.sub for b in self.bases), np.asarray(marginal, dtype=float))
+        noise = kron_apply(tuple(b.gamma for b in self.bases), z)
+        return signal + math.sqrt(self.sigma2) * noise
+
+    def residual(self, omega: np.ndarray) -> np.ndarray:
+        """``r_A = (⊗ Sub_i⁺) ω``: unbiased estimate of the residual component of ``v_A``."""
+        return kron_apply(tuple(b.sub_pinv for b in self.bases), omega)

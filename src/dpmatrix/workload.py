@@ -1,0 +1,282 @@
+"""Workloads of marginals and their downward closure.
+
+A marginal on an attribute set ``A`` is the table of counts of every combination of values of
+the attributes in ``A`` (the 0-way marginal, ``A = ()``, is the total count). A workload is a list
+of distinct marginals with non-negative importance weights. Its downward closure — every subset of
+every workload marginal — indexes the residual mechanisms of ResidualPlanner (paper §4.2,
+Theorem 4.2); it is computed once, with vectorized integer keys so that workloads on 100–200
+attributes (hundreds of thousands of closure sets) stay cheap.
+
+Attribute sets are always stored as sorted tuples of attribute *positions* in the domain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .domain import Domain
+from .errors import WorkloadError
+
+AttrSet = tuple[int, ...]
+
+__all__ = ["AttrSet", "Closure", "Workload"]
+
+
+# --------------------------------------------------------------------------------------------
+# integer keys for attribute sets: key(A) = Σ_pos (A[pos] + 1) (d + 1)^pos
+# Keys of smaller sets are smaller than keys of larger sets, so sorting keys sorts by size first.
+# --------------------------------------------------------------------------------------------
+def _key_dtype(n_attrs: int, max_size: int) -> type:
+    return np.int64 if (n_attrs + 1) ** max(max_size, 1) < 2**62 else object
+
+
+def _encode(rows: np.ndarray, n_attrs: int, dtype: type) -> np.ndarray:
+    """Keys of the sets given as rows of sorted positions (shape (m, k))."""
+    m, k = rows.shape
+    keys = np.zeros(m, dtype=dtype)
+    base = 1
+    for pos in range(k):
+        keys = keys + (rows[:, pos].astype(dtype) + 1) * base
+        base *= n_attrs + 1
+    return keys
+
+
+def _decode(key: int, n_attrs: int) -> AttrSet:
+    out = []
+    key = int(key)
+    while key:
+        key, digit = divmod(key, n_attrs + 1)
+        out.append(digit - 1)
+    return tuple(out)
+
+
+def _subset_masks(k: int) -> list[tuple[int, ...]]:
+    """Column selections of every subset of ``k`` columns (bit masks in increasing order)."""
+    return [tuple(j for j in range(k) if mask >> j & 1) for mask in range(1 << k)]
+
+
+@dataclass(frozen=True, eq=False)
+class Closure:
+    """The downward closure of a collection of attribute sets.
+
+    ``sets[i]`` is the i-th closure member (sorted by size, then by key); ``index(A)`` and the
+    vectorized :meth:`indices` find members by their attribute positions.
+    """
+
+    n_attrs: int
+    keys: np.ndarray  # sorted, unique
+
+    @classmethod
+    def of(cls, n_attrs: int, marginals: Sequence[AttrSet]) -> "Closure":
+        if not marginals:
+            raise WorkloadError("cannot take the closure of an empty workload")
+        max_size = max(len(m) for m in marginals)
+        dtype = _key_dtype(n_attrs, max_size)
+        chunks = []
+        for k, rows in _group_by_size(marginals).items():
+            for cols in _subset_masks(k):
+                chunks.append(_encode(rows[:, cols], n_attrs, dtype))
+        keys = np.unique(np.concatenate(chunks))
+        return cls(n_attrs, keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @cached_property
+    def sets(self) -> tuple[AttrSet, ...]:
+        return tuple(_decode(k, self.n_attrs) for k in self.keys)
+
+    def __iter__(self):
+        return iter(self.sets)
+
+    def __contains__(self, attrs: object) -> bool:
+        try:
+            self.index(attrs)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            return False
+        return True
+
+    def index(self, attrs: Iterable[int]) -> int:
+        """Position of one member; ``KeyError`` if it is not in the closure."""
+        row = np.asarray([sorted(attrs)], dtype=np.int64).reshape(1, -1)
+        i = self.indices(row)[0]
+        if i < 0:
+            raise KeyError(tuple(sorted(attrs)))
+        return int(i)
+
+    def indices(self, rows: np.ndarray) -> np.ndarray:
+        """Positions of the sets given as rows of sorted attribute positions; −1 if absent."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.ndim != 2:
+            raise ValueError("rows must be a 2-D array of attribute positions")
+        q = _encode(rows, self.n_attrs, self.keys.dtype.type if self.keys.dtype != object else object)
+        pos = np.searchsorted(self.keys, q)
+        pos = np.minimum(pos, len(self.keys) - 1)
+        found = self.keys[pos] == q
+        return np.where(found, pos, -1).astype(np.int64)
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """Number of attributes of each member."""
+        return np.array([len(s) for s in self.sets], dtype=np.int64)
+
+
+def _group_by_size(marginals: Sequence[AttrSet]) -> dict[int, np.ndarray]:
+    """Marginals grouped by number of attributes, as int arrays of shape (m_k, k)."""
+    groups: dict[int, list[AttrSet]] = {}
+    for m in marginals:
+        groups.setdefault(len(m), []).append(m)
+    return {k: np.asarray(v, dtype=np.int64).reshape(len(v), k) for k, v in groups.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """A list of distinct marginals on a domain, each with a non-negative weight.
+
+    ``Workload(dom, [("age", "sex"), ("race",)], weights=[1.0, 2.0])``; builders
+    :meth:`marginals` (all k-way or all ≤k-way) and :meth:`small_marginals`.
+    """
+
+    domain: Domain
+    sets: tuple[AttrSet, ...]
+    weights: np.ndarray = field(repr=False)
+
+    def __init__(
+        self,
+        domain: Domain,
+        marginals: Iterable[Iterable[str | int] | str],
+        weights: Iterable[float] | None = None,
+    ):
+        if not isinstance(domain, Domain):
+            raise WorkloadError(f"a workload needs a Domain, got {type(domain).__name__}")
+        sets: list[AttrSet] = []
+        seen: dict[AttrSet, int] = {}
+        for m in marginals:
+            attrs = domain.resolve(m)
+            if attrs in seen:
+                raise WorkloadError(
+                    f"marginal {domain.names_of(attrs)} is listed twice in the workload; "
+                    "list each marginal once (use its weight to make it more important)"
+                )
+            seen[attrs] = len(sets)
+            sets.append(attrs)
+        if not sets:
+            raise WorkloadError("the workload is empty: give at least one marginal")
+        if weights is None:
+            w = np.ones(len(sets))
+        else:
+            try:
+                w = np.asarray(list(weights), dtype=float)
+            except (TypeError, ValueError):
+                raise WorkloadError("weights must be numbers") from None
+            if w.shape != (len(sets),):
+                raise WorkloadError(
+                    f"{w.size} weights given for {len(sets)} marginals; give one weight per marginal"
+                )
+            if not np.all(np.isfinite(w)):
+                raise WorkloadError("weights must be finite numbers (no NaN or infinity)")
+            if np.any(w < 0):
+                bad = [domain.names_of(sets[i]) for i in np.flatnonzero(w < 0)[:3]]
+                raise WorkloadError(f"weights must be non-negative; negative for {bad}")
+            if not np.any(w > 0):
+                raise WorkloadError("at least one weight must be positive")
+        w.setflags(write=False)
+        object.__setattr__(self, "domain", domain)
+        object.__setattr__(self, "sets", tuple(sets))
+        object.__setattr__(self, "weights", w)
+
+    # -- builders -----------------------------------------------------------------------------
+    @classmethod
+    def marginals(
+        cls, domain: Domain, k: int, upto: bool = False, attributes: Iterable[str] | None = None
+    ) -> "Workload":
+        """All k-way marginals (``upto=True``: all marginals on at most k attributes, including
+        the 0-way total), optionally restricted to a subset of ``attributes``."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise WorkloadError(f"k must be an integer, got {k!r}")
+        pool = domain.resolve(attributes) if attributes is not None else tuple(range(len(domain)))
+        if k < 0 or (not upto and k > len(pool)):
+            raise WorkloadError(
+                f"k must be between 0 and {len(pool)} (the number of attributes), got {k}"
+            )
+        ks = range(0, min(k, len(pool)) + 1) if upto else (k,)
+        sets = [c for j in ks for c in itertools.combinations(pool, j)]
+        return cls._trusted(domain, sets)
+
+    @classmethod
+    def _trusted(cls, domain: Domain, sets: list[AttrSet]) -> "Workload":
+        """Workload from distinct sorted position tuples built by this module (unit weights)."""
+        self = object.__new__(cls)
+        w = np.ones(len(sets))
+        w.setflags(write=False)
+        object.__setattr__(self, "domain", domain)
+        object.__setattr__(self, "sets", tuple(sets))
+        object.__setattr__(self, "weights", w)
+        return self
+
+    @classmethod
+    def small_marginals(
+        cls, domain: Domain, max_cells: int = 5000, min_attributes: int = 0
+    ) -> "Workload":
+        """Every marginal with at most ``max_cells`` cells (paper appendix I, "Small Marginals";
+        it includes the 0-way total unless ``min_attributes`` > 0)."""
+        if max_cells < 1:
+            raise WorkloadError("max_cells must be at least 1")
+        sizes = domain.sizes
+        out: list[AttrSet] = []
+
+        def grow(prefix: AttrSet, cells: int, start: int) -> None:
+            if len(prefix) >= min_attributes:
+                out.append(prefix)
+            for i in range(start, len(sizes)):
+                if cells * sizes[i] <= max_cells:
+                    grow(prefix + (i,), cells * sizes[i], i + 1)
+
+        grow((), 1, 0)
+        if not out:
+            raise WorkloadError(f"no marginal has at most {max_cells} cells")
+        return cls._trusted(domain, out)
+
+    # -- derived ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    @cached_property
+    def closure(self) -> Closure:
+        """Downward closure (computed once)."""
+        return Closure.of(len(self.domain), self.sets)
+
+    @cached_property
+    def cells(self) -> np.ndarray:
+        """Number of cells of each workload marginal."""
+        sizes = np.asarray(self.domain.sizes, dtype=float)
+        return np.array([math.prod(sizes[list(s)]) if s else 1.0 for s in self.sets])
+
+    def names(self, i: int) -> tuple[str, ...]:
+        return self.domain.names_of(self.sets[i])
+
+    def index(self, attrs: Iterable[str | int] | str) -> int:
+        """Position of a marginal in the workload."""
+        key = self.domain.resolve(attrs)
+        try:
+            return self._position[key]
+        except KeyError:
+            raise WorkloadError(
+                f"marginal {self.domain.names_of(key)} is not in the workload"
+            ) from None
+
+    @cached_property
+    def _position(self) -> dict[AttrSet, int]:
+        return {s: i for i, s in enumerate(self.sets)}
+
+    def __repr__(self) -> str:
+        arity = np.bincount([len(s) for s in self.sets])
+        desc = ", ".join(f"{n}×{k}-way" for k, n in enumerate(arity) if n)
+        return f"Workload({desc} on {len(self.domain)} attributes)"
+
