@@ -63,6 +63,7 @@ __all__ = [
     "generalized_marginal_query",
     "theorem71_beta",
     "theorem72_covariance",
+    "algorithm6_reconstruct",
     "discrete_transform",
     "example3",
     "l2_sensitivity_sq",
@@ -402,6 +403,18 @@ def theorem72_covariance(sizes, At, Ws, subs, gammas, sigma2) -> np.ndarray:
             factors.append(Psi @ Psi.T)
         total = total + _sigma2_of(sigma2, A) * kron_all(factors)
     return np.atleast_2d(total)
+
+
+def algorithm6_reconstruct(sizes, At, Ws, subs, omegas: Mapping) -> np.ndarray:
+    """Algorithm 6 of [RP+], expanded densely: q = sum_{A subset At} U_A omega_A with
+    U_A = kron over i in At of (Sub_i^+ if i in A else 1_{n_i}/n_i); answer = (kron_{i in At} W_i) q."""
+    At = canon(At)
+    q = 0.0
+    for A in closure([At]):
+        U = kron_all([np.linalg.pinv(np.asarray(subs[i], dtype=float)) if i in A
+                      else np.ones((sizes[i], 1)) / sizes[i] for i in At])
+        q = q + U @ np.asarray(omegas[A], dtype=float)
+    return kron_all([Ws[i] for i in At]) @ q
 
 
 # ---------------------------------------------------------------------------
