@@ -247,9 +247,19 @@ class Plan:
 
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> "Plan":
-        p = Path(text_or_path)
-        text = p.read_text() if p.suffix == ".json" or p.exists() else str(text_or_path)
-        return cls.from_dict(json.loads(text))
+        """A plan from JSON text or from a file path."""
+        if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
+            text = text_or_path
+        else:
+            try:
+                text = Path(text_or_path).read_text()
+            except OSError as exc:
+                raise PlanError(f"cannot read plan file {str(text_or_path)!r}: {exc}") from None
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PlanError(f"not a JSON plan: {exc}") from None
+        return cls.from_dict(spec)
 
     def __repr__(self) -> str:
         return (
