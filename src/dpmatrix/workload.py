@@ -13,7 +13,6 @@ Attribute sets are always stored as sorted tuples of attribute *positions* in th
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -90,7 +89,13 @@ class Closure:
 
     @cached_property
     def sets(self) -> tuple[AttrSet, ...]:
-        return tuple(_decode(k, self.n_attrs) for k in self.keys)
+        if self.keys.dtype == object:
+            return tuple(_decode(k, self.n_attrs) for k in self.keys)
+        out: list[AttrSet] = [()] * len(self.keys)
+        for idx, rows in self.rows_by_size().values():
+            for i, r in zip(idx.tolist(), rows.tolist()):
+                out[i] = tuple(r)
+        return tuple(out)
 
     def __iter__(self):
         return iter(self.sets)
@@ -124,15 +129,50 @@ class Closure:
     @cached_property
     def sizes(self) -> np.ndarray:
         """Number of attributes of each member."""
-        return np.array([len(s) for s in self.sets], dtype=np.int64)
+        if self.keys.dtype == object:
+            return np.array([len(s) for s in self.sets], dtype=np.int64)
+        out = np.zeros(len(self.keys), dtype=np.int64)
+        bound = 1
+        while True:
+            more = self.keys >= bound
+            if not more.any():
+                return out
+            out += more
+            bound *= self.n_attrs + 1
+
+    def rows_by_size(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Members grouped by size: ``{k: (positions in the closure, (m, k) attribute rows)}``."""
+        sizes = self.sizes
+        out = {}
+        for k in np.unique(sizes).tolist():
+            idx = np.flatnonzero(sizes == k)
+            if self.keys.dtype == object:
+                rows = np.asarray([self.sets[i] for i in idx], dtype=np.int64).reshape(len(idx), k)
+            else:
+                rows = np.empty((len(idx), k), dtype=np.int64)
+                rest = self.keys[idx].copy()
+                for pos in range(k):
+                    rest, digit = np.divmod(rest, self.n_attrs + 1)
+                    rows[:, pos] = digit - 1
+            out[k] = (idx, rows)
+        return out
 
 
 def _group_by_size(marginals: Sequence[AttrSet]) -> dict[int, np.ndarray]:
     """Marginals grouped by number of attributes, as int arrays of shape (m_k, k)."""
-    groups: dict[int, list[AttrSet]] = {}
-    for m in marginals:
-        groups.setdefault(len(m), []).append(m)
-    return {k: np.asarray(v, dtype=np.int64).reshape(len(v), k) for k, v in groups.items()}
+    return {k: rows for k, (_, rows) in _group_positions(marginals).items()}
+
+
+def _group_positions(marginals: Sequence[AttrSet]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``{k: (positions in the list, (m_k, k) rows)}`` for the marginals of each size k."""
+    groups: dict[int, list[int]] = {}
+    for i, m in enumerate(marginals):
+        groups.setdefault(len(m), []).append(i)
+    out = {}
+    for k, pos in groups.items():
+        rows = np.asarray([marginals[i] for i in pos], dtype=np.int64).reshape(len(pos), k)
+        out[k] = (np.asarray(pos, dtype=np.int64), rows)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,7 +296,11 @@ class Workload:
     def cells(self) -> np.ndarray:
         """Number of cells of each workload marginal."""
         sizes = np.asarray(self.domain.sizes, dtype=float)
-        return np.array([math.prod(sizes[list(s)]) if s else 1.0 for s in self.sets])
+        out = np.ones(len(self.sets))
+        for k, (pos, rows) in _group_positions(self.sets).items():
+            if k:
+                out[pos] = np.prod(sizes[rows], axis=1)
+        return out
 
     def names(self, i: int) -> tuple[str, ...]:
         return self.domain.names_of(self.sets[i])

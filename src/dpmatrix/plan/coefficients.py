@@ -21,9 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..residual import AttributeBasis
-from ..workload import Closure, Workload, _group_by_size, _subset_masks
+from ..workload import Workload, _group_positions, _subset_masks
 
-__all__ = ["Coefficients", "compute_coefficients", "closure_rows"]
+__all__ = ["Coefficients", "compute_coefficients"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,17 +33,6 @@ class Coefficients:
     p: np.ndarray
     sum_var: sp.csr_matrix
     cell_var: sp.csr_matrix
-
-
-def closure_rows(closure: Closure) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Closure members grouped by size: ``{k: (closure positions, (m, k) attribute rows)}``."""
-    sizes = closure.sizes
-    out = {}
-    for k in np.unique(sizes):
-        idx = np.flatnonzero(sizes == k)
-        rows = np.asarray([closure.sets[i] for i in idx], dtype=np.int64).reshape(len(idx), int(k))
-        out[int(k)] = (idx, rows)
-    return out
 
 
 def compute_coefficients(workload: Workload, bases: tuple[AttributeBasis, ...]) -> Coefficients:
@@ -57,13 +46,11 @@ def compute_coefficients(workload: Workload, bases: tuple[AttributeBasis, ...]) 
     d_out = np.array([float(np.max(b.diag_out)) for b in bases])
 
     p = np.empty(len(closure))
-    for k, (idx, rows) in closure_rows(closure).items():
+    for k, (idx, rows) in closure.rows_by_size().items():
         p[idx] = np.prod(beta[rows], axis=1) if k else 1.0
 
-    position = {s: i for i, s in enumerate(workload.sets)}
     r_list, c_list, vs_list, vc_list = [], [], [], []
-    for k, rows in _group_by_size(workload.sets).items():
-        wrow = np.array([position[tuple(r)] for r in rows.tolist()], dtype=np.int64)
+    for k, (wrow, rows) in _group_positions(workload.sets).items():
         for cols in _subset_masks(k):
             out_cols = [j for j in range(k) if j not in cols]
             j = closure.indices(rows[:, cols])
