@@ -29,7 +29,8 @@ Per-attribute objective of ResidualPlanner+: for the weighted sum-of-variances o
 strategy of attribute ``i`` enters the optimal total only through ``beta_i · trace_in_i``
 (Theorems 7.1/7.2 and Lemma 2: every term ``sqrt(v_A p_A)`` with ``i ∈ A`` carries the factor
 ``sqrt(beta_i trace_in_i)``), i.e. ``max col-norm²(P1) · ||W_c P1⁺||_F²``.  The HDMM loss
-above is an upper bound on it (centring can only shrink both factors), and
+above is a surrogate for it: centring can only shrink the trace factor
+(``||W_c P1⁺||_F ≤ ||W_c S⁺||_F``) and usually, but not always, the sensitivity factor; so
 :func:`strategy_matrix` with ``"auto"`` keeps whichever of {optimized, identity, W} has the
 smaller ``beta · trace_in``.
 """
