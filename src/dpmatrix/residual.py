@@ -31,82 +31,84 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["AttributeBasis", "ResidualMechanism", "identity_basis", "kron_apply", "sub_matrix"]
-
-
-def sub_matrix(n: int) -> np.ndarray:
-    """The subtraction matrix ``Sub_n`` of §4.2: (n−1)×n, first column ones, ``(i, i+1) = −1``."""
-    s = np.zeros((n - 1, n))
-    s[:, 0] = 1.0
-    s[np.arange(n - 1), np.arange(1, n)] = -1.0
-    return s
-
-
-def sub_pinv(n: int) -> np.ndarray:
-    """Closed-form pseudo-inverse of ``Sub_n`` (Lemma 1): ``(1/n) [1ᵀ ; 1 1ᵀ − n I]``."""
-    p = np.full((n, n - 1), 1.0 / n)
-    p[np.arange(1, n), np.arange(n - 1)] -= 1.0
-    return p
+__all__ = ["AttributeBasis", "ResidualMechanism", "identity_basis", "kron_apply"]
 
 
 @dataclass(frozen=True, eq=False)
 class AttributeBasis:
-    """Per-attribute Kronecker factors of the residual mechanisms.
+    """Per-attribute factors of ResidualPlanner+ for one ``(W, S)`` pair (arrays read-only).
 
-    ``sub`` (r×n) and ``gamma`` (r×g) define the mechanism factor, ``sub_pinv`` (n×r) the
-    reconstruction factor; ``beta`` is the attribute's privacy-cost factor, ``resid_cov`` the
-    n×n covariance factor ``K = Sub⁺ΓΓᵀSub⁺ᵀ`` of the residual estimate. ``trace_in``/``diag_in``
-    are the sum / diagonal of the cell-variance factor when the attribute is in the residual set,
-    ``trace_out``/``diag_out`` when it is in the queried marginal but not in the residual set
-    (Theorem 4.4; Theorem 7.2 with ``W = I``).
+    Attributes
+    ----------
+    n : domain size of the attribute.
+    W, S : the base workload (``m × n``) and the strategy replacement (``k × n``).
+    Sub : ``r × n`` subtraction matrix (Algorithm 4), ``Sub 1 = 0``.
+    Gamma : noise factor; the residual noise covariance factor is ``Gamma Gammaᵀ`` (``r × r``).
+    Sub_pinv : ``n × r`` pseudo-inverse of ``Sub`` (used by reconstruction, Algorithm 6).
+    beta : Theorem 7.1 privacy-cost factor, ``max diag(Subᵀ (Γ Γᵀ)⁻¹ Sub)``.
+    resid_cov : ``n × n`` matrix ``Sub⁺ Γ Γᵀ Sub⁺ᵀ`` — covariance, per unit σ², of the
+        reconstructed data-space vector from this attribute's residual.
+    trace_in : ``||W Sub⁺ Γ||_F²`` (attribute in the residual set).
+    trace_out : ``||W 1||² / n²`` (attribute in the query but not in the residual set).
+    diag_in : ``diag(W Sub⁺ Γ Γᵀ Sub⁺ᵀ Wᵀ)`` (length m).
+    diag_out : ``(W 1 / n)²`` (length m).
     """
 
     n: int
-    sub: np.ndarray
-    gamma: np.ndarray
-    sub_pinv: np.ndarray
+    W: np.ndarray
+    S: np.ndarray
+    Sub: np.ndarray
+    Gamma: np.ndarray
+    Sub_pinv: np.ndarray
     beta: float
     resid_cov: np.ndarray
     trace_in: float
     trace_out: float
     diag_in: np.ndarray
     diag_out: np.ndarray
-    name: str = "identity"
 
     @property
-    def n_outputs(self) -> int:
-        return self.sub.shape[0]
+    def r(self) -> int:
+        """Number of rows of ``Sub`` (dimension of this attribute's residual)."""
+        return int(self.Sub.shape[0])
+
+    @property
+    def m(self) -> int:
+        """Number of queries (rows) of ``W``."""
+        return int(self.W.shape[0])
 
     @property
     def n_noise(self) -> int:
-        return self.gamma.shape[1]
+        """Number of standard normal draws per value of this attribute (columns of ``Gamma``)."""
+        return int(self.Gamma.shape[1])
+
+    @property
+    def is_identity(self) -> bool:
+        """True for ResidualPlanner's plain-marginal basis (W = S = I)."""
+        n = self.n
+        return self.W.shape == (n, n) and self.S.shape == (n, n) and bool(
+            np.array_equal(self.W, np.eye(n)) and np.array_equal(self.S, np.eye(n))
+        )
+
+    @property
+    def cov_factor(self) -> np.ndarray:
+        """``Γ Γᵀ`` (``r × r``): per-attribute factor of the residual noise covariance ``Σ_A``."""
+        return self.Gamma @ self.Gamma.T
+
 
 
 @lru_cache(maxsize=None)
 def identity_basis(n: int) -> AttributeBasis:
     """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
 
-    ``Γ = Sub_n`` so the noise is ``σ H z`` with ``z ~ N(0, I_n)`` (Algorithm 1);
+    ``Sub = Γ = Sub_n`` so the noise is ``σ H z`` with ``z ~ N(0, I_n)`` (Algorithm 1);
     ``β = (n−1)/n``; ``K = I − 11ᵀ/n`` (the centring projection), so the cell-variance factors are
     ``(n−1)/n`` in the residual set and ``1/n²`` outside it (Theorem 4.4).
     """
-    s = sub_matrix(n)
-    sp = sub_pinv(n)
-    cov = np.eye(n) - 1.0 / n
-    for a in (s, sp, cov):
-        a.setflags(write=False)
-    return AttributeBasis(
-        n=n,
-        sub=s,
-        gamma=s,
-        sub_pinv=sp,
-        beta=(n - 1) / n,
-        resid_cov=cov,
-        trace_in=float(n - 1),
-        trace_out=1.0 / n,
-        diag_in=np.full(n, (n - 1) / n),
-        diag_out=np.full(n, 1.0 / n**2),
-    )
+    from .plan.residual_basis import attribute_basis
+
+    eye = np.eye(n)
+    return attribute_basis(eye, eye)
 
 
 def kron_apply(mats: tuple[np.ndarray, ...], tensor: np.ndarray) -> np.ndarray:
@@ -139,7 +141,7 @@ class ResidualMechanism:
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        return tuple(b.n_outputs for b in self.bases)
+        return tuple(b.r for b in self.bases)
 
     @property
     def noise_shape(self) -> tuple[int, ...]:
@@ -162,10 +164,10 @@ class ResidualMechanism:
     def measure(self, marginal: np.ndarray, z: np.ndarray) -> np.ndarray:
         """``ω = H₁ v + σ H₂ z`` (Algorithm 1 / 5) for a marginal table ``v`` and standard noise
         ``z`` of shape :attr:`noise_shape`. Returns the noisy outputs, shape :attr:`output_shape`."""
-        signal = kron_apply(tuple(b.sub for b in self.bases), np.asarray(marginal, dtype=float))
-        noise = kron_apply(tuple(b.gamma for b in self.bases), z)
+        signal = kron_apply(tuple(b.Sub for b in self.bases), np.asarray(marginal, dtype=float))
+        noise = kron_apply(tuple(b.Gamma for b in self.bases), z)
         return signal + math.sqrt(self.sigma2) * noise
 
     def residual(self, omega: np.ndarray) -> np.ndarray:
         """``r_A = (⊗ Sub_i⁺) ω``: unbiased estimate of the residual component of ``v_A``."""
-        return kron_apply(tuple(b.sub_pinv for b in self.bases), omega)
+        return kron_apply(tuple(b.Sub_pinv for b in self.bases), omega)

@@ -172,7 +172,7 @@ class Plan:
         with np.errstate(divide="ignore"):
             share = np.where(self.measured, p / self.sigma2, 0.0) / self.pcost
         outputs = [
-            math.prod(self.bases[a].n_outputs for a in s) for s in sets
+            math.prod(self.bases[a].r for a in s) for s in sets
         ]
         return pd.DataFrame(
             {
@@ -210,7 +210,7 @@ class Plan:
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description: domain, workload, objective, noise scales, privacy."""
-        if any(b.name != "identity" for b in self.bases):  # pragma: no cover - RP+ extends this
+        if not all(b.is_identity for b in self.bases):  # pragma: no cover - RP+ extends this
             raise PlanError("serialization of non-identity bases is not supported yet")
         return {
             "format": PLAN_FORMAT,

@@ -25,11 +25,11 @@ For ``S = I`` (categorical attribute, identity workload) this is exactly Residua
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import WorkloadError
+from ..residual import AttributeBasis
 
 __all__ = [
     "subtraction_matrix",
@@ -131,55 +131,6 @@ def _ro(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=float)
     a.setflags(write=False)
     return a
-
-
-@dataclass(frozen=True, eq=False)
-class AttributeBasis:
-    """Per-attribute factors of ResidualPlanner+ for one ``(W, S)`` pair (arrays read-only).
-
-    Attributes
-    ----------
-    n : domain size of the attribute.
-    W, S : the base workload (``m × n``) and the strategy replacement (``k × n``).
-    Sub : ``r × n`` subtraction matrix (Algorithm 4), ``Sub 1 = 0``.
-    Gamma : noise factor; the residual noise covariance factor is ``Gamma Gammaᵀ`` (``r × r``).
-    Sub_pinv : ``n × r`` pseudo-inverse of ``Sub`` (used by reconstruction, Algorithm 6).
-    beta : Theorem 7.1 privacy-cost factor, ``max diag(Subᵀ (Γ Γᵀ)⁻¹ Sub)``.
-    resid_cov : ``n × n`` matrix ``Sub⁺ Γ Γᵀ Sub⁺ᵀ`` — covariance, per unit σ², of the
-        reconstructed data-space vector from this attribute's residual.
-    trace_in : ``||W Sub⁺ Γ||_F²`` (attribute in the residual set).
-    trace_out : ``||W 1||² / n²`` (attribute in the query but not in the residual set).
-    diag_in : ``diag(W Sub⁺ Γ Γᵀ Sub⁺ᵀ Wᵀ)`` (length m).
-    diag_out : ``(W 1 / n)²`` (length m).
-    """
-
-    n: int
-    W: np.ndarray
-    S: np.ndarray
-    Sub: np.ndarray
-    Gamma: np.ndarray
-    Sub_pinv: np.ndarray
-    beta: float
-    resid_cov: np.ndarray
-    trace_in: float
-    trace_out: float
-    diag_in: np.ndarray
-    diag_out: np.ndarray
-
-    @property
-    def r(self) -> int:
-        """Number of rows of ``Sub`` (dimension of this attribute's residual)."""
-        return int(self.Sub.shape[0])
-
-    @property
-    def m(self) -> int:
-        """Number of queries (rows) of ``W``."""
-        return int(self.W.shape[0])
-
-    @property
-    def cov_factor(self) -> np.ndarray:
-        """``Γ Γᵀ`` (``r × r``): per-attribute factor of the residual noise covariance ``Σ_A``."""
-        return self.Gamma @ self.Gamma.T
 
 
 def _build(W: np.ndarray, S: np.ndarray) -> AttributeBasis:
