@@ -13,7 +13,7 @@ Attribute sets are always stored as sorted tuples of attribute *positions* in th
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -175,35 +175,83 @@ def _group_positions(marginals: Sequence[AttrSet]) -> dict[int, tuple[np.ndarray
     return out
 
 
+IDENTITY = "identity"
+BUILTIN_TYPES = ("identity", "prefix", "range")
+_TYPE_ALIASES = {"marginal": "identity", "cells": "identity", "prefixes": "prefix", "ranges": "range",
+                 "all_ranges": "range"}
+
+
+def _default_type(attr) -> str:
+    """Default per-attribute query type from the attribute's kind (paper §7.1, §9)."""
+    return "prefix" if attr.kind == "ordinal" else IDENTITY
+
+
 @dataclass(frozen=True, eq=False)
 class Workload:
-    """A list of distinct marginals on a domain, each with a non-negative weight.
+    """A list of distinct (generalized) marginals on a domain, each with a non-negative weight.
 
     ``Workload(dom, [("age", "sex"), ("race",)], weights=[1.0, 2.0])``; builders
     :meth:`marginals` (all k-way or all ≤k-way) and :meth:`small_marginals`.
+
+    Each attribute of a marginal carries a *query type* (ResidualPlanner+, paper §7.1): the base
+    matrix ``W_i`` applied to it — ``"identity"`` (plain cells), ``"prefix"`` (``value ≤ v``),
+    ``"range"`` (every ``[a, b]``) or a user matrix whose row space contains the all-ones row.
+    ``query_types={"age": "prefix"}`` sets an attribute's type everywhere; attributes not named
+    take ``"prefix"`` if the domain says they are ordinal, else ``"identity"``. A single marginal
+    can override it: ``{"attributes": ("age", "race"), "query_types": {"age": "range"}}``.
     """
 
     domain: Domain
     sets: tuple[AttrSet, ...]
     weights: np.ndarray = field(repr=False)
+    attr_types: tuple[str, ...] = field(repr=False)
+    overrides: Mapping[int, tuple[str, ...]] = field(repr=False)
+    matrices: Mapping[str, np.ndarray] = field(repr=False)
 
     def __init__(
         self,
         domain: Domain,
-        marginals: Iterable[Iterable[str | int] | str],
+        marginals: Iterable[Iterable[str | int] | str | Mapping],
         weights: Iterable[float] | None = None,
+        query_types: Mapping[str, str | np.ndarray] | None = None,
     ):
         if not isinstance(domain, Domain):
             raise WorkloadError(f"a workload needs a Domain, got {type(domain).__name__}")
+        matrices: dict[str, np.ndarray] = {}
+        attr_types = _attribute_types(domain, query_types, matrices)
         sets: list[AttrSet] = []
+        overrides: dict[int, tuple[str, ...]] = {}
         seen: dict[AttrSet, int] = {}
         for m in marginals:
+            own = None
+            if isinstance(m, Mapping):
+                unknown = set(m) - {"attributes", "query_types"}
+                if unknown or "attributes" not in m:
+                    raise WorkloadError(
+                        "a marginal given as a mapping needs 'attributes' and optionally "
+                        f"'query_types', got keys {sorted(m)}"
+                    )
+                own = m.get("query_types")
+                m = m["attributes"]
             attrs = domain.resolve(m)
             if attrs in seen:
                 raise WorkloadError(
                     f"marginal {domain.names_of(attrs)} is listed twice in the workload; "
                     "list each marginal once (use its weight to make it more important)"
                 )
+            if own:
+                types = dict(zip(attrs, (attr_types[a] for a in attrs)))
+                for name, t in own.items():
+                    a = domain.index(name)
+                    if a not in attrs:
+                        raise WorkloadError(
+                            f"query type given for {name!r}, which is not in the marginal "
+                            f"{domain.names_of(attrs)}"
+                        )
+                    types[a] = _type_key(domain, a, t, matrices)
+                key = tuple(types[a] for a in attrs)
+                if key != tuple(attr_types[a] for a in attrs):
+                    overrides[len(sets)] = key
             seen[attrs] = len(sets)
             sets.append(attrs)
         if not sets:
@@ -227,14 +275,25 @@ class Workload:
             if not np.any(w > 0):
                 raise WorkloadError("at least one weight must be positive")
         w.setflags(write=False)
+        self._set(domain, tuple(sets), w, attr_types, overrides, matrices)
+
+    def _set(self, domain, sets, w, attr_types, overrides, matrices) -> None:
         object.__setattr__(self, "domain", domain)
-        object.__setattr__(self, "sets", tuple(sets))
+        object.__setattr__(self, "sets", sets)
         object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "attr_types", attr_types)
+        object.__setattr__(self, "overrides", overrides)
+        object.__setattr__(self, "matrices", matrices)
 
     # -- builders -----------------------------------------------------------------------------
     @classmethod
     def marginals(
-        cls, domain: Domain, k: int, upto: bool = False, attributes: Iterable[str] | None = None
+        cls,
+        domain: Domain,
+        k: int,
+        upto: bool = False,
+        attributes: Iterable[str] | None = None,
+        query_types: Mapping[str, str | np.ndarray] | None = None,
     ) -> "Workload":
         """All k-way marginals (``upto=True``: all marginals on at most k attributes, including
         the 0-way total), optionally restricted to a subset of ``attributes``."""
@@ -247,22 +306,26 @@ class Workload:
             )
         ks = range(0, min(k, len(pool)) + 1) if upto else (k,)
         sets = [c for j in ks for c in itertools.combinations(pool, j)]
-        return cls._trusted(domain, sets)
+        return cls._trusted(domain, sets, query_types)
 
     @classmethod
-    def _trusted(cls, domain: Domain, sets: list[AttrSet]) -> "Workload":
+    def _trusted(cls, domain: Domain, sets: list[AttrSet], query_types=None) -> "Workload":
         """Workload from distinct sorted position tuples built by this module (unit weights)."""
         self = object.__new__(cls)
         w = np.ones(len(sets))
         w.setflags(write=False)
-        object.__setattr__(self, "domain", domain)
-        object.__setattr__(self, "sets", tuple(sets))
-        object.__setattr__(self, "weights", w)
+        matrices: dict[str, np.ndarray] = {}
+        attr_types = _attribute_types(domain, query_types, matrices)
+        self._set(domain, tuple(sets), w, attr_types, {}, matrices)
         return self
 
     @classmethod
     def small_marginals(
-        cls, domain: Domain, max_cells: int = 5000, min_attributes: int = 0
+        cls,
+        domain: Domain,
+        max_cells: int = 5000,
+        min_attributes: int = 0,
+        query_types: Mapping[str, str | np.ndarray] | None = None,
     ) -> "Workload":
         """Every marginal with at most ``max_cells`` cells (paper appendix I, "Small Marginals";
         it includes the 0-way total unless ``min_attributes`` > 0)."""
@@ -281,7 +344,43 @@ class Workload:
         grow((), 1, 0)
         if not out:
             raise WorkloadError(f"no marginal has at most {max_cells} cells")
-        return cls._trusted(domain, out)
+        return cls._trusted(domain, out, query_types)
+
+    # -- query types --------------------------------------------------------------------------
+    def types(self, i: int) -> tuple[str, ...]:
+        """Query type key of each attribute of workload marginal ``i``."""
+        own = self.overrides.get(i)
+        return own if own is not None else tuple(self.attr_types[a] for a in self.sets[i])
+
+    def query_matrix(self, attr: int, key: str) -> np.ndarray:
+        """The base matrix ``W`` of a query type key on attribute position ``attr``."""
+        if key in self.matrices:
+            return self.matrices[key]
+        from .plan.attribute_queries import query_matrix
+
+        return query_matrix(key, self.domain.sizes[attr])
+
+    @cached_property
+    def is_plain(self) -> bool:
+        """True when every query is an ordinary marginal (ResidualPlanner's case)."""
+        used = {self.attr_types[a] for s in self.sets for a in s} if len(self.sets) < 10_000 else set(
+            self.attr_types
+        )
+        used |= {t for key in self.overrides.values() for t in key}
+        return used <= {IDENTITY}
+
+    @cached_property
+    def types_by_attribute(self) -> tuple[tuple[str, ...], ...]:
+        """For each attribute, the distinct query type keys it is used with (sorted)."""
+        used: list[set[str]] = [set() for _ in self.domain.names]
+        for k, (pos, rows) in _group_positions(self.sets).items():
+            for col in range(k):
+                for a in np.unique(rows[:, col]).tolist():
+                    used[a].add(self.attr_types[a])
+        for i, key in self.overrides.items():
+            for a, t in zip(self.sets[i], key):
+                used[a].add(t)
+        return tuple(tuple(sorted(u)) for u in used)
 
     # -- derived ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -302,6 +401,22 @@ class Workload:
                 out[pos] = np.prod(sizes[rows], axis=1)
         return out
 
+    @cached_property
+    def n_queries(self) -> np.ndarray:
+        """Number of queries (rows of ⊗ W_i) of each workload marginal; the cells if plain."""
+        if self.is_plain:
+            return self.cells
+        rows = {}
+        out = np.ones(len(self.sets))
+        for i, s in enumerate(self.sets):
+            n = 1.0
+            for a, t in zip(s, self.types(i)):
+                if (a, t) not in rows:
+                    rows[a, t] = self.query_matrix(a, t).shape[0]
+                n *= rows[a, t]
+            out[i] = n
+        return out
+
     def names(self, i: int) -> tuple[str, ...]:
         return self.domain.names_of(self.sets[i])
 
@@ -319,8 +434,67 @@ class Workload:
     def _position(self) -> dict[AttrSet, int]:
         return {s: i for i, s in enumerate(self.sets)}
 
+    def to_dict(self) -> dict:
+        """JSON-ready form: marginals (with their query types where not identity) and weights."""
+        out_marg = []
+        for i, s in enumerate(self.sets):
+            names = list(self.domain.names_of(s))
+            types = {n: t for n, t in zip(names, self.types(i)) if t != IDENTITY}
+            out_marg.append({"attributes": names, "query_types": types} if types else names)
+        return {
+            "marginals": out_marg,
+            "weights": self.weights.tolist(),
+            "matrices": {k: v.tolist() for k, v in self.matrices.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, domain: Domain, spec: Mapping) -> "Workload":
+        matrices = {k: np.asarray(v, dtype=float) for k, v in spec.get("matrices", {}).items()}
+        marg = []
+        for m in spec["marginals"]:
+            if isinstance(m, Mapping) and m.get("query_types"):
+                qt = {n: (matrices[t] if t in matrices else t) for n, t in m["query_types"].items()}
+                marg.append({"attributes": m["attributes"], "query_types": qt})
+            else:
+                marg.append(m["attributes"] if isinstance(m, Mapping) else m)
+        # attribute-level defaults are identity here: every non-identity type is explicit above
+        plain = {n: IDENTITY for n in domain.names}
+        return cls(domain, marg, spec.get("weights"), query_types=plain)
+
     def __repr__(self) -> str:
         arity = np.bincount([len(s) for s in self.sets])
         desc = ", ".join(f"{n}×{k}-way" for k, n in enumerate(arity) if n)
-        return f"Workload({desc} on {len(self.domain)} attributes)"
+        kinds = "" if self.is_plain else ", generalized"
+        return f"Workload({desc} on {len(self.domain)} attributes{kinds})"
 
+
+def _type_key(domain: Domain, a: int, t, matrices: dict[str, np.ndarray]) -> str:
+    """Normalize a query type (name or matrix) to a key; user matrices are validated and stored."""
+    name = domain.names[a]
+    if isinstance(t, str):
+        key = _TYPE_ALIASES.get(t.lower(), t.lower())
+        if key not in BUILTIN_TYPES:
+            raise WorkloadError(
+                f"unknown query type {t!r} for attribute {name!r}: use one of "
+                f"{list(BUILTIN_TYPES)} or a matrix with {domain.sizes[a]} columns"
+            )
+        return key
+    from .plan.attribute_queries import validate_query_matrix
+
+    W = validate_query_matrix(np.asarray(t, dtype=float), domain.sizes[a], name=f"query matrix for {name!r}")
+    for key, M in matrices.items():
+        if key.startswith(f"matrix:{name}") and M.shape == W.shape and np.array_equal(M, W):
+            return key
+    key = f"matrix:{name}" + ("" if f"matrix:{name}" not in matrices else f":{len(matrices)}")
+    W = np.array(W, dtype=float)
+    W.setflags(write=False)
+    matrices[key] = W
+    return key
+
+
+def _attribute_types(domain: Domain, query_types, matrices: dict[str, np.ndarray]) -> tuple[str, ...]:
+    types = [_default_type(a) for a in domain.attributes]
+    for name, t in (query_types or {}).items():
+        a = domain.index(name)
+        types[a] = _type_key(domain, a, t, matrices)
+    return tuple(types)

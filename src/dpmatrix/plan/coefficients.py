@@ -4,18 +4,23 @@ For residual mechanisms with noise scales ``x_A = σ²_A`` (one per closure memb
 
 * privacy cost       ``Σ_A p_A / x_A``,  ``p_A = Π_{i∈A} β_i``             (Theorems 4.3, 7.1)
 * workload variances ``Σ_{A⊆M} c_{M,A} x_A`` for each workload marginal ``M`` (Theorem 4.4,
-  Theorem 7.2): for the *sum* of the cell variances of ``M``,
-  ``c_{M,A} = Π_{i∈A} trace_in_i · Π_{j∈M∖A} trace_out_j``; for the variance of one *cell*
-  (the same for every cell of a marginal under ResidualPlanner's bases),
-  ``c_{M,A} = Π_{i∈A} diag_in_i · Π_{j∈M∖A} diag_out_j``.
+  Theorem 7.2): for the *sum* of the variances of the queries of ``M``,
+  ``c_{M,A} = Π_{i∈A} trace_in_i · Π_{j∈M∖A} trace_out_j``; for the variance of one query
+  (one row of ``⊗ W_i``, a cell for plain marginals),
+  ``c_{M,A}(q) = Π_{i∈A} diag_in_i[q_i] · Π_{j∈M∖A} diag_out_j[q_j]``.
 
-Both matrices are sparse (a k-way marginal touches 2^k closure members) and built with
-vectorized gathers over all marginals of the same arity.
+The factors depend on the attribute and on the query type it has in ``M`` (its base matrix
+``W_i``); each (attribute, type) pair gets an id and the matrices are built with vectorized
+gathers over all marginals of the same arity (a k-way marginal touches 2^k closure members).
+For plain marginals every cell of a marginal has the same variance ("uniform"); for prefix or
+range queries it varies, and :meth:`Coefficients.query_variances` evaluates it exactly.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,25 +30,90 @@ from ..workload import Workload, _group_positions, _subset_masks
 
 __all__ = ["Coefficients", "compute_coefficients"]
 
+BasisLookup = Callable[[int, str], AttributeBasis]
+
 
 @dataclass(frozen=True, eq=False)
 class Coefficients:
-    """``p`` (per closure member), ``sum_var`` and ``cell_var`` (workload × closure, CSR)."""
+    """``p`` (per closure member), ``sum_var`` and ``cell_var`` (workload × closure, CSR).
+
+    ``cell_var`` holds, per marginal, the coefficients of its *largest* per-attribute factors;
+    it is exact when ``uniform`` (all queries of a marginal have the same variance), otherwise
+    use :meth:`query_variances` / :meth:`query_row`.
+    """
 
     p: np.ndarray
     sum_var: sp.csr_matrix
     cell_var: sp.csr_matrix
+    uniform: bool
+    workload: Workload = field(repr=False)
+    basis: BasisLookup = field(repr=False)
+
+    def _factors(self, i: int):
+        wk = self.workload
+        key = wk.sets[i]
+        return key, [self.basis(a, t) for a, t in zip(key, wk.types(i))]
+
+    def query_variances(self, i: int, x: np.ndarray) -> np.ndarray:
+        """Exact variance of every query of workload marginal ``i`` for noise scales ``x``
+        (an array shaped like the table of queries, ``x`` indexed like the closure)."""
+        key, bases = self._factors(i)
+        closure = self.workload.closure
+        out = np.zeros(tuple(b.diag_in.size for b in bases))
+        for r in range(len(key) + 1):
+            for cols in itertools.combinations(range(len(key)), r):
+                xa = x[closure.index(tuple(key[c] for c in cols))]
+                if xa == 0:
+                    continue
+                term = np.array(xa)
+                for c, b in enumerate(bases):
+                    term = np.multiply.outer(term, b.diag_in if c in cols else b.diag_out)
+                out = out + term
+        return out
+
+    def query_row(self, i: int, q: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Closure positions and coefficients of the variance of query ``q`` of marginal ``i``."""
+        key, bases = self._factors(i)
+        closure = self.workload.closure
+        idx, val = [], []
+        for r in range(len(key) + 1):
+            for cols in itertools.combinations(range(len(key)), r):
+                v = 1.0
+                for c, b in enumerate(bases):
+                    v *= (b.diag_in if c in cols else b.diag_out)[q[c]]
+                idx.append(closure.index(tuple(key[c] for c in cols)))
+                val.append(v)
+        return np.asarray(idx, dtype=np.int64), np.asarray(val)
 
 
-def compute_coefficients(workload: Workload, bases: tuple[AttributeBasis, ...]) -> Coefficients:
-    """Privacy-cost and variance coefficients of a marginal workload, one basis per attribute."""
+def compute_coefficients(
+    workload: Workload, mech_bases: tuple[AttributeBasis, ...], basis: BasisLookup
+) -> Coefficients:
+    """Privacy-cost and variance coefficients of a (generalized) marginal workload.
+
+    ``mech_bases[a]`` is the mechanism basis of attribute ``a`` (its ``β``); ``basis(a, type)``
+    the basis that answers queries of that type on ``a``.
+    """
     closure = workload.closure
-    beta = np.array([b.beta for b in bases])
-    t_in = np.array([b.trace_in for b in bases])
-    t_out = np.array([b.trace_out for b in bases])
-    # ResidualPlanner's bases give the same variance to every cell; take that common value.
-    d_in = np.array([float(np.max(b.diag_in)) for b in bases])
-    d_out = np.array([float(np.max(b.diag_out)) for b in bases])
+    d = len(workload.domain)
+    beta = np.array([b.beta for b in mech_bases])
+
+    # ids of the (attribute, query type) pairs in use, and their factors
+    pairs = [(a, t) for a in range(d) for t in workload.types_by_attribute[a]]
+    pair_id = {pt: j for j, pt in enumerate(pairs)}
+    t_in = np.empty(len(pairs))
+    t_out = np.empty(len(pairs))
+    d_in = np.empty(len(pairs))
+    d_out = np.empty(len(pairs))
+    uniform = True
+    for j, (a, t) in enumerate(pairs):
+        b = basis(a, t)
+        t_in[j], t_out[j] = b.trace_in, b.trace_out
+        d_in[j], d_out[j] = float(np.max(b.diag_in)), float(np.max(b.diag_out))
+        for v in (b.diag_in, b.diag_out):
+            if v.size and np.ptp(v) > 1e-12 * max(1.0, float(np.max(v))):
+                uniform = False
+    default_id = np.array([pair_id.get((a, workload.attr_types[a]), -1) for a in range(d)])
 
     p = np.empty(len(closure))
     for k, (idx, rows) in closure.rows_by_size().items():
@@ -51,17 +121,23 @@ def compute_coefficients(workload: Workload, bases: tuple[AttributeBasis, ...]) 
 
     r_list, c_list, vs_list, vc_list = [], [], [], []
     for k, (wrow, rows) in _group_positions(workload.sets).items():
+        ids = default_id[rows] if k else np.zeros((len(rows), 0), dtype=np.int64)
+        if workload.overrides:
+            where = {int(pos): n for n, pos in enumerate(wrow)}
+            for i, key in workload.overrides.items():
+                if i in where:
+                    ids[where[i]] = [pair_id[(a, t)] for a, t in zip(workload.sets[i], key)]
         for cols in _subset_masks(k):
-            out_cols = [j for j in range(k) if j not in cols]
             j = closure.indices(rows[:, cols])
             vs = np.ones(len(rows))
             vc = np.ones(len(rows))
-            for c in cols:
-                vs *= t_in[rows[:, c]]
-                vc *= d_in[rows[:, c]]
-            for c in out_cols:
-                vs *= t_out[rows[:, c]]
-                vc *= d_out[rows[:, c]]
+            for c in range(k):
+                if c in cols:
+                    vs *= t_in[ids[:, c]]
+                    vc *= d_in[ids[:, c]]
+                else:
+                    vs *= t_out[ids[:, c]]
+                    vc *= d_out[ids[:, c]]
             r_list.append(wrow)
             c_list.append(j)
             vs_list.append(vs)
@@ -71,4 +147,4 @@ def compute_coefficients(workload: Workload, bases: tuple[AttributeBasis, ...]) 
     shape = (len(workload), len(closure))
     sum_var = sp.csr_matrix((np.concatenate(vs_list), (r, c)), shape=shape)
     cell_var = sp.csr_matrix((np.concatenate(vc_list), (r, c)), shape=shape)
-    return Coefficients(p=p, sum_var=sum_var, cell_var=cell_var)
+    return Coefficients(p, sum_var, cell_var, uniform, workload, basis)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +26,9 @@ from ..privacy import Budget, resolve_pcost
 from ..residual import AttributeBasis, ResidualMechanism, identity_basis
 from ..workload import AttrSet, Workload
 from .coefficients import Coefficients, compute_coefficients
-from .select import select
+from .residual_basis import attribute_basis
+from .select import max_query_variance, select
+from .strategy1d import strategy_matrix
 
 __all__ = ["Plan", "plan"]
 
@@ -40,12 +42,41 @@ class Plan:
     workload: Workload
     sigma2: np.ndarray = field(repr=False)
     objective: str
-    bases: tuple[AttributeBasis, ...] = field(repr=False)
+    strategies: tuple[np.ndarray, ...] = field(repr=False)
 
-    # -- privacy ------------------------------------------------------------------------------
+    # -- per-attribute factors ----------------------------------------------------------------
+    @cached_property
+    def bases(self) -> tuple[AttributeBasis, ...]:
+        """Mechanism basis of each attribute (from its strategy ``S_i``, Algorithm 4)."""
+        return tuple(_mechanism_basis(S) for S in self.strategies)
+
+    def query_basis(self, attr: int, key: str) -> AttributeBasis:
+        """Basis answering queries of type ``key`` (base matrix ``W``) on attribute ``attr``."""
+        S = self.strategies[attr]
+        if key == "identity" and self.bases[attr].is_identity:
+            return self.bases[attr]
+        return attribute_basis(self.workload.query_matrix(attr, key), S)
+
+    def cell_basis(self, attr: int) -> AttributeBasis:
+        """Basis answering the cells (``W = I``) of attribute ``attr``."""
+        try:
+            return self.query_basis(attr, "identity")
+        except WorkloadError:
+            raise NotMeasuredError(
+                f"the cells of {self.domain.names[attr]!r} cannot be estimated: its strategy does "
+                "not span every value; ask for the workload's queries (answer/query) instead"
+            ) from None
+
     @cached_property
     def coefficients(self) -> Coefficients:
-        return compute_coefficients(self.workload, self.bases)
+        return compute_coefficients(self.workload, self.bases, self.query_basis)
+
+    @property
+    def is_plain(self) -> bool:
+        """True for ResidualPlanner (every strategy and query is the identity)."""
+        return self.workload.is_plain and all(b.is_identity for b in self.bases)
+
+    # -- privacy ------------------------------------------------------------------------------
 
     @cached_property
     def budget(self) -> Budget:
@@ -126,7 +157,7 @@ class Plan:
         for sub, s2 in self._subset_terms(key):
             term = np.array(s2)
             for a in key:
-                b = self.bases[a]
+                b = self.cell_basis(a)
                 f = b.diag_in if a in sub else b.diag_out
                 term = np.multiply.outer(term, f)
             out = out + term
@@ -141,19 +172,26 @@ class Plan:
     @cached_property
     def _workload_cell_var(self) -> np.ndarray:
         x = np.where(self.measured, self.sigma2, np.inf)
-        return _spmv_inf(self.coefficients.cell_var, x)
+        return max_query_variance(self.coefficients, x)
 
     def total_variance(self) -> float:
-        """Sum of the variances of every cell of every workload marginal."""
+        """Sum of the variances of every query (cell, for plain marginals) of the workload."""
         return float(np.sum(self._workload_sums))
 
     def rmse(self) -> float:
-        """sqrt(total cell variance over the workload / number of workload cells)."""
-        return math.sqrt(self.total_variance() / float(np.sum(self.workload.cells)))
+        """sqrt(total variance over the workload / number of workload queries (cells))."""
+        return math.sqrt(self.total_variance() / float(np.sum(self.workload.n_queries)))
 
     def max_variance(self) -> float:
-        """Largest cell variance over the workload marginals."""
+        """Largest variance of a workload query (a cell, for plain marginals)."""
         return float(np.max(self._workload_cell_var))
+
+    def query_variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
+        """Exact variance of every query of a workload marginal (Theorem 7.2), shaped like its
+        table of queries (one axis per attribute, one entry per row of that attribute's ``W``)."""
+        i = self.workload.index(attrs)
+        x = np.where(self.measured, self.sigma2, np.inf)
+        return self.coefficients.query_variances(i, x)
 
     def loss(self) -> float:
         """Value of the objective the plan was selected for (weighted; custom losses: NaN)."""
@@ -192,10 +230,10 @@ class Plan:
         return pd.DataFrame(
             {
                 "marginal": [",".join(wk.names(i)) for i in range(len(wk))],
-                "cells": wk.cells.astype(np.int64),
+                "queries": wk.n_queries.astype(np.int64),
                 "weight": wk.weights,
-                "max_cell_variance": cell,
-                "max_cell_std": np.sqrt(cell),
+                "max_variance": cell,
+                "max_std": np.sqrt(cell),
                 "total_variance": self._workload_sums,
             }
         )
@@ -210,15 +248,16 @@ class Plan:
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description: domain, workload, objective, noise scales, privacy."""
-        if not all(b.is_identity for b in self.bases):  # pragma: no cover - RP+ extends this
-            raise PlanError("serialization of non-identity bases is not supported yet")
+        strategies = {
+            self.domain.names[a]: S.tolist()
+            for a, S in enumerate(self.strategies)
+            if not self.bases[a].is_identity
+        }
         return {
             "format": PLAN_FORMAT,
             "domain": self.domain.to_dict(),
-            "workload": {
-                "marginals": [list(self.domain.names_of(s)) for s in self.workload.sets],
-                "weights": self.workload.weights.tolist(),
-            },
+            "workload": self.workload.to_dict(),
+            "strategies": strategies,
             "objective": self.objective,
             "residuals": [
                 {"attributes": list(self.domain.names_of(s)), "sigma2": _json_float(v)}
@@ -232,12 +271,16 @@ class Plan:
         if spec.get("format") != PLAN_FORMAT:
             raise PlanError(f"not a dpmatrix plan (format {spec.get('format')!r})")
         domain = Domain.from_dict(spec["domain"])
-        wk = Workload(domain, spec["workload"]["marginals"], spec["workload"]["weights"])
+        wk = Workload.from_dict(domain, spec["workload"])
         sigma2 = np.full(len(wk.closure), np.inf)
         for r in spec["residuals"]:
             sigma2[wk.closure.index(domain.resolve(r["attributes"]))] = float(r["sigma2"])
-        bases = tuple(identity_basis(n) for n in domain.sizes)
-        return cls(wk, sigma2, spec["objective"], bases)
+        given = spec.get("strategies", {})
+        strategies = tuple(
+            np.asarray(given[n], dtype=float) if n in given else np.eye(size)
+            for n, size in zip(domain.names, domain.sizes)
+        )
+        return cls(wk, sigma2, spec["objective"], strategies)
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1)
@@ -293,6 +336,7 @@ def plan(
     delta: float | None = None,
     mu: float | None = None,
     loss_bound: float | None = None,
+    strategies: Mapping[str, str | np.ndarray] | None = None,
 ) -> Plan:
     """Select the optimal residual mechanisms for a workload of marginals (ResidualPlanner).
 
@@ -304,6 +348,12 @@ def plan(
     closed form), ``"max_var"`` (weighted maximum cell variance; convex program) or a callable
     ``f(v) -> cvxpy scalar`` of the vector ``v`` of per-marginal cell variances (in the order of
     ``workload.sets``), convex by CVXPY's rules.
+
+    Workloads with prefix, range or custom query types are planned with ResidualPlanner+
+    (paper §7): each such attribute gets a strategy ``S_i`` — ``strategies={"age": ...}`` with
+    ``"auto"`` (default: the best of an optimized p-identity strategy, the identity and W
+    itself), ``"optimize"``, ``"identity"``, ``"workload"`` or a matrix — turned into residual
+    factors by Algorithm 4. With identity queries everywhere this is exactly ResidualPlanner.
     """
     if not isinstance(workload, Workload):
         raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
@@ -320,10 +370,43 @@ def plan(
     else:
         c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
         lb = None
-    bases = tuple(identity_basis(n) for n in workload.domain.sizes)
-    coef = compute_coefficients(workload, bases)
+    strats = choose_strategies(workload, strategies)
+    draft = Plan(workload, np.ones(len(workload.closure)), "draft", strats)
+    coef = draft.coefficients
     sel = select(coef, workload.weights, objective, pcost=c, loss_bound=lb)
     name = objective if isinstance(objective, str) else getattr(objective, "__name__", "custom")
-    result = Plan(workload, sel.sigma2, name, bases)
-    result.__dict__["coefficients"] = coef  # computed already; keep it
+    result = Plan(workload, sel.sigma2, name, strats)
+    result.__dict__["bases"] = draft.bases
+    result.__dict__["coefficients"] = Coefficients(
+        coef.p, coef.sum_var, coef.cell_var, coef.uniform, workload, result.query_basis
+    )
     return result
+
+
+def choose_strategies(
+    workload: Workload, strategies: Mapping[str, str | np.ndarray] | None
+) -> tuple[np.ndarray, ...]:
+    """Strategy ``S_i`` of every attribute: the identity for plain attributes, otherwise
+    :func:`~dpmatrix.plan.strategy1d.strategy_matrix` on the stack of its query matrices."""
+    dom = workload.domain
+    strategies = dict(strategies or {})
+    for name in strategies:
+        dom.index(name)  # unknown names raise
+    out = []
+    for a, (name, n) in enumerate(zip(dom.names, dom.sizes)):
+        types = workload.types_by_attribute[a]
+        choice = strategies.get(name)
+        if choice is None and (not types or types == ("identity",)):
+            out.append(np.eye(n))
+            continue
+        mats = [workload.query_matrix(a, t) for t in types] or [np.eye(n)]
+        W = np.unique(np.vstack(mats), axis=0) if len(mats) > 1 else mats[0]
+        out.append(np.asarray(strategy_matrix(W, "auto" if choice is None else choice), dtype=float))
+    return tuple(out)
+
+
+def _mechanism_basis(S: np.ndarray) -> AttributeBasis:
+    n = S.shape[1]
+    if S.shape == (n, n) and np.array_equal(S, np.eye(n)):
+        return identity_basis(n)
+    return attribute_basis(S, S)

@@ -19,6 +19,7 @@ utility-constrained form (eq. 2: minimize pcost s.t. loss ≤ bound) are support
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,31 +58,97 @@ def select_sum_var(coef: Coefficients, weights: np.ndarray) -> np.ndarray:
     return x
 
 
-def _weighted_rows(coef: Coefficients, weights: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Cell-variance rows scaled by weight; zero-weight rows dropped; columns used."""
-    keep = weights > 0
-    C = sp.diags(weights[keep]) @ coef.cell_var[keep]
-    C = sp.csr_matrix(C)
-    used = np.asarray((C != 0).sum(axis=0)).ravel() > 0
-    return C, used
-
-
-def select_max_var(coef: Coefficients, weights: np.ndarray) -> np.ndarray:
-    """Unit-cost optimum of the weighted max cell variance (convex program, CVXPY + Clarabel)."""
+def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
+    """argmin Σ p/x s.t. C x ≤ 1, x > 0 (every column of C has a positive entry)."""
     import cvxpy as cp
 
-    C, used = _weighted_rows(coef, weights)
-    C = C[:, used]
-    p = coef.p[used]
-    # min Σ p/x  s.t.  C x ≤ 1; optimal x rescaled to unit privacy cost afterwards.
-    x = cp.Variable(int(used.sum()), pos=True)
+    x = cp.Variable(C.shape[1], pos=True)
     prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [C @ x <= 1])
     _solve(prob)
     xv = np.asarray(x.value, dtype=float)
     if not np.all(np.isfinite(xv)) or np.any(xv <= 0):
         raise PlanError("the max-variance solver returned an invalid point")
-    out = np.full(len(coef.p), np.inf)
-    out[used] = xv * float(np.sum(p / xv))  # scale to privacy cost 1
+    return xv
+
+
+def _solve_rows(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
+    """Unit-cost optimum of ``max (C x)`` over the closure: columns without constraint → inf."""
+    used = np.asarray((C != 0).sum(axis=0)).ravel() > 0
+    xu = _min_cost(p[used], sp.csr_matrix(C[:, used]))
+    out = np.full(len(p), np.inf)
+    out[used] = xu * float(np.sum(p[used] / xu))  # scale to privacy cost 1
+    return out
+
+
+def select_max_var(coef: Coefficients, weights: np.ndarray, max_rounds: int = 100) -> np.ndarray:
+    """Unit-cost optimum of the weighted maximum query variance.
+
+    By homogeneity, ``min_x max_q w_q Var_q(x)`` at privacy cost 1 is ``min Σ p/x s.t.
+    w_q Var_q(x) ≤ 1`` rescaled. When every query of a marginal has the same variance (plain
+    marginals) there is one constraint per marginal. Otherwise (prefix/range queries) the
+    constraints are generated: start from, for each marginal M and residual set A ⊆ M, the query
+    with the largest coefficient on x_A; solve; add, for each marginal whose exact maximum
+    variance exceeds the bound, its worst query; repeat until none does. The last solution is
+    optimal for the full problem (optimal for a relaxation and feasible for all constraints).
+    """
+    keep = np.flatnonzero(weights > 0)
+    if coef.uniform:
+        C = sp.csr_matrix(sp.diags(weights[keep]) @ coef.cell_var[keep])
+        return _solve_rows(coef.p, C)
+    rows: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(i: int, q: tuple[int, ...]) -> None:
+        if (i, q) not in rows:
+            idx, val = coef.query_row(i, q)
+            rows[i, q] = (idx, val * weights[i])
+
+    for i in keep.tolist():
+        key, bases = coef._factors(i)
+        for r in range(len(key) + 1):
+            for cols in itertools.combinations(range(len(key)), r):
+                q = tuple(
+                    int(np.argmax(b.diag_in if c in cols else b.diag_out)) for c, b in enumerate(bases)
+                )
+                add(i, q)
+    for _ in range(max_rounds):
+        n = len(rows)
+        data = list(rows.values())
+        r_idx = np.repeat(np.arange(n), [len(v[0]) for v in data])
+        C = sp.csr_matrix(
+            (np.concatenate([v[1] for v in data]), (r_idx, np.concatenate([v[0] for v in data]))),
+            shape=(n, len(coef.p)),
+        )
+        x = _solve_rows(coef.p, C)
+        bound = max(C @ np.where(np.isfinite(x), x, 0.0))
+        violated = False
+        for i in keep.tolist():
+            V = coef.query_variances(i, np.where(np.isfinite(x), x, 0.0)) * weights[i]
+            q = np.unravel_index(int(np.argmax(V)), V.shape)
+            if V[q] > bound * (1 + 1e-7):
+                add(i, tuple(int(v) for v in q))
+                violated = True
+        if not violated:
+            return x
+    raise PlanError(f"max-variance constraint generation did not converge in {max_rounds} rounds")
+
+
+def max_query_variance(coef: Coefficients, x: np.ndarray) -> np.ndarray:
+    """Largest (unweighted) query variance of each workload marginal for noise scales x
+    (``inf`` where a needed residual set is not measured)."""
+    if coef.uniform:
+        from .plan import _spmv_inf
+
+        return _spmv_inf(coef.cell_var, x)
+    wk = coef.workload
+    finite = np.isfinite(x)
+    xf = np.where(finite, x, 0.0)
+    out = np.empty(len(wk))
+    for i, key in enumerate(wk.sets):
+        subs = [c for r in range(len(key) + 1) for c in itertools.combinations(key, r)]
+        if all(finite[wk.closure.index(c)] for c in subs):
+            out[i] = float(np.max(coef.query_variances(i, xf)))
+        else:
+            out[i] = np.inf
     return out
 
 
@@ -154,7 +221,8 @@ def select(
         unit_loss = float(weights @ (coef.sum_var @ np.where(np.isfinite(unit), unit, 0.0)))
     elif objective == "max_var":
         unit = select_max_var(coef, weights)
-        unit_loss = float(np.max(weights * (coef.cell_var @ np.where(np.isfinite(unit), unit, 0.0))))
+        keep = weights > 0
+        unit_loss = float(np.max(weights[keep] * max_query_variance(coef, unit)[keep]))
     else:
         raise PlanError(
             f"unknown objective {objective!r}: use 'sum_var', 'max_var' or a callable convex loss"
