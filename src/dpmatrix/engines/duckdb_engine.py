@@ -6,7 +6,8 @@ copied once into a DuckDB table of compact codes (``UTINYINT``/``USMALLINT``), s
 parsed once however many marginals are needed (DuckDB spills to its temp directory when the table
 outgrows ``memory_limit``). Validation is SQL (one aggregate query), with the same
 :class:`~dpmatrix.errors.DataError` messages as :class:`~.numpy_engine.NumpyEngine`. Each counted
-attribute set is one ``GROUP BY`` on a mixed-radix cell key (or a batch of ``GROUPING SETS``),
+attribute set is a mixed-radix cell key, grouped in batches of ``GROUPING SETS`` (or one
+``GROUP BY`` per set),
 fetched with ``fetchnumpy()`` and scattered into the dense table.
 
 ``encoding="raw"`` maps raw values (labels, numeric bins) to codes inside DuckDB with the SQL
@@ -145,8 +146,9 @@ class DuckDBEngine:
         the file is parsed once. ``False`` re-scans the file for every query (cheap for Parquet's
         column pruning, slow for CSV).
     strategy
-        ``"group_by"`` (one query per counted set, default: measured faster) or
-        ``"grouping_sets"`` (``batch_size`` sets per query, one scan each).
+        ``"grouping_sets"`` (default: ``batch_size`` sets per query, one scan of the code table
+        per batch; measured ~1.5x faster than ``"group_by"`` on 1M x 20 with batches of 16,
+        batches of 62 are slower) or ``"group_by"`` (one query per counted set).
     threads, memory_limit, temp_directory
         DuckDB settings (defaults: DuckDB's).
     csv_options
@@ -162,8 +164,8 @@ class DuckDBEngine:
         format: Literal["csv", "parquet"] | None = None,
         on_unknown: str | Mapping[str, str] = "error",
         materialize: bool = True,
-        strategy: Literal["group_by", "grouping_sets"] = "group_by",
-        batch_size: int = 32,
+        strategy: Literal["group_by", "grouping_sets"] = "grouping_sets",
+        batch_size: int = 16,
         threads: int | None = None,
         memory_limit: str | None = None,
         temp_directory: str | Path | None = None,
