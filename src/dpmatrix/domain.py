@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +19,21 @@ from .errors import DomainError, UnknownAttributeError
 
 KINDS = ("categorical", "ordinal")
 
+#: Label that marks the catch-all code raw values may be sent to with ``on_unknown="other"``.
+OTHER_LABEL = "other"
+
 
 @dataclass(frozen=True)
 class Attribute:
     """One attribute: a name, a number of values, and optional metadata.
 
     ``kind`` is ``"categorical"`` (unordered values) or ``"ordinal"`` (ordered values: ranges and
-    prefix sums make sense). ``labels`` names each code ``0..size-1`` for display.
+    prefix sums make sense). ``labels`` names each code ``0..size-1`` for display; raw values
+    are matched to codes by their label string (see :mod:`dpmatrix.encode`).
+
+    ``bins`` (numeric attributes): edges ``e_0 < e_1 < ... < e_k`` defining ``k`` bins; a raw
+    value ``v`` gets code ``i`` when ``e_i <= v < e_{i+1}`` (the last bin is closed). ``size`` is
+    ``k``, or ``k + 1`` when the extra last code is a catch-all labelled ``"other"``.
     """
 
     name: str
@@ -32,6 +41,7 @@ class Attribute:
     kind: str = "categorical"
     labels: tuple[str, ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    bins: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -60,10 +70,56 @@ class Attribute:
             if len(set(labels)) != len(labels):
                 raise DomainError(f"attribute {self.name!r}: labels must be distinct")
             object.__setattr__(self, "labels", labels)
+        if self.bins is not None:
+            self._check_bins(size)
+
+    def _check_bins(self, size: int) -> None:
+        try:
+            bins = tuple(float(e) for e in self.bins)  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            raise DomainError(
+                f"attribute {self.name!r}: bins must be a list of numbers, got {self.bins!r}"
+            ) from None
+        if len(bins) < 2:
+            raise DomainError(f"attribute {self.name!r}: bins need at least 2 edges (1 bin)")
+        if not all(math.isfinite(e) for e in bins):
+            raise DomainError(f"attribute {self.name!r}: bin edges must be finite numbers")
+        if any(b <= a for a, b in zip(bins, bins[1:])):
+            raise DomainError(f"attribute {self.name!r}: bin edges must be strictly increasing")
+        k = len(bins) - 1
+        if size == k + 1:
+            if self.labels is None or self.labels[-1] != OTHER_LABEL:
+                raise DomainError(
+                    f"attribute {self.name!r}: {k + 1} bin edges define {k} bins but size is "
+                    f"{size}; an extra code is only allowed as a catch-all whose label is "
+                    f"{OTHER_LABEL!r} (give labels ending with {OTHER_LABEL!r})"
+                )
+        elif size != k:
+            raise DomainError(
+                f"attribute {self.name!r}: {k + 1} bin edges define {k} bins but size is {size}"
+            )
+        object.__setattr__(self, "bins", bins)
 
     def label(self, code: int) -> str:
         """Display label of one code."""
-        return self.labels[code] if self.labels is not None else str(code)
+        if self.labels is not None:
+            return self.labels[code]
+        if self.bins is not None and code < len(self.bins) - 1:
+            lo, hi = self.bins[code], self.bins[code + 1]
+            close = "]" if code == len(self.bins) - 2 else ")"
+            return f"[{_fmt_edge(lo)}, {_fmt_edge(hi)}{close}"
+        return str(code)
+
+    @property
+    def other_code(self) -> int | None:
+        """Code of the catch-all value (label ``"other"``), or ``None`` if there is none."""
+        if self.labels is not None and OTHER_LABEL in self.labels:
+            return self.labels.index(OTHER_LABEL)
+        return None
+
+
+def _fmt_edge(e: float) -> str:
+    return str(int(e)) if float(e).is_integer() else repr(float(e))
 
 
 class Domain:
@@ -109,8 +165,10 @@ class Domain:
     def from_dict(cls, spec: Mapping[str, Any]) -> "Domain":
         """Domain from the private-pgm form ``{"attr": size}`` or the rich form.
 
-        The rich form maps each name to an object with ``size`` (or ``labels``), and optionally
-        ``kind`` (``categorical``/``ordinal``); other keys are kept in ``Attribute.extra``.
+        The rich form maps each name to an object with ``size`` (or ``labels``, or ``bins``),
+        and optionally ``kind`` (``categorical``/``ordinal``), ``labels`` and numeric ``bins``
+        (edges used to discretize raw values; ``size`` defaults to ``len(bins) - 1``); other keys
+        are kept in ``Attribute.extra``.
         """
         if not isinstance(spec, Mapping) or not spec:
             raise DomainError("a domain specification must be a non-empty JSON object")
@@ -119,13 +177,18 @@ class Domain:
             if isinstance(value, Mapping):
                 value = dict(value)
                 labels = value.pop("labels", None)
+                bins = value.pop("bins", None)
                 size = value.pop("size", None)
                 if size is None and labels is not None:
                     size = len(labels)
+                if size is None and bins is not None:
+                    if not isinstance(bins, Sequence) or isinstance(bins, str):
+                        raise DomainError(f"attribute {name!r}: bins must be a list of numbers")
+                    size = len(bins) - 1
                 if size is None:
-                    raise DomainError(f"attribute {name!r}: give 'size' or 'labels'")
-                kind = value.pop("kind", "categorical")
-                attrs.append(Attribute(name, size, kind, labels, value))
+                    raise DomainError(f"attribute {name!r}: give 'size', 'labels' or 'bins'")
+                kind = value.pop("kind", "ordinal" if bins is not None else "categorical")
+                attrs.append(Attribute(name, size, kind, labels, value, bins=bins))
             else:
                 attrs.append(Attribute(name, value))
         return cls(attrs)
@@ -144,13 +207,18 @@ class Domain:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; plain sizes when no attribute has metadata (private-pgm form)."""
-        if all(a.kind == "categorical" and a.labels is None and not a.extra for a in self._attrs):
+        if all(
+            a.kind == "categorical" and a.labels is None and a.bins is None and not a.extra
+            for a in self._attrs
+        ):
             return {a.name: a.size for a in self._attrs}
         out: dict[str, Any] = {}
         for a in self._attrs:
             entry: dict[str, Any] = {"size": a.size, "kind": a.kind}
             if a.labels is not None:
                 entry["labels"] = list(a.labels)
+            if a.bins is not None:
+                entry["bins"] = [int(e) if e.is_integer() else e for e in a.bins]
             entry.update(a.extra)
             out[a.name] = entry
         return out

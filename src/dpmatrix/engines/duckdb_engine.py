@@ -1,0 +1,411 @@
+"""DuckDB counting engine: marginals of CSV / Parquet files computed inside DuckDB.
+
+The file is read by DuckDB's own readers (``read_csv`` / ``read_parquet``) in an embedded,
+in-process connection; records never pass through pandas. By default the domain columns are
+copied once into a DuckDB table of compact codes (``UTINYINT``/``USMALLINT``), so the file is
+parsed once however many marginals are needed (DuckDB spills to its temp directory when the table
+outgrows ``memory_limit``). Validation is SQL (one aggregate query), with the same
+:class:`~dpmatrix.errors.DataError` messages as :class:`~.numpy_engine.NumpyEngine`. Each counted
+attribute set is a mixed-radix cell key, grouped in batches of ``GROUPING SETS`` (or one
+``GROUP BY`` per set),
+fetched with ``fetchnumpy()`` and scattered into the dense table.
+
+``encoding="raw"`` maps raw values (labels, numeric bins) to codes inside DuckDB with the SQL
+twin of :func:`dpmatrix.encode.encode_frame` (:func:`dpmatrix.encode.sql_encode`).
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import numpy as np
+
+from ..domain import Domain
+from ..errors import DataError
+from .base import (
+    AttrSet,
+    Progress,
+    empty_table,
+    missing_columns_message,
+    non_integer_message,
+    normalize_sets,
+    null_message,
+    out_of_range_message,
+    raise_problems,
+)
+
+_CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
+_PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+
+
+def _connect(
+    threads: int | None = None,
+    memory_limit: str | None = None,
+    temp_directory: str | Path | None = None,
+) -> duckdb.DuckDBPyConnection:
+    config: dict[str, Any] = {}
+    if threads is not None:
+        config["threads"] = int(threads)
+    if memory_limit is not None:
+        config["memory_limit"] = str(memory_limit)
+    if temp_directory is not None:
+        config["temp_directory"] = str(temp_directory)
+    return duckdb.connect(":memory:", config=config)
+
+
+def _sql_literal(v: Any) -> str:
+    from ..encode import quote_str
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{quote_str(k)}: {_sql_literal(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_sql_literal(x) for x in v) + "]"
+    return quote_str(str(v))
+
+
+def detect_format(path: str | Path, format: str | None = None) -> str:
+    """``"csv"`` or ``"parquet"``, from ``format`` or the file suffix."""
+    if format is not None:
+        f = format.lower()
+        if f not in ("csv", "parquet"):
+            raise ValueError(f"format must be 'csv' or 'parquet', got {format!r}")
+        return f
+    name = str(path).lower()
+    if name.endswith(_CSV_SUFFIXES):
+        return "csv"
+    if name.endswith(_PARQUET_SUFFIXES):
+        return "parquet"
+    raise DataError(
+        f"cannot tell the format of {str(path)!r} from its suffix; pass format='csv' or "
+        "format='parquet'"
+    )
+
+
+def source_sql(
+    path: str | Path, format: str | None = None, csv_options: Mapping[str, Any] | None = None
+) -> str:
+    """SQL table expression reading ``path`` with DuckDB's reader."""
+    from ..encode import quote_str
+
+    p = str(path)
+    if not any(ch in p for ch in "*?[") and not Path(p).exists():
+        raise DataError(f"data file {p!r} does not exist")
+    if any(ch in p for ch in "*?[") and not _glob.glob(p):
+        raise DataError(f"no data file matches {p!r}")
+    fmt = detect_format(path, format)
+    if fmt == "parquet":
+        if csv_options:
+            raise ValueError("csv_options apply to CSV files only")
+        return f"read_parquet({quote_str(p)})"
+    opts = {"header": True}
+    opts.update(csv_options or {})
+    args = ", ".join(f"{k} = {_sql_literal(v)}" for k, v in opts.items())
+    return f"read_csv({quote_str(p)}, {args})"
+
+
+def describe(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str]:
+    """Column name -> DuckDB type of a table expression (reads only the schema / a sample)."""
+    try:
+        rows_ = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
+    except duckdb.Error as exc:
+        raise DataError(f"DuckDB cannot read the data: {exc}") from None
+    return {str(r[0]): str(r[1]) for r in rows_}
+
+
+def _int_type(size: int) -> str:
+    if size <= 1 << 8:
+        return "UTINYINT"
+    if size <= 1 << 16:
+        return "USMALLINT"
+    return "UINTEGER"
+
+
+class DuckDBEngine:
+    """Count marginals of a CSV or Parquet file with embedded DuckDB.
+
+    Parameters
+    ----------
+    path
+        A CSV or Parquet file (or a glob of them); the format comes from the suffix or ``format``.
+    domain
+        The domain; the file must have one column per attribute (extra columns are ignored).
+    encoding
+        ``"codes"``: the columns hold integer codes ``0..size-1`` (validated like
+        :class:`~.numpy_engine.NumpyEngine`). ``"raw"``: raw values mapped through the domain's
+        labels / bins in SQL, with ``on_unknown`` as in :func:`dpmatrix.encode.encode_frame`.
+    materialize
+        Copy the (encoded) domain columns once into a DuckDB table of compact codes (default):
+        the file is parsed once. ``False`` re-scans the file for every query (cheap for Parquet's
+        column pruning, slow for CSV).
+    strategy
+        ``"grouping_sets"`` (default: ``batch_size`` sets per query, one scan of the code table
+        per batch; measured ~1.5x faster than ``"group_by"`` on 1M x 20 with batches of 16,
+        batches of 62 are slower) or ``"group_by"`` (one query per counted set).
+    threads, memory_limit, temp_directory
+        DuckDB settings (defaults: DuckDB's).
+    csv_options
+        Extra ``read_csv`` options, e.g. ``{"delim": ";"}`` or ``{"sample_size": -1}``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        domain: Domain,
+        encoding: Literal["codes", "raw"] = "codes",
+        *,
+        format: Literal["csv", "parquet"] | None = None,
+        on_unknown: str | Mapping[str, str] = "error",
+        materialize: bool = True,
+        strategy: Literal["group_by", "grouping_sets"] = "grouping_sets",
+        batch_size: int = 16,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+        temp_directory: str | Path | None = None,
+        csv_options: Mapping[str, Any] | None = None,
+    ):
+        from ..encode import quote_ident, resolve_policies
+
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
+        if encoding not in ("codes", "raw"):
+            raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
+        if strategy not in ("group_by", "grouping_sets"):
+            raise ValueError(f"strategy must be 'group_by' or 'grouping_sets', got {strategy!r}")
+        self._domain = domain
+        self.path = str(path)
+        self.format = detect_format(path, format)
+        self.encoding = encoding
+        self.strategy = strategy
+        self.batch_size = min(max(1, int(batch_size)), 62)  # DuckDB: <= 64 groups
+        policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
+        src = source_sql(path, format, csv_options)
+        self._con = _connect(threads, memory_limit, temp_directory)
+        try:
+            types = describe(self._con, src)
+            missing = [n for n in domain.names if n not in types]
+            if missing:
+                raise DataError(missing_columns_message(missing, list(types)))
+            cols = ", ".join(quote_ident(n) for n in domain.names)
+            if materialize:
+                self._exec(f"CREATE TEMP TABLE raw AS SELECT {cols} FROM {src}")
+                src = "raw"
+            if encoding == "codes":
+                self._n = self._validate_codes(src, types)
+                exprs = [self._code_expr(n, types[n]) for n in domain.names]
+            else:
+                self._n, exprs = self._validate_raw(src, types, policies)
+            select = ", ".join(
+                f"CAST({e} AS {_int_type(a.size)}) AS c{i}"
+                for i, (e, a) in enumerate(zip(exprs, domain.attributes))
+            )
+            if materialize:
+                self._exec(f"CREATE TEMP TABLE codes AS SELECT {select} FROM {src}")
+                self._exec("DROP TABLE raw")
+            else:
+                self._exec(f"CREATE TEMP VIEW codes AS SELECT {select} FROM {src}")
+        except BaseException:
+            self._con.close()
+            raise
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _exec(self, sql: str) -> None:
+        try:
+            self._con.execute(sql)
+        except duckdb.Error as exc:
+            raise DataError(
+                f"DuckDB failed reading {self.path!r}: {exc} (for CSV type-detection problems "
+                "try csv_options={'sample_size': -1})"
+            ) from None
+
+    def _fetchone(self, sql: str) -> tuple[Any, ...]:
+        try:
+            row = self._con.execute(sql).fetchone()
+        except duckdb.Error as exc:
+            raise DataError(f"DuckDB failed reading {self.path!r}: {exc}") from None
+        assert row is not None
+        return row
+
+    def _fetchall(self, sql: str) -> list[tuple[Any, ...]]:
+        try:
+            return self._con.execute(sql).fetchall()
+        except duckdb.Error as exc:
+            raise DataError(f"DuckDB failed reading {self.path!r}: {exc}") from None
+
+    def _distinct(self, src: str, value: str, where: str) -> tuple[list[Any], int]:
+        from .base import MAX_SHOWN
+
+        vals = [
+            r[0]
+            for r in self._fetchall(
+                f"SELECT DISTINCT {value} FROM {src} WHERE {where} ORDER BY 1 LIMIT {MAX_SHOWN}"
+            )
+        ]
+        (nd,) = self._fetchone(f"SELECT count(DISTINCT {value}) FROM {src} WHERE {where}")
+        return vals, int(nd)
+
+    # -- validation ---------------------------------------------------------------------------
+    @staticmethod
+    def _code_expr(name: str, column_type: str) -> str:
+        from ..encode import quote_ident, sql_type_class
+
+        q = quote_ident(name)
+        if sql_type_class(column_type) == "int":
+            return q
+        if sql_type_class(column_type) in ("float", "bool"):
+            return f"CAST({q} AS DOUBLE)"
+        return f"TRY_CAST({q} AS DOUBLE)"
+
+    def _validate_codes(self, src: str, types: Mapping[str, str]) -> int:
+        """Same checks and messages as the numpy engine, as one aggregate query."""
+        from ..encode import quote_ident, sql_number, sql_type_class
+
+        conds: list[tuple[str, str, str, str, str]] = []
+        aggs = ["count(*)"]
+        for a in self._domain.attributes:
+            q, t = quote_ident(a.name), types[a.name]
+            cls = sql_type_class(t)
+            x = sql_number(q, t)
+            null = f"({q} IS NULL OR isnan(CAST({q} AS DOUBLE)))" if cls == "float" else (
+                f"({q} IS NULL)"
+            )
+            bad = f"(NOT {null} AND ({x} IS NULL OR {x} != floor({x})))"
+            out = f"(NOT {null} AND {x} = floor({x}) AND ({x} < 0 OR {x} > {a.size - 1}))"
+            shown = x if cls in ("int", "float", "bool") else q
+            conds.append((null, bad, out, shown, x))
+            aggs += [f"count(*) FILTER (WHERE {c})" for c in (null, bad, out)]
+        res = self._fetchone(f"SELECT {', '.join(aggs)} FROM {src}")
+        problems: list[str] = []
+        for j, a in enumerate(self._domain.attributes):
+            n_null, n_bad, n_out = (int(v) for v in res[1 + 3 * j : 4 + 3 * j])
+            null, bad, out, shown, x = conds[j]
+            if n_null:
+                problems.append(null_message(a.name, n_null))
+            if n_bad:
+                vals, nd = self._distinct(src, shown, bad)
+                problems.append(non_integer_message(a.name, n_bad, vals, nd))
+            if n_out:
+                vals, nd = self._distinct(src, x, out)
+                problems.append(out_of_range_message(a.name, a.size, n_out, vals, nd))
+        raise_problems(problems)
+        return int(res[0])
+
+    def _validate_raw(
+        self, src: str, types: Mapping[str, str], policies: Mapping[str, str]
+    ) -> tuple[int, list[str]]:
+        from ..encode import (
+            UNKNOWN_HINT,
+            problem_messages,
+            quote_ident,
+            remap_message,
+            sql_encode,
+            warn_remapped,
+        )
+
+        encs = [
+            sql_encode(a, quote_ident(a.name), types[a.name], policies[a.name])
+            for a in self._domain.attributes
+        ]
+        aggs = ["count(*)"]
+        for e in encs:
+            aggs += [
+                f"count(*) FILTER (WHERE ({e.code}) IS NULL AND {e.missing})",
+                f"count(*) FILTER (WHERE ({e.code}) IS NULL AND NOT {e.missing})",
+                f"count(*) FILTER (WHERE ({e.base}) IS NULL AND ({e.code}) IS NOT NULL)",
+            ]
+        res = self._fetchone(f"SELECT {', '.join(aggs)} FROM {src}")
+        problems: list[str] = []
+        remapped: list[str] = []
+        for j, (a, e) in enumerate(zip(self._domain.attributes, encs)):
+            n_miss, n_unk, n_re = (int(v) for v in res[1 + 3 * j : 4 + 3 * j])
+            vals: list[Any] = []
+            nd = 0
+            if n_unk:
+                vals, nd = self._distinct(
+                    src, quote_ident(a.name), f"({e.code}) IS NULL AND NOT {e.missing}"
+                )
+            problems += problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
+            if n_re:
+                remapped.append(remap_message(a, policies[a.name], n_re))
+        raise_problems(problems, "raw values do not match the domain", UNKNOWN_HINT)
+        warn_remapped(remapped, stacklevel=4)
+        return int(res[0]), [e.code for e in encs]
+
+    # -- the engine interface -----------------------------------------------------------------
+    @property
+    def domain(self) -> Domain:
+        return self._domain
+
+    @property
+    def n_records(self) -> int:
+        return self._n
+
+    def close(self) -> None:
+        """Close the DuckDB connection (drops the temporary code table)."""
+        self._con.close()
+
+    def __enter__(self) -> "DuckDBEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _key_sql(self, s: AttrSet) -> str:
+        sizes = self._domain.sizes
+        itype = "INTEGER" if self._domain.cells(s) < 2**31 else "BIGINT"
+        key = f"CAST(c{s[0]} AS {itype})"
+        for a in s[1:]:
+            key = f"({key} * {sizes[a]} + c{a})"
+        return key
+
+    def count(
+        self, attr_sets: Sequence[AttrSet], progress: bool = False
+    ) -> dict[AttrSet, np.ndarray]:
+        """Count exactly the requested attribute sets (see :class:`~.base.CountEngine`)."""
+        sets = normalize_sets(self._domain, attr_sets)
+        out = {s: empty_table(self._domain, s) for s in sets}
+        prog = Progress(len(sets), progress)
+        todo = [s for s in sets if s]
+        for s in sets:
+            if not s:
+                out[s][()] = self._n
+                prog.step()
+        if self.strategy == "group_by":
+            for s in todo:
+                res = self._con.execute(
+                    f"SELECT {self._key_sql(s)} AS k, count(*) AS n FROM codes GROUP BY ALL"
+                ).fetchnumpy()
+                out[s].reshape(-1)[np.asarray(res["k"], dtype=np.int64)] = res["n"]
+                prog.step()
+        else:
+            for b in range(0, len(todo), self.batch_size):
+                batch = todo[b : b + self.batch_size]
+                self._count_grouping_sets(batch, out)
+                prog.step(len(batch))
+        return out
+
+    def _count_grouping_sets(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
+        keys = [self._key_sql(s) for s in batch]
+        cols = ", ".join(f"{k} AS k{j}" for j, k in enumerate(keys))
+        sets_sql = ", ".join(f"(k{j})" for j in range(len(batch)))
+        gid = ", ".join(f"k{j}" for j in range(len(batch)))
+        res = self._con.execute(
+            f"SELECT GROUPING_ID({gid}) AS g, COALESCE({', '.join(f'k{j}' for j in range(len(batch)))}) "
+            f"AS k, count(*) AS n FROM (SELECT {cols} FROM codes) GROUP BY GROUPING SETS ({sets_sql})"
+        ).fetchnumpy()
+        g = np.asarray(res["g"], dtype=np.int64)
+        k = np.asarray(res["k"], dtype=np.int64)
+        n = np.asarray(res["n"], dtype=np.int64)
+        m = len(batch)
+        for j, s in enumerate(batch):
+            # GROUPING_ID: bit (m-1-j) is 0 for the grouped key j, 1 for the others
+            want = ((1 << m) - 1) ^ (1 << (m - 1 - j))
+            sel = g == want
+            out[s].reshape(-1)[k[sel]] = n[sel]
