@@ -184,37 +184,73 @@ class RandomSource:
         den_a = np.asarray(den)
         if size is None:
             size = int(np.broadcast(num_a, den_a).size)
-        num_a = np.broadcast_to(num_a, (size,))
-        den_a = np.broadcast_to(den_a, (size,))
-        out = np.zeros(size, dtype=bool)
-        pending = np.arange(size)
-        while pending.size:
-            dmax = int(den_a.max())
-            k = min(_FAST_BITS, 62 - dmax.bit_length())
-            fast = k >= 1 and num_a.dtype != object and den_a.dtype != object
-            if fast:
-                x = self.words(pending.size, 8).astype(np.int64)
-                if k < 8:
-                    x >>= 8 - k
-                n64 = num_a.astype(np.int64, copy=False)
-                d64 = den_a.astype(np.int64, copy=False)
+        if np.any(den_a < 1) or np.any(num_a < 0) or np.any(num_a > den_a):
+            raise SamplerArgumentError("bernoulli(): need integers 0 <= num <= den and den >= 1")
+        if den_a.ndim == 0:
+            d = int(den_a)
+            if num_a.ndim == 0:
+                return self._bernoulli_scalar(int(num_a), d, size)
+            return self._bernoulli_array(np.broadcast_to(num_a, (size,)), d)
+        # General case (per-element denominators): Python integers, simple and exact.
+        num_o = np.broadcast_to(num_a, (size,)).astype(object)
+        den_o = np.broadcast_to(den_a, (size,)).astype(object)
+        return self._bernoulli_object(num_o, den_o)
+
+    def _bernoulli_scalar(self, num: int, den: int, size: int) -> BoolArray:
+        """``Bernoulli(num/den)`` with one integer probability: thresholds on 8-bit words."""
+        if num == den or num == 0:
+            return np.full(size, num == den, dtype=bool)
+        out = np.empty(size, dtype=bool)
+        pending: np.ndarray | None = None
+        while True:
+            # u < num/den is decided by the 8-bit prefix x unless x == ⌊256·num/den⌋ and the
+            # division is inexact; then u's remaining bits are compared with the remainder.
+            q, r = divmod(num << 8, den)  # 0 <= q <= 255 since num < den
+            x = self.words(size if pending is None else pending.size, 8)
+            yes = x < q
+            if pending is None:
+                out[:] = yes
             else:
-                k = _SLOW_BITS
-                x = self.words(pending.size, 32).astype(object)
-                n64 = num_a.astype(object)
-                d64 = den_a.astype(object)
-            c = n64 << k
-            xd = x * d64
-            yes = xd + d64 <= c
-            no = xd >= c
-            out[pending[yes]] = True
-            undecided = ~(yes | no)
-            if not undecided.any():
-                break
-            pending = pending[undecided]
-            num_a = (c - xd)[undecided]
-            den_a = d64[undecided]
-        return out
+                out[pending] = yes
+            if r == 0:
+                return out
+            undecided = np.flatnonzero(x == q)
+            if undecided.size == 0:
+                return out
+            pending = undecided if pending is None else pending[undecided]
+            num = r
+
+    def _bernoulli_array(self, num: np.ndarray, den: int) -> BoolArray:
+        """``Bernoulli(num[i]/den)`` for an integer array ``num`` and one denominator ``den``."""
+        k = min(_FAST_BITS, 62 - den.bit_length())
+        if k < 1 or num.dtype == object:
+            return self._bernoulli_object(num.astype(object), den)
+        num = num.astype(np.int64, copy=False)
+        x = self.words(num.shape[0], 8).astype(np.int64)
+        if k < 8:
+            x >>= 8 - k
+        c = num << k
+        xd = x * den
+        yes = xd <= c - den  # (x+1)·den <= num·2^k: u < num/den whatever the later bits
+        undecided = (xd < c) ^ yes  # x·den < num·2^k < (x+1)·den
+        if undecided.any():
+            idx = np.flatnonzero(undecided)
+            yes[idx] = self._bernoulli_array(c[idx] - xd[idx], den)
+        return yes
+
+    def _bernoulli_object(self, num: np.ndarray, den: np.ndarray | int) -> BoolArray:
+        """Python-integer fallback of :meth:`_bernoulli_array` (any size of integers)."""
+        k = _SLOW_BITS
+        x = self.words(num.shape[0], 32).astype(object)
+        c = num * (1 << k)
+        xd = x * den
+        yes = np.asarray(xd + den <= c, dtype=bool)
+        undecided = np.asarray(xd < c, dtype=bool) ^ yes
+        if undecided.any():
+            idx = np.flatnonzero(undecided)
+            d = den if np.ndim(den) == 0 else den[idx]
+            yes[idx] = self._bernoulli_object(c[idx] - xd[idx], d)
+        return yes
 
     def bernoulli_exp(self, num: npt.ArrayLike, den: int) -> BoolArray:
         """Exact independent ``Bernoulli(exp(-num/den))`` draws, integers ``num ≥ 0``, ``den ≥ 1``.
@@ -240,12 +276,18 @@ class RandomSource:
         return out
 
     def _bernoulli_exp_fraction(self, num: np.ndarray, den: int) -> BoolArray:
-        """``Bernoulli(exp(-num/den))`` for ``0 ≤ num < den`` by the series method."""
-        out = np.empty(num.shape[0], dtype=bool)
-        pending = np.arange(num.shape[0])
-        kk = 1
+        """``Bernoulli(exp(-num/den))`` for ``0 ≤ num < den`` by the series method.
+
+        Draw ``A_K ~ Bernoulli(γ/K)`` for ``K = 1, 2, ...`` until the first failure; succeed iff
+        that ``K`` is odd (``P = Σ_k odd (γ^(k-1)/(k-1)! - γ^k/k!) = exp(-γ)``).
+        """
+        a = self._bernoulli_array(num, den)  # K = 1
+        out = ~a  # stopped at K = 1 (odd): success
+        pending = np.flatnonzero(a)
+        num = num[pending]
+        kk = 2
         while pending.size:
-            a = self.bernoulli(num, den * kk, size=pending.size)
+            a = self._bernoulli_array(num, den * kk)
             out[pending[~a]] = kk % 2 == 1
             pending = pending[a]
             num = num[a]
@@ -254,11 +296,13 @@ class RandomSource:
 
     def bernoulli_exp_minus_one(self, size: int) -> BoolArray:
         """``size`` exact independent ``Bernoulli(exp(-1))`` draws (series method with ``γ = 1``)."""
-        out = np.empty(size, dtype=bool)
-        pending = np.arange(size)
-        kk = 2  # Bernoulli(1/1) always succeeds
+        # K = 1: Bernoulli(1/1) always succeeds. K = 2: stopping there (even) means failure.
+        a = self._bernoulli_scalar(1, 2, size)
+        out = np.zeros(size, dtype=bool)
+        pending = np.flatnonzero(a)
+        kk = 3
         while pending.size:
-            a = self.bernoulli(1, kk, size=pending.size)
+            a = self._bernoulli_scalar(1, kk, pending.size)
             out[pending[~a]] = kk % 2 == 1
             pending = pending[a]
             kk += 1
