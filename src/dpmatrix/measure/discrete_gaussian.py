@@ -579,7 +579,7 @@ def sample_discrete_gaussian(
     bt = b * t
     den = 2 * a * b * t * t  # exponent = (|Y|·b·t - a)² / den
     # |Y| up to y_fast keeps |Y|·b·t - a and its square inside int64.
-    y_fast = ((1 << 31) - a) // bt if a < (1 << 31) else -1
+    y_fast = ((1 << 31) - a) // bt if a < (1 << 31) and bt < (1 << 31) else -1
 
     out = np.empty(size, dtype=np.int64)
     filled = 0
@@ -589,12 +589,12 @@ def sample_discrete_gaussian(
         m = min(_CHUNK, int(need / rate * 1.05) + 16)
         y = _laplace_candidates(src, t, m)
         ay = np.abs(y)
-        accept = np.empty(ay.shape[0], dtype=bool)
-        fast = ay <= y_fast
-        if fast.all():
+        if y_fast >= 0 and int(ay.max(initial=0)) <= y_fast:
             e = ay * bt - a
-            accept[:] = src.bernoulli_exp(e * e, den)
-        else:
+            accept = src.bernoulli_exp(e * e, den)
+        else:  # some (or all) exponents need Python integers
+            accept = np.empty(ay.shape[0], dtype=bool)
+            fast = ay <= y_fast
             fi = np.flatnonzero(fast)
             if fi.size:
                 e = ay[fi] * bt - a
