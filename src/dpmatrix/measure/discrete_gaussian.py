@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 import os
 from fractions import Fraction
-from numbers import Integral, Rational
+from numbers import Integral, Rational, Real
 from typing import Literal
 
 import numpy as np
@@ -414,7 +414,9 @@ def rational_upper_bound(sigma: float | Rational, rel_var_tol: float | Rational 
     """
     sig = _exact_positive(sigma, "sigma")
     try:
-        tol = Fraction(rel_var_tol)  # type: ignore[arg-type]
+        if isinstance(rel_var_tol, bool) or not isinstance(rel_var_tol, Real):
+            raise TypeError(type(rel_var_tol).__name__)
+        tol = Fraction(rel_var_tol)
     except (TypeError, ValueError, OverflowError) as exc:
         raise SamplerArgumentError(
             f"rel_var_tol must be a finite non-negative number, got {rel_var_tol!r}"
@@ -461,7 +463,7 @@ def _last_true(pred) -> int:  # type: ignore[no-untyped-def]
 
 
 def _exact_positive(value: object, name: str) -> Fraction:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, Real):
         raise BudgetError(f"{name} must be a finite positive number, got {value!r}")
     try:
         exact = Fraction(value)  # type: ignore[arg-type]
