@@ -36,7 +36,9 @@ def best_rate(fn, n: int, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--n", type=int, default=2_000_000, help="draws per timing (dpmatrix)")
     ap.add_argument("--n-opendp", type=int, default=20_000, help="draws per timing (OpenDP)")
     ap.add_argument("--repeat", type=int, default=3)
@@ -49,7 +51,8 @@ def main() -> None:
     except ImportError:
         have_opendp = False
 
-    rounded = rational_upper_bound(math.sqrt(1234.5678)) ** 2  # a σ² as produced by the measure step
+    # a σ² as the measure step produces it: σ rounded up to a simple rational, squared
+    rounded = rational_upper_bound(math.sqrt(1234.5678)) ** 2
     cases: list[tuple[str, Fraction]] = [
         ("1", Fraction(1)),
         ("64/9", Fraction(64, 9)),
@@ -71,7 +74,9 @@ def main() -> None:
         if have_opendp:
             sample_discrete_gaussian(s2, 100, backend="opendp")
             theirs = best_rate(
-                lambda n: sample_discrete_gaussian(s2, n, backend="opendp"), args.n_opendp, args.repeat
+                lambda n: sample_discrete_gaussian(s2, n, backend="opendp"),
+                args.n_opendp,
+                args.repeat,
             )
             print(f"| {label} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.0f}× |")
         else:

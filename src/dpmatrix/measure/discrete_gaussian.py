@@ -295,7 +295,7 @@ class RandomSource:
         return out
 
     def bernoulli_exp_minus_one(self, size: int) -> BoolArray:
-        """``size`` exact independent ``Bernoulli(exp(-1))`` draws (series method with ``γ = 1``)."""
+        """``size`` exact independent ``Bernoulli(exp(-1))`` draws (series method, ``γ = 1``)."""
         # K = 1: Bernoulli(1/1) always succeeds. K = 2: stopping there (even) means failure.
         a = self._bernoulli_scalar(1, 2, size)
         out = np.zeros(size, dtype=bool)
