@@ -184,6 +184,8 @@ class RandomSource:
         den_a = np.asarray(den)
         if size is None:
             size = int(np.broadcast(num_a, den_a).size)
+        if num_a.dtype.kind not in "iuO" or den_a.dtype.kind not in "iuO":
+            raise SamplerArgumentError("bernoulli(): num and den must be integers")
         if np.any(den_a < 1) or np.any(num_a < 0) or np.any(num_a > den_a):
             raise SamplerArgumentError("bernoulli(): need integers 0 <= num <= den and den >= 1")
         if den_a.ndim == 0:
@@ -258,7 +260,9 @@ class RandomSource:
         ``num`` may be an ``int64`` or Python-integer (``object``) array; ``den`` is one integer.
         """
         den = int(den)
-        num_a = np.asarray(num)
+        num_a = np.atleast_1d(np.asarray(num))
+        if num_a.dtype.kind not in "iuO" or den < 1:
+            raise SamplerArgumentError("bernoulli_exp(): need an integer array num and den >= 1")
         if num_a.dtype != object and den >= _I64_SAFE:
             num_a = num_a.astype(object)
         whole = num_a // den
