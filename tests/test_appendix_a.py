@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.measure.measure import sum_to
+from dpmatrix.engines import project
 
 DOM = dm.Domain(
     [
@@ -58,7 +58,7 @@ def test_eight_noisy_numbers_and_their_noiseless_values():
         table[i, j, k] = c
     for key, vals in expected.items():
         mech = plan.mechanism(key)
-        v = sum_to(table, (0, 1, 2), key)
+        v = project(table, (0, 1, 2), key)
         out = mech.measure(v, np.zeros(mech.noise_shape))
         np.testing.assert_allclose(out.ravel(), vals, atol=1e-12)
 

@@ -13,7 +13,7 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.measure.measure import sum_to
+from dpmatrix.engines import project
 
 
 def random_instance(seed: int):
@@ -73,7 +73,7 @@ def test_mechanisms_match_explicit_residual_matrices(seed):
     table = x.reshape(sizes)
     for key in plan.closure.sets:
         mech = plan.mechanism(key)
-        v = sum_to(table, tuple(range(len(sizes))), key)
+        v = project(table, tuple(range(len(sizes))), key)
         # signal part: R_A x
         out = mech.measure(v, np.zeros(mech.noise_shape)).ravel()
         np.testing.assert_allclose(out, oracle.residual_matrix(sizes, key) @ x, atol=1e-9)
@@ -115,7 +115,7 @@ def test_simulation_agrees_with_claimed_variances():
     rng = np.random.default_rng(11)
     data = pd.DataFrame({n: rng.integers(0, s, 40) for n, s in zip(dom.names, dom.sizes)})
     plan = dm.plan(wk, pcost=0.8)
-    truth = {s: sum_to(full_vector(data, dom.sizes).reshape(dom.sizes), (0, 1, 2), s) for s in wk.sets}
+    truth = {s: project(full_vector(data, dom.sizes).reshape(dom.sizes), (0, 1, 2), s) for s in wk.sets}
     draws = 3000
     sims = {s: np.empty((draws,) + truth[s].shape) for s in wk.sets}
     gen = np.random.default_rng(12)

@@ -52,7 +52,7 @@ def test_codes_outside_domain_name_column_and_rows():
     df = data()
     df.loc[[3, 7], "race"] = 3
     plan = dm.plan(dm.Workload.marginals(DOM, 2), pcost=1)
-    with pytest.raises(dm.DataError, match=r"'race' has 2 row\(s\) with codes outside 0..2"):
+    with pytest.raises(dm.DataError, match=r"column 'race': 2 rows with a code outside 0\.\.2: 3"):
         plan.measure(df, rng=np.random.default_rng(0))
     df.loc[3, "race"] = -1
     with pytest.raises(dm.DataError, match="outside"):
@@ -63,13 +63,13 @@ def test_nan_and_non_integer_and_missing_column():
     plan = dm.plan(dm.Workload.marginals(DOM, 2), pcost=1)
     df = data().astype(float)
     df.loc[2, "age"] = np.nan
-    with pytest.raises(dm.DataError, match="'age' has 1 missing"):
+    with pytest.raises(dm.DataError, match=r"column 'age': 1 row with a missing value"):
         plan.measure(df, rng=np.random.default_rng(0))
     df = data().astype(float)
     df.loc[2, "age"] = 1.5
-    with pytest.raises(dm.DataError, match="non-integer"):
+    with pytest.raises(dm.DataError, match=r"column 'age': 1 row with a non-integer value, e\.g\. 1\.5"):
         plan.measure(df, rng=np.random.default_rng(0))
-    with pytest.raises(dm.DataError, match=r"no column\(s\) \['sex'\]"):
+    with pytest.raises(dm.DataError, match=r"lack column\(s\) required by the domain: 'sex'"):
         plan.measure(data().drop(columns="sex"), rng=np.random.default_rng(0))
 
 

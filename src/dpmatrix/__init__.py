@@ -19,6 +19,7 @@ from .errors import (
     NotMeasuredError,
     PlanError,
     ReleaseError,
+    SamplerArgumentError,
     UnknownAttributeError,
     WorkloadError,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "ReleaseError",
+    "SamplerArgumentError",
     "UnknownAttributeError",
     "Workload",
     "WorkloadError",

@@ -42,3 +42,7 @@ class NotMeasuredError(DPMatrixError, LookupError):
 
 class ReleaseError(DPMatrixError, ValueError):
     """A release artifact on disk is missing, incomplete or inconsistent."""
+
+
+class SamplerArgumentError(DPMatrixError, ValueError):
+    """A noise-sampler argument (size, random source, backend, tolerance) is invalid."""

@@ -69,7 +69,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dpmatrix.errors import BudgetError, DPMatrixError
+from ..errors import BudgetError, SamplerArgumentError
 
 __all__ = [
     "SamplerArgumentError",
@@ -93,10 +93,6 @@ _FAST_BITS = 8
 _SLOW_BITS = 32
 # Candidates per vectorized chunk (keeps the working set in cache).
 _CHUNK = 1 << 16
-
-
-class SamplerArgumentError(DPMatrixError, ValueError):
-    """A sampler argument (size, random source, distribution parameter) is invalid."""
 
 
 # ---------------------------------------------------------------------------------------------

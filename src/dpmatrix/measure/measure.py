@@ -17,27 +17,10 @@ from tqdm.auto import tqdm
 from ..errors import DataError
 from ..workload import AttrSet
 
-__all__ = ["maximal_sets", "measure"]
+__all__ = ["measure"]
 
-
-def maximal_sets(sets: tuple[AttrSet, ...]) -> list[AttrSet]:
-    """Sets not strictly contained in another set of the collection (largest first)."""
-    by_size = sorted(set(sets), key=lambda s: (-len(s), s))
-    out: list[AttrSet] = []
-    covered: set[AttrSet] = set()
-    for s in by_size:
-        if s in covered:
-            continue
-        out.append(s)
-        for r in range(len(s)):
-            covered.update(itertools.combinations(s, r))
-    return out
-
-
-def sum_to(table: np.ndarray, attrs: AttrSet, sub: AttrSet) -> np.ndarray:
-    """Marginal on ``sub`` from the marginal table on ``attrs`` (``sub ⊆ attrs``)."""
-    drop = tuple(i for i, a in enumerate(attrs) if a not in sub)
-    return table.sum(axis=drop) if drop else table
+# maximal marginals counted per engine call (DuckDB batches them into GROUPING SETS)
+COUNT_BATCH = 16
 
 
 def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[AttrSet]:
@@ -54,12 +37,12 @@ def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[
 def measure(plan, data, rng: np.random.Generator | None = None, progress: bool = False, engine=None):
     """Noisy answers of every residual mechanism of ``plan`` on ``data``.
 
-    ``data``: a pandas DataFrame (or 2-D integer array in domain column order) of codes, or any
-    object with a ``count(attr_sets)`` method returning marginal tables (a data engine).
+    ``data``: a pandas DataFrame (or 2-D integer array in domain column order) of codes, a path
+    to a CSV/Parquet file of codes (counted by DuckDB), or a data engine.
     ``rng``: the ``numpy.random.Generator`` the Gaussian noise is drawn from; ``None`` draws a
     fresh generator seeded by the operating system (never numpy's global state).
     """
-    from ..engines import engine_for
+    from ..engines import engine_for, maximal_sets, project
     from ..reconstruct.measurements import Measurements
 
     if rng is None:
@@ -70,15 +53,20 @@ def measure(plan, data, rng: np.random.Generator | None = None, progress: bool =
             f"got {type(rng).__name__}"
         )
     eng = engine if engine is not None else engine_for(data, plan.domain)
-    workload_sets = plan.workload.sets
-    top = maximal_sets(tuple(s for s, m in zip(plan.closure.sets, plan.measured) if m) or workload_sets)
+    measured = tuple(s for s, m in zip(plan.closure.sets, plan.measured) if m)
+    top = maximal_sets(measured)
     noisy: dict[AttrSet, np.ndarray] = {}
     done: set[AttrSet] = set()
-    for m in tqdm(top, desc="measuring", unit="marginal", disable=not progress):
-        table = eng.count([m])[m]
-        for sub in _subsets_to_measure(plan, m, done):
-            mech = plan.mechanism(sub)
-            v = sum_to(table, m, sub)
-            z = rng.standard_normal(mech.noise_shape)
-            noisy[sub] = mech.measure(v, z)
+    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
+    for start in range(0, len(top), COUNT_BATCH):
+        batch = top[start : start + COUNT_BATCH]
+        tables = eng.count(batch)
+        for m in batch:
+            table = tables.pop(m)
+            for sub in _subsets_to_measure(plan, m, done):
+                mech = plan.mechanism(sub)
+                z = rng.standard_normal(mech.noise_shape)
+                noisy[sub] = mech.measure(project(table, m, sub), z)
+            bar.update(1)
+    bar.close()
     return Measurements(plan=plan, noisy=noisy)
