@@ -72,7 +72,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -163,11 +163,11 @@ class LowDimMechanism:
         out = Q @ (self.Bpinv @ om)
         return out[0] if one else out
 
-    def in_rowspace(self, q: np.ndarray, rtol: float = 1e-8) -> bool | np.ndarray:
-        """Whether q is (numerically) answerable without bias: ``‖q − q B⁺ B‖ ≤ rtol ‖q‖``."""
+    def in_rowspace(self, q: np.ndarray, rtol: float = 1e-8, atol: float = 1e-12) -> bool | np.ndarray:
+        """Whether q is (numerically) answerable without bias: ``‖q − q B⁺ B‖ ≤ rtol ‖q‖ + atol``."""
         Q, one = self._as_queries(q)
         res = np.linalg.norm(Q - (Q @ self.Bpinv) @ self.B, axis=1)
-        ok = res <= rtol * np.maximum(np.linalg.norm(Q, axis=1), 1e-300)
+        ok = res <= rtol * np.linalg.norm(Q, axis=1) + atol
         return bool(ok[0]) if one else ok
 
 
@@ -257,18 +257,27 @@ def _check_residual(W: np.ndarray, sizes: tuple[int, ...], atol: float) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _factor(F: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """N × r factor H with H Hᵀ = FᵀF = G, columns orthogonal, r = numerical rank."""
+def _factor(F: np.ndarray, sizes: tuple[int, ...] | None) -> np.ndarray:
+    """N × r factor H = V_r Σ_r from the thin SVD of F, so H Hᵀ = FᵀF; r = numerical rank.
+
+    The SVD of F (not an eigendecomposition of FᵀF) keeps singular directions with small
+    singular values accurate, which matters for the row-space constraint.  If ``sizes`` is given
+    the columns are re-centred along every attribute, so that B's rows lie in the residual space to
+    rounding precision.
+    """
     m, N = F.shape
     eps = np.finfo(float).eps
-    if m < N:
-        _, sv, Vt = np.linalg.svd(F, full_matrices=False)
-        keep = sv > sv[0] * max(m, N) * eps * 10 if sv.size and sv[0] > 0 else np.zeros(0, bool)
-        return Vt[keep].T * sv[keep]
-    lam, V = np.linalg.eigh(G)
-    lmax = lam[-1] if lam.size else 0.0
-    keep = lam > lmax * N * eps * 100 if lmax > 0 else np.zeros(lam.size, bool)
-    return V[:, keep] * np.sqrt(lam[keep])
+    _, sv, Vt = np.linalg.svd(F, full_matrices=False)
+    if sv.size == 0 or sv[0] <= 0:
+        return np.zeros((N, 0))
+    keep = sv > sv[0] * max(m, N) * eps * 10
+    H = Vt[keep].T * sv[keep]
+    if sizes:
+        T = H.T.reshape((H.shape[1],) + sizes)
+        for ax in range(1, T.ndim):
+            T = T - T.mean(axis=ax, keepdims=True)
+        H = T.reshape(H.shape[1], N).T
+    return H
 
 
 class _Dual:
@@ -280,6 +289,7 @@ class _Dual:
         self.best_upper = math.inf
         self.best_upper_w: np.ndarray | None = None
         self.best_lower = 0.0
+        self.best_lower_w: np.ndarray | None = None
 
     def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray, float, float]:
         self.evals += 1
@@ -307,7 +317,7 @@ class _Dual:
         if upper < self.best_upper:
             self.best_upper, self.best_upper_w = upper, w.copy()
         if lower > self.best_lower:
-            self.best_lower = lower
+            self.best_lower, self.best_lower_w = lower, w.copy()
         return s_true, d, lower, upper
 
     def gap(self) -> float:
@@ -470,47 +480,49 @@ def optimize_subworkload(
     d_eff = d.copy()
     if pos.size < d.size:
         d_eff[d == 0] = zero_weight * (pos.mean() if pos.size else 1.0)
+    N = W.shape[1]
     F = np.sqrt(d_eff)[:, None] * W
     G = F.T @ F
-    key = (sz, W.shape[1], hashlib.blake2b(np.ascontiguousarray(G).tobytes(), digest_size=20).hexdigest(), tol)
-    if cache and key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-
-    N = W.shape[1]
-    H = _factor(F, G)
-    if H.shape[1] == 0:  # all-zero workload: nothing to measure
-        mech = LowDimMechanism(
+    scale = float(np.abs(G).max())
+    if scale == 0.0:  # all-zero workload: nothing to measure
+        return LowDimMechanism(
             B=np.zeros((0, N)), Bpinv=np.zeros((N, 0)), pcost=0.0, loss=0.0,
             lower_bound=0.0, gap=0.0, iterations=0, converged=True, method="empty",
         )
+    # The solution depends on WᵀDW only, and is invariant to scaling it (losses scale).  Key on
+    # the normalized Gram rounded to 11 decimals, so row order / rounding noise still hit.
+    Gn = np.round(G / scale, 11) + 0.0
+    key = (sz, N, hashlib.blake2b(np.ascontiguousarray(Gn).tobytes(), digest_size=20).hexdigest(), tol)
+    mech = _CACHE.get(key) if cache else None
+    if mech is not None:
+        _CACHE.move_to_end(key)
     else:
+        Fn = F / math.sqrt(scale)
+        H = _factor(Fn, sz)
         dual, c, iters, method = _solve_dual(H, tol, max_iter)
-        w = dual.best_upper_w
-        B, Bpinv = _build(H, w)
+        B, Bpinv = _build(H, dual.best_upper_w)
         pcost = float(np.max(np.einsum("ij,ij->j", B, B)))
-        R = W @ Bpinv
-        loss = pcost * float(np.sum(d_eff * np.einsum("ij,ij->i", R, R)))
-        lower = dual.best_lower / (c * c)
-        lower = min(lower, loss)
+        R = Fn @ Bpinv
+        loss = pcost * float(np.einsum("ij,ij->", R, R))
+        lower = min(dual.best_lower / (c * c), loss)
         gap = (loss - lower) / loss if loss > 0 else 0.0
         converged = gap <= tol * (1 + 1e-6) + 1e-12
         if not converged and strict:
             raise PlanError(
                 f"low-dimensional solver did not reach relative gap {tol:g} within {max_iter} "
-                f"iterations (loss {loss:.6g}, lower bound {lower:.6g}, gap {gap:.3g}); raise "
-                f"max_iter or tol, or pass strict=False to accept the best mechanism found"
+                f"iterations (loss {loss * scale:.6g}, lower bound {lower * scale:.6g}, gap "
+                f"{gap:.3g}); raise max_iter or tol, or pass strict=False to accept the best "
+                f"mechanism found"
             )
-        for a in (B, Bpinv):
+        wl = dual.best_lower_w / dual.best_lower_w.sum()
+        for a in (B, Bpinv, wl):
             a.setflags(write=False)
-        wn = w / w.sum()
-        wn.setflags(write=False)
         mech = LowDimMechanism(
             B=B, Bpinv=Bpinv, pcost=pcost, loss=loss, lower_bound=lower, gap=gap,
-            iterations=iters, converged=converged, method=method, dual_weights=wn,
+            iterations=iters, converged=converged, method=method, dual_weights=wl,
         )
-    if cache:
-        _CACHE[key] = mech
-        while len(_CACHE) > _CACHE_MAX:
-            _CACHE.popitem(last=False)
-    return mech
+        if cache and converged:
+            _CACHE[key] = mech
+            while len(_CACHE) > _CACHE_MAX:
+                _CACHE.popitem(last=False)
+    return replace(mech, loss=mech.loss * scale, lower_bound=mech.lower_bound * scale)
