@@ -288,6 +288,7 @@ class _Dual:
         self.evals = 0
         self.best_upper = math.inf
         self.best_upper_w: np.ndarray | None = None
+        self.best_upper_eig: tuple[np.ndarray, np.ndarray] | None = None
         self.best_lower = 0.0
         self.best_lower_w: np.ndarray | None = None
 
@@ -316,6 +317,7 @@ class _Dual:
         upper = s_c * dmax
         if upper < self.best_upper:
             self.best_upper, self.best_upper_w = upper, w.copy()
+            self.best_upper_eig = (lamc, Q)  # reused to build B without another eigh
         if lower > self.best_lower:
             self.best_lower, self.best_lower_w = lower, w.copy()
         return s_true, d, lower, upper
@@ -336,10 +338,9 @@ def _solve_dual(H: np.ndarray, tol: float, max_iter: int) -> tuple[_Dual, float,
     ``max_iter`` caps the number of dual evaluations (one r × r eigendecomposition each).
     """
     N, r = H.shape
-    dual = _Dual(H)
     # Normalize so that the optimal scaling of the uniform start has entries ≈ 1.
     u = np.full(N, 1.0 / N)
-    s0, _, _, _ = dual(u)
+    s0 = float(np.sqrt(np.maximum(np.linalg.eigvalsh((H.T * u) @ H), 0.0)).sum())
     c = math.sqrt(N) / s0
     Hn = H * c
     dual = _Dual(Hn)
@@ -355,7 +356,7 @@ def _solve_dual(H: np.ndarray, tol: float, max_iter: int) -> tuple[_Dual, float,
         s, d, lower, _ = dual(w)
         g = dual.gap()
         if g <= tol:
-            return dual, c, dual.evals + 1, "dual-multiplicative"
+            return dual, c, dual.evals, "dual-multiplicative"
         if lower < prev_lower * (1 - 1e-12):  # overshoot: back off
             lam_exp /= 2.0
             w = w_prev
@@ -397,26 +398,23 @@ def _solve_dual(H: np.ndarray, tol: float, max_iter: int) -> tuple[_Dual, float,
                 options=dict(maxiter=remaining, maxfun=remaining, maxcor=20, ftol=0.0, gtol=0.0),
             )
         except _Converged:
-            return dual, c, dual.evals + 1, method
+            return dual, c, dual.evals, method
         used = dual.evals - before
         remaining = max_iter - dual.evals
         restarts += 1
         x0 = dual.best_upper_w
         if used <= 1:
             break
-    return dual, c, dual.evals + 1, method
+    return dual, c, dual.evals, method
 
 
-def _build(H: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """B = A(w)^{-1/4} Qᵀ Hᵀ / k (r × N), k = sqrt(max d), and B⁺ = k H (HᵀH)⁻¹ Q A^{1/4}.
+def _build(H: np.ndarray, lamc: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """B = Λ^{-1/4} Qᵀ Hᵀ / k (r × N), k = sqrt(max d), and B⁺ = k H (HᵀH)⁻¹ Q Λ^{1/4}.
 
-    H has orthogonal columns (see ``_factor``), so HᵀH is diagonal; C = Λ^{-1/4} Qᵀ / k is
-    invertible and Hᵀ has full row rank, hence (C Hᵀ)⁺ = H (HᵀH)⁻¹ C⁻¹.
+    ``A(w) = Q Λ Qᵀ`` (eigenvalues clipped as in ``_Dual``).  H has orthogonal columns (see
+    ``_factor``), so HᵀH is diagonal; C = Λ^{-1/4} Qᵀ / k is invertible and Hᵀ has full row
+    rank, hence (C Hᵀ)⁺ = H (HᵀH)⁻¹ C⁻¹.  The result does not depend on the scale of w or H.
     """
-    A = (H.T * w) @ H
-    lam, Q = np.linalg.eigh(A)
-    lam = np.maximum(lam, 0.0)
-    lamc = np.maximum(lam, max(float(lam.max()), 1e-300) * 1e-13)
     B = ((H @ Q) * lamc ** -0.25).T  # r × N
     k = math.sqrt(float(np.einsum("ij,ij->j", B, B).max()))
     B /= k
@@ -500,7 +498,8 @@ def optimize_subworkload(
         Fn = F / math.sqrt(scale)
         H = _factor(Fn, sz)
         dual, c, iters, method = _solve_dual(H, tol, max_iter)
-        B, Bpinv = _build(H, dual.best_upper_w)
+        lamc, Q = dual.best_upper_eig
+        B, Bpinv = _build(H, lamc, Q)
         pcost = float(np.max(np.einsum("ij,ij->j", B, B)))
         R = Fn @ Bpinv
         loss = pcost * float(np.einsum("ij,ij->", R, R))
