@@ -60,7 +60,8 @@ Algorithm
    at the best w, restarted from the best point if the line search gives up.
 Each evaluation costs one r × r eigendecomposition plus two N × r × r products.  No generic SDP
 solver is used.  The returned mechanism is built from the w with the best upper bound:
-``B = A(w)^{-1/4} Hᵀ / sqrt(max_j d_j)`` (r × N), so ``max diag(BᵀB) = 1`` exactly (up to rounding).
+``B = Λ^{-1/4} Qᵀ Hᵀ / sqrt(max_j d_j)`` (r × N, ``A(w) = Q Λ Qᵀ``), so ``BᵀB = H A^{-1/2} Hᵀ /
+max d`` and ``max diag(BᵀB) = 1`` (up to rounding).
 
 Weights equal to zero: the query must still be answerable (rowspace constraint) but costs nothing,
 so the infimum is not attained.  We give such rows the weight ``zero_weight × mean positive weight``
@@ -102,7 +103,9 @@ class LowDimMechanism:
     variances of the sub-workload queries at noise covariance I (privacy cost ``pcost`` = 1);
     scaling the noise by σ² multiplies variances by σ² and divides the privacy cost by σ².
     ``lower_bound`` is the certified lower bound on the optimum of eq. 4 and
-    ``gap = (loss − lower_bound) / loss``.
+    ``gap = (loss − lower_bound) / loss``.  ``dual_weights`` is the certificate: a distribution
+    w over the cells with ``svd_lower_bound(W, weights, dual_weights) == lower_bound``.
+    ``iterations`` counts dual evaluations (one r × r eigendecomposition each).
     """
 
     B: np.ndarray
