@@ -239,11 +239,19 @@ class Plan:
         )
 
     # -- measurement ----------------------------------------------------------------------------
-    def measure(self, data, rng: np.random.Generator | None = None, progress: bool = False):
-        """Run the plan on data (a DataFrame of integer codes): see :func:`dpmatrix.measure`."""
+    def measure(
+        self,
+        data,
+        rng: np.random.Generator | None = None,
+        progress: bool = False,
+        noise: str = "gaussian",
+        rel_var_tol: float = 1e-4,
+    ):
+        """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
+        :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise)."""
         from ..measure.measure import measure
 
-        return measure(self, data, rng=rng, progress=progress)
+        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol)
 
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

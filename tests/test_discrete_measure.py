@@ -1,0 +1,114 @@
+"""Secure measurement with discrete Gaussian noise (paper §5, Algorithm 3, Theorem 5.1)."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpmatrix as dm
+import oracle
+from dpmatrix.measure.discrete import (
+    centering_matrix,
+    discrete_measure,
+    gamma_squared,
+    integer_outputs,
+    round_plan,
+)
+from dpmatrix.residual import ResidualMechanism, identity_basis
+
+
+def test_example_3():
+    # Att1 with 4 values, A = {Att1}, σ = 2/3 (already rational: σ̄ = σ)
+    mech = ResidualMechanism((0,), (identity_basis(4),), float(Fraction(4, 9)))
+    # Y = 4 Sub⁺ and Ξ = Y R_A as printed in the paper
+    Y = np.array([[1, 1, 1], [-3, 1, 1], [1, -3, 1], [1, 1, -3]])
+    Xi_paper = np.array([[3, -1, -1, -1], [-1, 3, -1, -1], [-1, -1, 3, -1], [-1, -1, -1, 3]])
+    np.testing.assert_array_equal(Y, 4 * oracle.sub_pinv(4))
+    # our H is Ξ (the marginal on A is x itself): columns are H applied to unit tables
+    H = np.stack([integer_outputs(mech, e) for e in np.eye(4, dtype=np.int64)], axis=1)
+    np.testing.assert_array_equal(H, Xi_paper)
+    assert H.dtype == np.int64
+    g2 = gamma_squared(mech, Fraction(2, 3))
+    assert g2 == Fraction(64, 9)
+    sens2 = int(np.max(np.sum(H**2, axis=0)))
+    assert sens2 == 12
+    rho = Fraction(sens2) / (2 * g2)
+    assert rho == Fraction(27, 32)
+    assert mech.pcost / 2 == pytest.approx(float(rho), rel=1e-15)  # same as the continuous M_A
+
+
+@pytest.mark.parametrize("sizes", [(2,), (3, 2), (2, 3, 2), (4, 3)])
+def test_integer_mechanism_equivalent_to_algorithm_1(sizes):
+    """Y⁺ Ξ = R_A (same mean) and Y⁺ γ² I Y⁺ᵀ = σ̄² Σ_A (same covariance), explicit matrices."""
+    key = tuple(range(len(sizes)))
+    s_bar = Fraction(7, 5)
+    mech = ResidualMechanism(key, tuple(identity_basis(n) for n in sizes), float(s_bar**2))
+    cells = int(np.prod(sizes))
+    H = np.stack(
+        [integer_outputs(mech, e.reshape(sizes)).ravel() for e in np.eye(cells, dtype=np.int64)], axis=1
+    )
+    Ypinv = oracle.kron_all([oracle.sub_matrix(n) / n for n in sizes])
+    np.testing.assert_allclose(Ypinv @ H, oracle.residual_matrix(sizes, key), atol=1e-12)
+    g2 = float(gamma_squared(mech, s_bar))
+    np.testing.assert_allclose(
+        g2 * Ypinv @ Ypinv.T, float(s_bar**2) * oracle.residual_cov(sizes, key), rtol=1e-12
+    )
+    # zCDP of the integer mechanism: max column norm² of Ξ over 2γ² equals p_A / (2σ̄²)
+    sens2 = np.max(np.sum(H.astype(float) ** 2, axis=0))
+    assert sens2 == math.prod(n * (n - 1) for n in sizes)
+    assert sens2 / (2 * g2) == pytest.approx(mech.pcost / 2, rel=1e-12)
+
+
+def test_simulation_mean_and_covariance():
+    sizes = (3, 2)
+    mech = ResidualMechanism((0, 1), tuple(identity_basis(n) for n in sizes), float(Fraction(3, 2) ** 2))
+    v = np.array([[5, 0], [2, 7], [1, 1]], dtype=np.int64)
+    draws = np.stack(
+        [discrete_measure(mech, v, Fraction(3, 2), np.random.default_rng(s)).ravel() for s in range(4000)]
+    )
+    truth = oracle.residual_matrix(sizes, (0, 1)) @ v.ravel().astype(float)
+    cov = float(Fraction(3, 2) ** 2) * oracle.residual_cov(sizes, (0, 1))
+    se = np.sqrt(np.diag(cov) / len(draws))
+    assert np.all(np.abs(draws.mean(axis=0) - truth) < 5 * se)
+    emp = np.cov(draws.T)
+    # discrete Gaussian variance ≤ γ² and, at γ = 9, within 1e-30 of it: compare to σ̄² Σ_A
+    np.testing.assert_allclose(emp, cov, rtol=0.1, atol=0.1 * np.max(cov))
+
+
+def test_plan_privacy_from_rounded_sigma_and_tolerance():
+    dom = dm.Domain.from_sizes([4, 3, 5, 2])
+    plan = dm.plan(dm.Workload.marginals(dom, 2, upto=True), rho=0.37)
+    rounded, sbar = round_plan(plan, rel_var_tol=1e-4)
+    rho_exact = Fraction(0)
+    for i, key in enumerate(plan.closure.sets):
+        s = sbar[i]
+        assert s * s >= Fraction(float(plan.sigma2[i]))
+        assert float(s * s) / plan.sigma2[i] - 1 <= 1e-4 + 1e-15
+        mech = rounded.mechanism(key)
+        # ρ_A = (squared L2 sensitivity of Ξ) / (2γ²), exactly
+        sens2 = math.prod(n * (n - 1) for n in mech.shape)
+        rho_exact += Fraction(sens2) / (2 * gamma_squared(mech, s))
+    assert float(rho_exact) == pytest.approx(rounded.rho, rel=1e-12)
+    assert rounded.rho <= plan.rho and rounded.rho >= plan.rho / (1 + 1e-4)
+
+
+def test_discrete_release_end_to_end_and_errors():
+    dom = dm.Domain.from_sizes([3, 4, 2])
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({n: rng.integers(0, s, 200) for n, s in zip(dom.names, dom.sizes)})
+    plan = dm.plan(dm.Workload.marginals(dom, 2), rho=1.0)
+    meas = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(5))
+    assert meas.noise == "discrete_gaussian"
+    assert meas.plan.rho <= plan.rho
+    t = meas.marginal(("a0", "a1"))
+    truth = df.groupby(["a0", "a1"]).size().reindex(
+        pd.MultiIndex.from_product([range(3), range(4)]), fill_value=0
+    ).to_numpy()
+    assert np.all(np.abs(t["estimate"].to_numpy() - truth) < 6 * t["std"].to_numpy())
+    with pytest.raises(dm.DataError, match="noise must be"):
+        plan.measure(df, noise="discrete_on_Hv")  # Example 2's naive replacement is not offered
+    prefix = dm.plan(dm.Workload.marginals(dom, 1, query_types={"a1": "prefix"}), rho=1.0)
+    with pytest.raises(dm.PlanError, match="real-valued"):
+        prefix.measure(df, noise="discrete_gaussian")
