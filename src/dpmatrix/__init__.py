@@ -26,7 +26,7 @@ from .errors import (
 from .measure.measure import measure
 from .plan.plan import Plan, plan
 from .privacy import Budget
-from .reconstruct.measurements import Measurements
+from .reconstruct.measurements import Measurements, QueryAnswer
 from .workload import Workload
 
 __version__ = "0.1.0"
@@ -43,6 +43,7 @@ __all__ = [
     "NotMeasuredError",
     "Plan",
     "PlanError",
+    "QueryAnswer",
     "ReleaseError",
     "SamplerArgumentError",
     "UnknownAttributeError",

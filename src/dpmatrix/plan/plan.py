@@ -414,7 +414,9 @@ def choose_strategies(
 
 
 def _mechanism_basis(S: np.ndarray) -> AttributeBasis:
+    """Residual factors of a strategy (Algorithm 4). A strategy need not contain the total: the
+    ∅ residual measures it, so S is paired with the workload ``[S; 1ᵀ]`` it answers."""
     n = S.shape[1]
     if S.shape == (n, n) and np.array_equal(S, np.eye(n)):
         return identity_basis(n)
-    return attribute_basis(S, S)
+    return attribute_basis(np.vstack([S, np.ones((1, n))]), S)

@@ -228,19 +228,42 @@ def optimized_strategy(W, p: int | None = None, *, seed: int = 0, restarts: int 
     return _optimized_cached(W.shape, W.tobytes(), p, int(seed), int(restarts), bool(center))
 
 
-_KINDS = ("auto", "optimize", "identity", "workload")
+_KINDS = ("auto", "optimal", "pidentity", "optimize", "identity", "workload")
+
+
+def optimal_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
+    """The certified optimal strategy for ResidualPlanner+'s per-attribute factor.
+
+    ResidualPlanner+ pays ``β · trace_in`` per attribute in every residual set (Theorems 7.1,
+    7.2, Lemma 2), with ``β = max diag(Subᵀ Sub)`` and ``trace_in = ||W Sub⁺||_F²``; since
+    ``Sub`` spans the centred strategy, minimizing it over strategies is exactly the
+    low-dimensional matrix-mechanism problem (QuerySmasher eq. 4) for the centred workload
+    ``W (I − 11ᵀ/n)``: minimize ``tr(W_cᵀ W_c X⁺)`` s.t. ``diag X ≤ 1``. It is solved by
+    :func:`~dpmatrix.plan.lowdim_optimal.optimize_subworkload` with a duality-gap certificate;
+    the returned strategy is its ``B`` (rows centred). Cached by the solver.
+    """
+    from .lowdim_optimal import optimize_subworkload
+
+    W = np.asarray(W, dtype=float)
+    mech = optimize_subworkload(centered(W), sizes=(W.shape[1],), tol=tol)
+    S = np.array(mech.B)
+    S.setflags(write=False)
+    return S
 
 
 def strategy_matrix(W, strategy="auto", *, p: int | None = None, seed: int = 0, restarts: int = 5) -> np.ndarray:
     """The strategy replacement ``S_i`` for base workload ``W`` (``m × n``).
 
     ``strategy``:
-      * ``"auto"`` (default): the identity if ``W`` is the identity (ResidualPlanner's case);
-        otherwise the candidate among {optimized p-identity with ``p = auto_p(n)`` (or the
-        given ``p``), identity, ``W``} with the smallest ResidualPlanner+ factor
-        ``beta · trace_in`` (:func:`rp_attribute_cost`).  ``auto_p(n) = ceil(n/2)``: HDMM's
-        ``ceil(n/16)`` is tuned for large domains and loses up to ~15-40 % RMSE per attribute
-        on the small per-attribute domains (8-64 values) that ResidualPlanner+ deals with.
+      * ``"auto"`` (default): the identity if ``W`` is the identity (ResidualPlanner's case),
+        otherwise ``"optimal"``.
+      * ``"optimal"``: :func:`optimal_strategy`, the certified minimizer of the per-attribute
+        factor ``beta · trace_in`` (QuerySmasher eq. 4 on the centred ``W``).
+      * ``"pidentity"``: the candidate among {optimized p-identity with ``p = auto_p(n)`` (or the
+        given ``p``), identity, ``W``} with the smallest ``beta · trace_in``
+        (:func:`rp_attribute_cost`) — HDMM's OPT_0 idea as in the paper's section 9.
+        ``auto_p(n) = ceil(n/2)``: HDMM's ``ceil(n/16)`` is tuned for large domains and loses
+        up to ~15-40 % RMSE per attribute on small per-attribute domains (8-64 values).
       * ``"optimize"`` (alias ``"hdmm"``, ``"opt"``): :func:`optimized_strategy`.
       * ``"identity"``: ``I_n``.   * ``"workload"``: ``S = W``.
       * a matrix with ``n`` columns whose rows can answer every centred query of ``W``.
@@ -255,15 +278,19 @@ def strategy_matrix(W, strategy="auto", *, p: int | None = None, seed: int = 0, 
         kind = strategy.lower()
         if kind in ("hdmm", "opt", "optimized"):
             kind = "optimize"
-        if kind not in _KINDS:
+        if kind == "pidentity":
+            kind = "pidentity_auto"
+        if kind not in _KINDS and kind != "pidentity_auto":
             raise WorkloadError(f"unknown strategy {strategy!r}; use one of {list(_KINDS)} or a matrix with {n} columns")
         if kind == "identity":
             return np.eye(n)
+        if kind == "optimal" or (kind == "auto" and not is_identity(W)):
+            return optimal_strategy(W)
         if kind == "workload":
             return W.copy()
         if kind == "optimize":
             return optimized_strategy(W, p, seed=seed, restarts=restarts)
-        # auto
+        # auto on the identity: ResidualPlanner; pidentity: best of p-identity / identity / W
         if is_identity(W):
             return np.eye(n)
         p_auto = auto_p(n) if p is None else p

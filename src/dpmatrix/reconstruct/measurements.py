@@ -25,9 +25,10 @@ from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from ..errors import NotMeasuredError, WorkloadError
+from ..residual import kron_apply
 from ..workload import AttrSet
 
-__all__ = ["Measurements", "marginal_frame"]
+__all__ = ["Measurements", "QueryAnswer", "marginal_frame", "query_labels"]
 
 # residual estimates kept for reuse, in numbers of floats (about 400 MB)
 _CACHE_FLOATS = 50_000_000
@@ -110,16 +111,75 @@ class Measurements:
         key = self._key(attrs)
         return marginal_frame(self.plan.domain, key, self.estimate(key), self.variance(key), level)
 
+    def answer(self, attrs: Iterable[str | int] | str, level: float = 0.95) -> pd.DataFrame:
+        """Tidy table of the *workload's queries* on a marginal: one row per query of
+        ``⊗ W_i`` (cells for plain marginals; ``≤ v`` rows for prefix, ``a..b`` for ranges),
+        with estimates (Algorithm 6) and exact variances (Theorem 7.2)."""
+        wk = self.plan.workload
+        i = wk.index(attrs)
+        key, types = wk.sets[i], wk.types(i)
+        if all(t == "identity" for t in types) and all(self.plan.bases[a].is_identity for a in key):
+            return self.marginal(key, level)
+        cells = self.estimate(key)
+        mats = tuple(wk.query_matrix(a, t) for a, t in zip(key, types))
+        est = kron_apply(mats, cells) if key else cells
+        var = self.plan.query_variance(key)
+        labels = [query_labels(self.plan.domain.attributes[a], t, M) for a, t, M in zip(key, types, mats)]
+        return _frame(self.plan.domain.names_of(key), labels, est, var, level)
+
+    def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> "QueryAnswer":
+        """Estimate and exact variance of the linear query ``q · x_M`` over the cells of the
+        marginal on ``attrs`` (``q`` shaped like the table, or flat in C order)."""
+        key = self._key(attrs)
+        sizes = self.plan.domain.sizes
+        shape = tuple(sizes[a] for a in key)
+        q = np.asarray(q, dtype=float)
+        if q.size != int(np.prod(shape)) or not np.all(np.isfinite(q)):
+            raise WorkloadError(
+                f"the query must have {int(np.prod(shape))} finite entries, one per cell of "
+                f"{self.plan.domain.names_of(key)} (got {q.size})"
+            )
+        q = q.reshape(shape)
+        estimate = 0.0
+        variance = 0.0
+        for sub, s2 in self.plan._subset_terms(key):
+            drop = tuple(j for j, a in enumerate(key) if a not in sub)
+            qa = q.sum(axis=drop) / float(np.prod([shape[j] for j in drop])) if drop else q
+            bases = tuple(self.plan.bases[a] for a in sub)
+            _check_answerable(self.plan.domain, sub, bases, qa)
+            estimate += float(np.sum(qa * self.residual(sub)))
+            if sub:
+                variance += s2 * float(np.sum(qa * kron_apply(tuple(b.resid_cov for b in bases), qa)))
+            else:
+                variance += s2 * float(qa) ** 2
+        return QueryAnswer(estimate, variance)
+
+    def query(self, spec: Mapping[str, object], level: float = 0.95) -> "QueryAnswer":
+        """One counting query given per attribute: a value (``race="White"``), an inclusive range
+        of labels or codes (``age=(20, 35)``) or a list of values; unnamed attributes are summed
+        over. E.g. ``meas.query({"age": (20, 35), "sex": "F"})``."""
+        dom = self.plan.domain
+        key = dom.resolve(list(spec))
+        vecs = []
+        for a in key:
+            attr = dom.attributes[a]
+            vecs.append(_selector(attr, spec[attr.name]))
+        q = np.array(1.0)
+        for v in vecs:
+            q = np.multiply.outer(q, v)
+        return self.query_vector(key, q).at_level(level)
+
     def iter_marginals(
         self, level: float = 0.95, progress: bool = False
     ) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
-        """Yield ``(attribute names, table)`` for every workload marginal, one at a time."""
+        """Yield ``(attribute names, table)`` for every workload marginal, one at a time; the
+        table holds the workload's queries (:meth:`answer`; cells for plain marginals)."""
         wk = self.plan.workload
         for i in tqdm(range(len(wk)), desc="reconstructing", unit="marginal", disable=not progress):
             key = wk.sets[i]
             if not all(sub in self.noisy for r in range(len(key) + 1) for sub in itertools.combinations(key, r)):
                 continue  # zero-weight marginal whose residuals were not measured
-            yield wk.names(i), self.marginal(key, level)
+            yield wk.names(i), self.answer(key, level)
 
     def __repr__(self) -> str:
         n = sum(v.size for v in self.noisy.values())
@@ -132,20 +192,123 @@ def _z(level: float) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
+@dataclass(frozen=True)
+class QueryAnswer:
+    """Unbiased estimate of one linear query with its exact variance and a normal interval."""
+
+    estimate: float
+    variance: float
+    level: float = 0.95
+
+    @property
+    def std(self) -> float:
+        return float(np.sqrt(self.variance))
+
+    @property
+    def lower(self) -> float:
+        return self.estimate - _z(self.level) * self.std
+
+    @property
+    def upper(self) -> float:
+        return self.estimate + _z(self.level) * self.std
+
+    def at_level(self, level: float) -> "QueryAnswer":
+        _z(level)
+        return QueryAnswer(self.estimate, self.variance, level)
+
+
+def _check_answerable(domain, sub, bases, qa) -> None:
+    """The centred query must lie in the span of the residual factors (ResidualPlanner+ with a
+    strategy that does not span every value cannot answer every query)."""
+    for axis, (a, b) in enumerate(zip(sub, bases)):
+        if b.is_identity:
+            continue
+        m = np.moveaxis(qa, axis, -1).reshape(-1, b.n)
+        m = m - m.mean(axis=1, keepdims=True)
+        back = m @ b.Sub_pinv @ b.Sub
+        if np.linalg.norm(m - back) > 1e-8 * max(1.0, float(np.linalg.norm(m))):
+            raise NotMeasuredError(
+                f"the query is not answerable from the measurements: on {domain.names[a]!r} it is "
+                "not a combination of the strategy's rows"
+            )
+
+
+def _code_of(attr, value) -> int:
+    if isinstance(value, str):
+        if attr.labels is not None and value in attr.labels:
+            return attr.labels.index(value)
+        raise WorkloadError(
+            f"{value!r} is not a value of {attr.name!r}"
+            + (f" (values: {', '.join(attr.labels[:10])}{', ...' if attr.size > 10 else ''})" if attr.labels else " (it has no labels: use codes 0..size-1)")
+        )
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < attr.size:
+        if attr.labels is not None and str(value) in attr.labels:
+            return attr.labels.index(str(value))
+        return int(value)
+    raise WorkloadError(f"{value!r} is not a value of {attr.name!r} (codes are 0..{attr.size - 1})")
+
+
+def _selector(attr, sel) -> np.ndarray:
+    """Indicator vector over an attribute's values for a value, an inclusive range or a list."""
+    v = np.zeros(attr.size)
+    if isinstance(sel, tuple):
+        if len(sel) != 2:
+            raise WorkloadError(f"a range for {attr.name!r} is a pair (low, high), got {sel!r}")
+        lo, hi = (_code_of(attr, x) for x in sel)
+        if lo > hi:
+            raise WorkloadError(f"empty range for {attr.name!r}: {sel[0]!r} comes after {sel[1]!r}")
+        v[lo : hi + 1] = 1.0
+    elif isinstance(sel, (list, set, frozenset)):
+        for x in sel:
+            v[_code_of(attr, x)] = 1.0
+    else:
+        v[_code_of(attr, sel)] = 1.0
+    return v
+
+
+def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
+    """Display label of each row of an attribute's query matrix."""
+    lab = [attr.label(c) for c in range(attr.size)]
+    if key == "identity":
+        return lab
+    out = []
+    for row in W:
+        nz = np.flatnonzero(row)
+        contiguous = nz.size and np.all(row[nz] == 1) and nz[-1] - nz[0] + 1 == nz.size
+        if contiguous and key == "prefix" and nz[0] == 0:
+            out.append(f"<= {lab[nz[-1]]}")
+        elif contiguous:
+            out.append(lab[nz[0]] if nz.size == 1 else f"{lab[nz[0]]}..{lab[nz[-1]]}")
+        else:
+            out.append(f"q{len(out)}")
+    return out
+
+
+def _z(level: float) -> float:
+    if not 0 < level < 1:
+        raise WorkloadError(f"confidence level must be strictly between 0 and 1, got {level!r}")
+    return float(norm.ppf(0.5 + level / 2))
+
+
 def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:
-    """Tidy table: one row per cell (C order), labelled attribute columns, estimate, variance,
-    std, and the bounds of the normal confidence interval at ``level``."""
+    """Tidy table of a marginal: one row per cell (C order), labelled attribute columns,
+    estimate, variance, std, and the bounds of the normal confidence interval at ``level``."""
+    labels = []
+    for a in key:
+        attr = domain.attributes[a]
+        labels.append(list(attr.labels) if attr.labels is not None else None)
+    return _frame(domain.names_of(key), labels, estimate, variance, level)
+
+
+def _frame(names, labels, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:
     z = _z(level)
     cols: dict[str, object] = {}
     shape = estimate.shape
     grids = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=int)
-    for axis, a in enumerate(key):
-        attr = domain.attributes[a]
+    for axis, name in enumerate(names):
         codes = grids[axis]
-        if attr.labels is not None:
-            cols[attr.name] = pd.Categorical.from_codes(codes, categories=list(attr.labels))
-        else:
-            cols[attr.name] = codes
+        lab = labels[axis]
+        cols[name] = codes if lab is None else pd.Categorical.from_codes(codes, categories=list(lab))
     est = estimate.reshape(-1)
     var = np.broadcast_to(variance, shape).reshape(-1)
     std = np.sqrt(var)
@@ -155,6 +318,6 @@ def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndar
     cols["lower"] = est - z * std
     cols["upper"] = est + z * std
     df = pd.DataFrame(cols)
-    df.attrs["marginal"] = domain.names_of(key)
+    df.attrs["marginal"] = tuple(names)
     df.attrs["confidence_level"] = level
     return df
