@@ -133,7 +133,7 @@ def test_builder_matches_theorems_by_brute_force():
         {sub for M in wl for j in range(len(M) + 1) for sub in itertools.combinations(M, j)},
         key=lambda s: (len(s), s),
     )
-    assert closure == expected_closure
+    assert sorted(closure, key=lambda s: (len(s), s)) == expected_closure
     for j, A in enumerate(closure):
         assert prob.p[j] == pytest.approx(np.prod([(sizes[i] - 1) / sizes[i] for i in A]))
     dense = prob.C.toarray()
@@ -160,9 +160,9 @@ def test_builder_array_input_and_unsorted_sets():
 @pytest.mark.parametrize(
     "sizes, wl, msg",
     [
-        ([3, 1], [(0, 1)], "domain size"),
+        ([3, 1], [(0, 1)], "at least 2"),
         ([3, 3], [(0, 2)], "out of range"),
-        ([3, 3], [(0, 0)], "repeats"),
+        ([3, 3], [(0, 0)], "more than once"),
         ([3, 3], [], "empty"),
     ],
 )

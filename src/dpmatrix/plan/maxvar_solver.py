@@ -131,157 +131,35 @@ class MaxVarProblem(NamedTuple):
         return [tuple(int(a) for a in row if a >= 0) for row in self.closure]
 
 
-def _workload_groups(
-    workload_sets: Sequence[Iterable[int]] | np.ndarray, d: int
-) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
-    """Group the workload by marginal size: list of (row ids, sorted attribute array)."""
-    if isinstance(workload_sets, np.ndarray):
-        arr = np.asarray(workload_sets)
-        if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.integer):
-            raise ValueError("workload_sets as an array must be a 2-D integer array (m, k)")
-        arr = np.sort(arr.astype(np.int64), axis=1)
-        rows = [(np.arange(arr.shape[0]), arr)]
-        m = arr.shape[0]
-    else:
-        sets = [tuple(sorted(int(a) for a in s)) for s in workload_sets]
-        m = len(sets)
-        by_len: dict[int, list[int]] = {}
-        for r, s in enumerate(sets):
-            by_len.setdefault(len(s), []).append(r)
-        rows = []
-        for k, ids in sorted(by_len.items()):
-            ids_arr = np.asarray(ids, dtype=np.int64)
-            if k == 0:
-                a = np.zeros((len(ids), 0), dtype=np.int64)
-            else:
-                a = np.array([sets[r] for r in ids], dtype=np.int64).reshape(len(ids), k)
-            rows.append((ids_arr, a))
-    if m == 0:
-        raise ValueError("workload_sets is empty: give at least one marginal")
-    for _, a in rows:
-        if a.size:
-            if a.min() < 0 or a.max() >= d:
-                raise ValueError(f"workload attribute index out of range 0..{d - 1}")
-            if a.shape[1] > 1 and np.any(a[:, 1:] == a[:, :-1]):
-                raise ValueError("a workload marginal repeats an attribute")
-    return rows, m
-
-
 def build_marginal_maxvar_problem(
     sizes: Sequence[int] | np.ndarray,
     workload_sets: Sequence[Iterable[int]] | np.ndarray,
     weights: Sequence[float] | np.ndarray | None = None,
 ) -> MaxVarProblem:
-    """Build ``p`` and ``C`` of the max-variance problem (P) for a marginal workload.
+    """``p`` and ``C`` of the max-variance problem (P) for a plain marginal workload.
 
-    ``sizes[i]`` is the domain size ``n_i >= 2`` of attribute ``i``; ``workload_sets`` is a
-    sequence of attribute-index collections (one per workload marginal; ``()`` is the total
-    count), or an ``(m, k)`` integer array; ``weights`` (default all 1) are the ``w_M >= 0``.
-    Row ``r`` of ``C`` is ``w_M * c_{M,A}`` over the subsets ``A`` of marginal ``M = workload[r]``
-    (Theorem 4.4) and ``p_A = prod_{i in A} (n_i - 1)/n_i`` (Theorem 4.3).
-
-    Vectorised: for each marginal size ``k`` and each of the ``2^k`` subset masks, the subsets
-    of all marginals of that size are produced at once; closure sets are identified by an
-    integer key (base ``d+1`` digits) and deduplicated with one ``np.unique``.
+    ``sizes[i]`` is the domain size of attribute ``i``; ``workload_sets`` one collection of
+    attribute indices per workload marginal (``()`` is the total), or an ``(m, k)`` array;
+    ``weights`` (default 1) the ``w_M ≥ 0``. Row ``r`` of ``C`` is ``w_M c_{M,A}`` (Theorem 4.4),
+    ``p_A = Π (n_i − 1)/n_i`` (Theorem 4.3). Built by the core (:class:`~dpmatrix.Workload`,
+    :func:`~dpmatrix.plan.coefficients.compute_coefficients`), so this is the planner's problem.
     """
-    n = np.asarray(sizes)
-    if n.ndim != 1 or n.size == 0:
-        raise ValueError("sizes must be a non-empty 1-D sequence of attribute domain sizes")
-    if not np.all(np.isfinite(n)) or np.any(n != np.round(n)) or np.any(n < 2):
-        raise ValueError("every attribute domain size must be an integer >= 2")
-    n = n.astype(np.float64)
-    d = n.size
-    groups, m = _workload_groups(workload_sets, d)
-    if weights is None:
-        w = np.ones(m)
-    else:
-        w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (m,):
-            raise ValueError(f"weights has shape {w.shape}, expected ({m},) (one per marginal)")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("weights must be finite and >= 0")
-    a_fac = (n - 1.0) / n  # factor for attributes in A
-    b_fac = 1.0 / n**2  # factor for attributes in M \ A
-    kmax = max(a.shape[1] for _, a in groups)
-    base = d + 1
-    use_int_key = kmax == 0 or base**kmax < 2**62
+    from ..domain import Domain
+    from ..residual import identity_basis
+    from ..workload import Workload
+    from .coefficients import compute_coefficients
 
-    keys_l, rows_l, vals_l, pv_l, pad_l = [], [], [], [], []
-    for ids, a in groups:
-        k = a.shape[1]
-        av = a_fac[a]  # (mk, k)
-        bv = b_fac[a]
-        wk = w[ids]
-        for mask in range(1 << k):
-            bits = [t for t in range(k) if (mask >> t) & 1]
-            rest = [t for t in range(k) if not (mask >> t) & 1]
-            pa = np.prod(av[:, bits], axis=1) if bits else np.ones(len(ids))
-            cb = np.prod(bv[:, rest], axis=1) if rest else np.ones(len(ids))
-            sub = a[:, bits]
-            if use_int_key:
-                key = np.zeros(len(ids), dtype=np.int64)
-                for t in range(len(bits)):
-                    key = key * base + (sub[:, t] + 1)
-                keys_l.append(key)
-            else:
-                pad = np.full((len(ids), kmax), -1, dtype=np.int64)
-                pad[:, : len(bits)] = sub
-                pad_l.append(pad)
-            rows_l.append(ids)
-            vals_l.append(wk * pa * cb)
-            pv_l.append(pa)
-    rows = np.concatenate(rows_l)
-    vals = np.concatenate(vals_l)
-    pv = np.concatenate(pv_l)
-    del rows_l, vals_l, pv_l
-    if use_int_key:
-        keys = np.concatenate(keys_l)
-        del keys_l
-        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        del keys
-        nvar = uniq.size
-        closure = np.full((nvar, max(kmax, 1)), -1, dtype=np.int64)
-        sizes_of = np.zeros(nvar, dtype=np.int64)
-        rem = uniq.copy()
-        digits = []
-        while np.any(rem > 0):
-            digits.append(rem % base - 1)
-            sizes_of += rem > 0
-            rem //= base
-        # digits[0] is the last (largest) element; fill right-aligned then shift left
-        for t, dig in enumerate(digits):
-            pos = sizes_of - 1 - t
-            ok = pos >= 0
-            closure[np.nonzero(ok)[0], pos[ok]] = dig[ok]
-        closure = closure[:, :kmax] if kmax > 0 else closure[:, :0]
-    else:
-        pads = np.concatenate(pad_l)
-        del pad_l
-        # order by size first, like the integer keys
-        uniq_rows, first, inv = np.unique(pads, axis=0, return_index=True, return_inverse=True)
-        sz = (uniq_rows >= 0).sum(axis=1)
-        uniq_rows = np.where(uniq_rows < 0, np.iinfo(np.int64).max, uniq_rows)
-        order = np.lexsort(tuple(uniq_rows[:, t] for t in range(kmax - 1, -1, -1)) + (sz,))
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        inv = rank[inv.ravel()]
-        first = first[order]
-        closure = np.where(uniq_rows[order] == np.iinfo(np.int64).max, -1, uniq_rows[order])
-        nvar = closure.shape[0]
-    inv = inv.ravel()
-    p = pv[first]
-    C = sp.csr_matrix((vals, (rows, inv)), shape=(m, nvar))
-    C.sum_duplicates()
-    C.eliminate_zeros()
-    wl = None if isinstance(workload_sets, np.ndarray) else [
-        tuple(sorted(int(a) for a in s)) for s in workload_sets
-    ]
-    return MaxVarProblem(p=p, C=C, closure=closure, workload=wl)
-
-
-# --------------------------------------------------------------------------------------------
-# Validation and bounds
-# --------------------------------------------------------------------------------------------
+    dom = Domain.from_sizes([int(v) if float(v) == int(v) else v for v in np.asarray(sizes).tolist()])
+    sets = [tuple(int(a) for a in row) for row in workload_sets]
+    wk = Workload(dom, sets, weights)
+    bases = tuple(identity_basis(n) for n in dom.sizes)
+    coef = compute_coefficients(wk, bases, lambda a, t: bases[a])
+    C = sp.csr_matrix(sp.diags(wk.weights) @ coef.cell_var)
+    order = [wk.index(tuple(sorted(s))) for s in sets]
+    closure = np.full((len(wk.closure), max(1, int(wk.closure.sizes.max()))), -1, dtype=np.int64)
+    for k, (idx, rows) in wk.closure.rows_by_size().items():
+        closure[idx, :k] = rows
+    return MaxVarProblem(coef.p, sp.csr_matrix(C[order]), closure, [tuple(s) for s in sets])
 
 
 def _validate(p: Any, C: Any) -> tuple[np.ndarray, sp.csr_matrix]:

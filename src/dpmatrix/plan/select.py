@@ -59,16 +59,17 @@ def select_sum_var(coef: Coefficients, weights: np.ndarray) -> np.ndarray:
 
 
 def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
-    """argmin Σ p/x s.t. C x ≤ 1, x > 0 (every column of C has a positive entry)."""
-    import cvxpy as cp
+    """argmin Σ p/x s.t. C x ≤ 1, x > 0 (every column of C has a positive entry), by the
+    certified interior-point solver of :mod:`dpmatrix.plan.maxvar_solver`."""
+    from .maxvar_solver import solve_min_cost
 
-    x = cp.Variable(C.shape[1], pos=True)
-    prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [C @ x <= 1])
-    _solve(prob)
-    xv = np.asarray(x.value, dtype=float)
-    if not np.all(np.isfinite(xv)) or np.any(xv <= 0):
-        raise PlanError("the max-variance solver returned an invalid point")
-    return xv
+    x, info = solve_min_cost(p, C, tol=1e-9)
+    if info["status"] != "optimal":
+        raise PlanError(
+            f"the max-variance solver stopped without reaching the optimum (relative duality gap "
+            f"{info['rel_gap']:.2e} after {info['iterations']} iterations)"
+        )
+    return x
 
 
 def _solve_rows(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
