@@ -11,7 +11,8 @@ for any convex loss of the workload variances selection is a convex problem (pap
   variance by s and the privacy cost by 1/s) it is solved as ``min Σ p/x s.t. C x ≤ 1`` and
   rescaled. Solved with CVXPY (Clarabel, an open interior-point solver).
 * a user-supplied convex loss: ``objective=callable`` receiving the CVXPY vector of per-marginal
-  cell variances (ordered as ``workload.sets``) and returning a convex scalar expression.
+  average query variances (ordered as ``workload.sets``; for plain marginals every cell has this
+  variance) and returning a convex scalar expression.
 
 Both the privacy-constrained form (eq. 1: minimize loss s.t. pcost ≤ c) and the
 utility-constrained form (eq. 2: minimize pcost s.t. loss ≤ bound) are supported.
@@ -177,8 +178,11 @@ def select_custom(
     """Optimum of a user-supplied convex loss of the per-marginal cell variances."""
     import cvxpy as cp
 
-    used = np.asarray((coef.cell_var != 0).sum(axis=0)).ravel() > 0
-    C = sp.csr_matrix(coef.cell_var[:, used])
+    # per-marginal average query variance (SoV / number of queries, paper §7.5); for plain
+    # marginals every cell has this variance
+    avg = sp.csr_matrix(sp.diags(1.0 / coef.workload.n_queries) @ coef.sum_var)
+    used = np.asarray((avg != 0).sum(axis=0)).ravel() > 0
+    C = sp.csr_matrix(avg[:, used])
     p = coef.p[used]
     x = cp.Variable(int(used.sum()), pos=True)
     variances = C @ x
