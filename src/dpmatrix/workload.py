@@ -55,9 +55,45 @@ def _decode(key: int, n_attrs: int) -> AttrSet:
     return tuple(out)
 
 
+def _combinations(d: int, k: int) -> np.ndarray:
+    """Every k-subset of ``range(d)`` as rows of an ``(C(d, k), k)`` int64 array, in the order of
+    :func:`itertools.combinations` (lexicographic), built without Python tuples: the rows of size
+    j starting with ``i`` are ``i`` followed by the (lexicographically sorted, hence contiguous)
+    rows of size j−1 whose first element exceeds ``i``."""
+    if k == 0:
+        return np.zeros((1, 0), dtype=np.int64)
+    if k > d:
+        return np.zeros((0, k), dtype=np.int64)
+    rows = np.arange(d, dtype=np.int64).reshape(-1, 1)
+    heads = np.arange(d, dtype=np.int64)
+    for _ in range(2, k + 1):
+        starts = np.searchsorted(rows[:, 0], heads + 1)
+        lens = len(rows) - starts
+        first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        idx = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(starts - first, lens)
+        rows = np.hstack([np.repeat(heads, lens)[:, None], rows[idx]])
+    return rows
+
+
 def _subset_masks(k: int) -> list[tuple[int, ...]]:
     """Column selections of every subset of ``k`` columns (bit masks in increasing order)."""
     return [tuple(j for j in range(k) if mask >> j & 1) for mask in range(1 << k)]
+
+
+# dense key -> position tables are used for closures whose key space has at most this many
+# entries (int32, so at most 128 MB; Synth-10^200 with all <=3-way marginals needs 8.1 M)
+_DENSE_LOOKUP_MAX = 1 << 25
+# boolean presence maps dedupe one level of the closure when its key space is at most this big
+_BITMAP_MAX = 1 << 27
+
+
+def _unique_keys(keys: np.ndarray, space: int) -> np.ndarray:
+    """Sorted distinct keys, by a presence bitmap when the key space is small (linear time)."""
+    if keys.dtype != object and space <= _BITMAP_MAX:
+        seen = np.zeros(space, dtype=bool)
+        seen[keys] = True
+        return np.flatnonzero(seen).astype(keys.dtype, copy=False)
+    return np.unique(keys)
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,17 +108,34 @@ class Closure:
     keys: np.ndarray  # sorted, unique
 
     @classmethod
-    def of(cls, n_attrs: int, marginals: Sequence[AttrSet]) -> "Closure":
-        if not marginals:
+    def of(cls, n_attrs: int, marginals) -> "Closure":
+        """Closure of a sequence of sorted position tuples (or of ``{k: (positions, rows)}``).
+
+        Built level by level from the largest sets down: the members of size k−1 are the
+        workload's (k−1)-sets and the k immediate subsets of every member of size k, so a
+        k-set costs k keys per level instead of 2^k, and each level is deduplicated with a
+        presence bitmap over its key space when that is small."""
+        groups = _group_positions(marginals)
+        if not groups or not any(len(rows) for _, rows in groups.values()):
             raise WorkloadError("cannot take the closure of an empty workload")
-        max_size = max(len(m) for m in marginals)
+        max_size = max(k for k, (_, rows) in groups.items() if len(rows))
         dtype = _key_dtype(n_attrs, max_size)
-        chunks = []
-        for k, rows in _group_by_size(marginals).items():
-            for cols in _subset_masks(k):
-                chunks.append(_encode(rows[:, cols], n_attrs, dtype))
-        keys = np.unique(np.concatenate(chunks))
-        return cls(n_attrs, keys)
+        base = n_attrs + 1
+        levels: dict[int, np.ndarray] = {}
+        above = np.zeros((0, max_size + 1), dtype=np.int64)  # rows of the level above
+        for k in range(max_size, -1, -1):
+            parts = []
+            if k in groups and len(groups[k][1]):
+                parts.append(_encode(groups[k][1], n_attrs, dtype))
+            for drop in range(above.shape[1]):
+                cols = [c for c in range(above.shape[1]) if c != drop]
+                parts.append(_encode(above[:, cols], n_attrs, dtype))
+            keys = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+            keys = _unique_keys(keys, base**k if dtype != object else 0)
+            levels[k] = keys
+            above = _decode_rows(keys, k, n_attrs) if k else above[:0, :0]
+        all_keys = np.concatenate([levels[k] for k in range(max_size + 1)])
+        return cls(n_attrs, all_keys)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -91,10 +144,9 @@ class Closure:
     def sets(self) -> tuple[AttrSet, ...]:
         if self.keys.dtype == object:
             return tuple(_decode(k, self.n_attrs) for k in self.keys)
-        out: list[AttrSet] = [()] * len(self.keys)
-        for idx, rows in self.rows_by_size().values():
-            for i, r in zip(idx.tolist(), rows.tolist()):
-                out[i] = tuple(r)
+        out: list[AttrSet] = []
+        for k, (idx, rows) in self.rows_by_size().items():
+            out.extend(map(tuple, rows.tolist()) if k else [()] * len(idx))
         return tuple(out)
 
     def __iter__(self):
@@ -109,11 +161,38 @@ class Closure:
 
     def index(self, attrs: Iterable[int]) -> int:
         """Position of one member; ``KeyError`` if it is not in the closure."""
-        row = np.asarray([sorted(attrs)], dtype=np.int64).reshape(1, -1)
-        i = self.indices(row)[0]
+        key_set = tuple(sorted(attrs))
+        base = self.n_attrs + 1
+        key = 0
+        mult = 1
+        for a in key_set:
+            a = int(a)
+            if not 0 <= a < self.n_attrs:
+                raise KeyError(key_set)
+            key += (a + 1) * mult
+            mult *= base
+        lookup = self._lookup
+        if lookup is not None:
+            i = int(lookup[key]) if key < len(lookup) else -1
+        else:
+            keys = self.keys
+            j = int(np.searchsorted(keys, key))
+            i = j if j < len(keys) and keys[j] == key else -1
         if i < 0:
-            raise KeyError(tuple(sorted(attrs)))
-        return int(i)
+            raise KeyError(key_set)
+        return i
+
+    @cached_property
+    def _lookup(self) -> np.ndarray | None:
+        """Dense table key -> position (−1 if absent) when the key space is small enough."""
+        if self.keys.dtype == object or len(self.keys) == 0:
+            return None
+        space = int(self.keys[-1]) + 1
+        if space > _DENSE_LOOKUP_MAX:
+            return None
+        table = np.full(space, -1, dtype=np.int32)
+        table[self.keys] = np.arange(len(self.keys), dtype=np.int32)
+        return table
 
     def indices(self, rows: np.ndarray) -> np.ndarray:
         """Positions of the sets given as rows of sorted attribute positions; −1 if absent."""
@@ -121,6 +200,12 @@ class Closure:
         if rows.ndim != 2:
             raise ValueError("rows must be a 2-D array of attribute positions")
         q = _encode(rows, self.n_attrs, self.keys.dtype.type if self.keys.dtype != object else object)
+        lookup = self._lookup
+        if lookup is not None:
+            inside = q < len(lookup)
+            out = np.full(len(q), -1, dtype=np.int64)
+            out[inside] = lookup[q[inside]]
+            return out
         pos = np.searchsorted(self.keys, q)
         pos = np.minimum(pos, len(self.keys) - 1)
         found = self.keys[pos] == q
@@ -141,38 +226,62 @@ class Closure:
             bound *= self.n_attrs + 1
 
     def rows_by_size(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """Members grouped by size: ``{k: (positions in the closure, (m, k) attribute rows)}``."""
+        """Members grouped by size: ``{k: (positions in the closure, (m, k) attribute rows)}``
+        (computed once; the arrays are read-only)."""
+        return self._rows_by_size
+
+    @cached_property
+    def _rows_by_size(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         sizes = self.sizes
         out = {}
+        bounds = np.searchsorted(sizes, np.arange(int(sizes.max()) + 2)) if len(sizes) else []
         for k in np.unique(sizes).tolist():
-            idx = np.flatnonzero(sizes == k)
+            idx = np.arange(bounds[k], bounds[k + 1], dtype=np.int64)  # sorted by size first
             if self.keys.dtype == object:
                 rows = np.asarray([self.sets[i] for i in idx], dtype=np.int64).reshape(len(idx), k)
             else:
-                rows = np.empty((len(idx), k), dtype=np.int64)
-                rest = self.keys[idx].copy()
-                for pos in range(k):
-                    rest, digit = np.divmod(rest, self.n_attrs + 1)
-                    rows[:, pos] = digit - 1
+                rows = _decode_rows(self.keys[idx], k, self.n_attrs)
+            idx.setflags(write=False)
+            rows.setflags(write=False)
             out[k] = (idx, rows)
         return out
 
 
-def _group_by_size(marginals: Sequence[AttrSet]) -> dict[int, np.ndarray]:
+def _decode_rows(keys: np.ndarray, k: int, n_attrs: int) -> np.ndarray:
+    """Rows of sorted attribute positions of keys of k-sets (inverse of :func:`_encode`)."""
+    rows = np.empty((len(keys), k), dtype=np.int64)
+    rest = keys.copy()
+    for pos in range(k):
+        rest, digit = np.divmod(rest, n_attrs + 1)
+        rows[:, pos] = digit - 1
+    return rows
+
+
+def _group_by_size(marginals) -> dict[int, np.ndarray]:
     """Marginals grouped by number of attributes, as int arrays of shape (m_k, k)."""
     return {k: rows for k, (_, rows) in _group_positions(marginals).items()}
 
 
-def _group_positions(marginals: Sequence[AttrSet]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """``{k: (positions in the list, (m_k, k) rows)}`` for the marginals of each size k."""
-    groups: dict[int, list[int]] = {}
-    for i, m in enumerate(marginals):
-        groups.setdefault(len(m), []).append(i)
+def _group_positions(marginals) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``{k: (positions in the list, (m_k, k) rows)}`` for the marginals of each size k.
+
+    ``marginals`` is a sequence of sorted position tuples, or already such a dict (returned as
+    is). Vectorized: one pass to flatten, then one gather per size."""
+    if isinstance(marginals, Mapping):
+        return marginals  # type: ignore[return-value]
+    n = len(marginals)
+    lengths = np.fromiter(map(len, marginals), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    flat = np.fromiter(itertools.chain.from_iterable(marginals), dtype=np.int64, count=total)
+    starts = np.cumsum(lengths) - lengths
     out = {}
-    for k, pos in groups.items():
-        rows = np.asarray([marginals[i] for i in pos], dtype=np.int64).reshape(len(pos), k)
-        out[k] = (np.asarray(pos, dtype=np.int64), rows)
-    return out
+    for k in np.unique(lengths).tolist():
+        pos = np.flatnonzero(lengths == k)
+        rows = flat[starts[pos][:, None] + np.arange(k, dtype=np.int64)] if k else np.zeros(
+            (len(pos), 0), dtype=np.int64
+        )
+        out[k] = (pos, rows)
+    return dict(sorted(out.items()))
 
 
 IDENTITY = "identity"
@@ -202,7 +311,6 @@ class Workload:
     """
 
     domain: Domain
-    sets: tuple[AttrSet, ...]
     weights: np.ndarray = field(repr=False)
     attr_types: tuple[str, ...] = field(repr=False)
     overrides: Mapping[int, tuple[str, ...]] = field(repr=False)
@@ -277,9 +385,12 @@ class Workload:
         w.setflags(write=False)
         self._set(domain, tuple(sets), w, attr_types, overrides, matrices)
 
-    def _set(self, domain, sets, w, attr_types, overrides, matrices) -> None:
+    def _set(self, domain, sets, w, attr_types, overrides, matrices, groups=None) -> None:
         object.__setattr__(self, "domain", domain)
-        object.__setattr__(self, "sets", sets)
+        if sets is not None:
+            self.__dict__["sets"] = sets
+        if groups is not None:
+            self.__dict__["_groups"] = groups
         object.__setattr__(self, "weights", w)
         object.__setattr__(self, "attr_types", attr_types)
         object.__setattr__(self, "overrides", overrides)
@@ -305,19 +416,46 @@ class Workload:
                 f"k must be between 0 and {len(pool)} (the number of attributes), got {k}"
             )
         ks = range(0, min(k, len(pool)) + 1) if upto else (k,)
-        sets = [c for j in ks for c in itertools.combinations(pool, j)]
-        return cls._trusted(domain, sets, query_types)
+        # built as integer arrays (one per size); the tuples of ``sets`` only on demand
+        pool_arr = np.asarray(pool, dtype=np.int64)
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        start = 0
+        for j in ks:
+            rows = pool_arr[_combinations(len(pool), j)]
+            rows.setflags(write=False)
+            groups[j] = (np.arange(start, start + len(rows), dtype=np.int64), rows)
+            start += len(rows)
+        return cls._trusted(domain, None, query_types, groups=groups)
 
     @classmethod
-    def _trusted(cls, domain: Domain, sets: list[AttrSet], query_types=None) -> "Workload":
-        """Workload from distinct sorted position tuples built by this module (unit weights)."""
+    def _trusted(
+        cls, domain: Domain, sets: list[AttrSet] | None, query_types=None, groups=None
+    ) -> "Workload":
+        """Workload from distinct sorted position tuples built by this module (unit weights),
+        given as tuples or as ``{k: (positions, (m_k, k) rows)}``."""
         self = object.__new__(cls)
-        w = np.ones(len(sets))
+        n = len(sets) if sets is not None else sum(len(pos) for pos, _ in groups.values())
+        w = np.ones(n)
         w.setflags(write=False)
         matrices: dict[str, np.ndarray] = {}
         attr_types = _attribute_types(domain, query_types, matrices)
-        self._set(domain, tuple(sets), w, attr_types, {}, matrices)
+        self._set(domain, None if sets is None else tuple(sets), w, attr_types, {}, matrices, groups)
         return self
+
+    @cached_property
+    def sets(self) -> tuple[AttrSet, ...]:
+        """The marginals, as sorted tuples of attribute positions (in workload order)."""
+        out: list[AttrSet] = [()] * len(self.weights)
+        for k, (pos, rows) in self._groups.items():
+            if k:
+                for i, t in zip(pos.tolist(), map(tuple, rows.tolist())):
+                    out[i] = t
+        return tuple(out)
+
+    @cached_property
+    def _groups(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``{k: (positions, (m_k, k) attribute rows)}``: the marginals of each size as arrays."""
+        return _group_positions(self.sets)
 
     @classmethod
     def small_marginals(
@@ -363,20 +501,25 @@ class Workload:
     @cached_property
     def is_plain(self) -> bool:
         """True when every query is an ordinary marginal (ResidualPlanner's case)."""
-        used = {self.attr_types[a] for s in self.sets for a in s} if len(self.sets) < 10_000 else set(
-            self.attr_types
-        )
+        used = {self.attr_types[a] for a in self._attributes_used}
         used |= {t for key in self.overrides.values() for t in key}
         return used <= {IDENTITY}
+
+    @cached_property
+    def _attributes_used(self) -> list[int]:
+        """Positions of the attributes that appear in some marginal (sorted)."""
+        seen = np.zeros(len(self.domain), dtype=bool)
+        for k, (_, rows) in self._groups.items():
+            if k:
+                seen[rows.reshape(-1)] = True
+        return np.flatnonzero(seen).tolist()
 
     @cached_property
     def types_by_attribute(self) -> tuple[tuple[str, ...], ...]:
         """For each attribute, the distinct query type keys it is used with (sorted)."""
         used: list[set[str]] = [set() for _ in self.domain.names]
-        for k, (pos, rows) in _group_positions(self.sets).items():
-            for col in range(k):
-                for a in np.unique(rows[:, col]).tolist():
-                    used[a].add(self.attr_types[a])
+        for a in self._attributes_used:
+            used[a].add(self.attr_types[a])
         for i, key in self.overrides.items():
             for a, t in zip(self.sets[i], key):
                 used[a].add(t)
@@ -384,19 +527,19 @@ class Workload:
 
     # -- derived ------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.sets)
+        return len(self.weights)
 
     @cached_property
     def closure(self) -> Closure:
         """Downward closure (computed once)."""
-        return Closure.of(len(self.domain), self.sets)
+        return Closure.of(len(self.domain), self._groups)
 
     @cached_property
     def cells(self) -> np.ndarray:
         """Number of cells of each workload marginal."""
         sizes = np.asarray(self.domain.sizes, dtype=float)
-        out = np.ones(len(self.sets))
-        for k, (pos, rows) in _group_positions(self.sets).items():
+        out = np.ones(len(self))
+        for k, (pos, rows) in self._groups.items():
             if k:
                 out[pos] = np.prod(sizes[rows], axis=1)
         return out
@@ -462,7 +605,8 @@ class Workload:
         return cls(domain, marg, spec.get("weights"), query_types=plain)
 
     def __repr__(self) -> str:
-        arity = np.bincount([len(s) for s in self.sets])
+        counts = {k: len(pos) for k, (pos, _) in self._groups.items()}
+        arity = np.bincount(list(counts), weights=list(counts.values())).astype(int)
         desc = ", ".join(f"{n}×{k}-way" for k, n in enumerate(arity) if n)
         kinds = "" if self.is_plain else ", generalized"
         return f"Workload({desc} on {len(self.domain)} attributes{kinds})"

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..residual import AttributeBasis
-from ..workload import Workload, _group_positions, _subset_masks
+from ..workload import Workload, _subset_masks
 
 __all__ = ["Coefficients", "compute_coefficients"]
 
@@ -119,32 +119,60 @@ def compute_coefficients(
     for k, (idx, rows) in closure.rows_by_size().items():
         p[idx] = np.prod(beta[rows], axis=1) if k else 1.0
 
-    r_list, c_list, vs_list, vc_list = [], [], [], []
-    for k, (wrow, rows) in _group_positions(workload.sets).items():
+    # CSR built directly: row i (a k-way marginal) holds its 2^k subsets in bit-mask order
+    groups = workload._groups
+    counts = np.zeros(len(workload), dtype=np.int64)
+    for k, (wrow, _) in groups.items():
+        counts[wrow] = 1 << k
+    indptr = np.zeros(len(workload) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    nnz = int(indptr[-1])
+    idx_dtype = np.int32 if max(nnz, len(closure)) < 2**31 else np.int64
+    cols_all = np.empty(nnz, dtype=idx_dtype)
+    vs_all = np.empty(nnz)
+    vc_all = np.empty(nnz)
+    for k, (wrow, rows) in groups.items():
         ids = default_id[rows] if k else np.zeros((len(rows), 0), dtype=np.int64)
         if workload.overrides:
             where = {int(pos): n for n, pos in enumerate(wrow)}
+            ids = ids.copy()
             for i, key in workload.overrides.items():
                 if i in where:
                     ids[where[i]] = [pair_id[(a, t)] for a, t in zip(workload.sets[i], key)]
-        for cols in _subset_masks(k):
+        idsT = np.ascontiguousarray(ids.T)  # (k, m): contiguous per attribute column
+        f_tin, f_tout = t_in[idsT], t_out[idsT]
+        f_din, f_dout = d_in[idsT], d_out[idsT]
+        m = len(wrow)
+        if m and wrow[-1] - wrow[0] == m - 1 and np.all(np.diff(wrow) == 1):
+            lo, hi = int(indptr[wrow[0]]), int(indptr[wrow[-1] + 1])  # contiguous rows
+            c_blk = cols_all[lo:hi].reshape(m, 1 << k)
+            s_blk = vs_all[lo:hi].reshape(m, 1 << k)
+            d_blk = vc_all[lo:hi].reshape(m, 1 << k)
+        else:
+            c_blk = s_blk = d_blk = None
+            start = indptr[wrow]
+        for mask, cols in enumerate(_subset_masks(k)):
             j = closure.indices(rows[:, cols])
             vs = np.ones(len(rows))
             vc = np.ones(len(rows))
             for c in range(k):
                 if c in cols:
-                    vs *= t_in[ids[:, c]]
-                    vc *= d_in[ids[:, c]]
+                    vs *= f_tin[c]
+                    vc *= f_din[c]
                 else:
-                    vs *= t_out[ids[:, c]]
-                    vc *= d_out[ids[:, c]]
-            r_list.append(wrow)
-            c_list.append(j)
-            vs_list.append(vs)
-            vc_list.append(vc)
-    r = np.concatenate(r_list)
-    c = np.concatenate(c_list)
+                    vs *= f_tout[c]
+                    vc *= f_dout[c]
+            if c_blk is not None:
+                c_blk[:, mask] = j
+                s_blk[:, mask] = vs
+                d_blk[:, mask] = vc
+            else:
+                at = start + mask
+                cols_all[at] = j
+                vs_all[at] = vs
+                vc_all[at] = vc
     shape = (len(workload), len(closure))
-    sum_var = sp.csr_matrix((np.concatenate(vs_list), (r, c)), shape=shape)
-    cell_var = sp.csr_matrix((np.concatenate(vc_list), (r, c)), shape=shape)
+    indptr = indptr.astype(idx_dtype)
+    sum_var = sp.csr_matrix((vs_all, cols_all, indptr), shape=shape)
+    cell_var = sp.csr_matrix((vc_all, cols_all.copy(), indptr.copy()), shape=shape)
     return Coefficients(p, sum_var, cell_var, uniform, workload, basis)
