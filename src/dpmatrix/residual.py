@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class AttributeBasis:
         """Number of standard normal draws per value of this attribute (columns of ``Gamma``)."""
         return int(self.Gamma.shape[1])
 
-    @property
+    @cached_property
     def is_identity(self) -> bool:
         """True for ResidualPlanner's plain-marginal basis (W = S = I)."""
         n = self.n
@@ -116,13 +116,23 @@ def kron_apply(mats: tuple[np.ndarray, ...], tensor: np.ndarray) -> np.ndarray:
 
     ``tensor`` has one axis per factor, in order, optionally after leading batch axes; factor
     ``i`` acts on axis ``i`` of the trailing ``len(mats)`` axes (C-order vectorization).
+    Each factor is one broadcast matrix product on a reshaped view,
+    ``(pre, n, post) -> (pre, r, post)``, so batches of equal-shape tensors (stacked along the
+    leading axes) cost one call per factor.
     """
     k = len(mats)
-    out = tensor
-    lead = tensor.ndim - k
+    out = np.asarray(tensor)
+    lead = out.ndim - k
     for i, m in enumerate(mats):
         ax = lead + i
-        out = np.moveaxis(np.tensordot(m, out, axes=([1], [ax])), 0, ax)
+        shape = out.shape
+        n = shape[ax]
+        pre = math.prod(shape[:ax])
+        post = math.prod(shape[ax + 1 :])
+        # one small product per leading index (no single large GEMM): each tensor of a batch is
+        # transformed exactly as it would be alone, so batched and one-by-one results agree
+        res = np.matmul(m, out.reshape(pre, n, post))
+        out = res.reshape(shape[:ax] + (m.shape[0],) + shape[ax + 1 :])
     return out
 
 

@@ -15,12 +15,16 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..errors import DataError
+from ..residual import kron_apply
 from ..workload import AttrSet
 
 __all__ = ["measure"]
 
 # maximal marginals counted per engine call (DuckDB batches them into GROUPING SETS)
 COUNT_BATCH = 16
+# maximal marginals counted per call by the in-memory numpy engine (tables of a batch are alive
+# together: 512 three-way tables of 10^3 cells are 4 MB)
+NUMPY_COUNT_BATCH = 512
 
 
 def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[AttrSet]:
@@ -77,19 +81,98 @@ def measure(
     noisy: dict[AttrSet, np.ndarray] = {}
     done: set[AttrSet] = set()
     bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-    for start in range(0, len(top), COUNT_BATCH):
-        batch = top[start : start + COUNT_BATCH]
-        tables = eng.count(batch)
-        for m in batch:
-            table = tables.pop(m)
-            for sub in _subsets_to_measure(plan, m, done):
-                mech = plan.mechanism(sub)
-                v = project(table, m, sub)
-                if sigma_bar is None:
-                    noisy[sub] = mech.measure(v, rng.standard_normal(mech.noise_shape))
-                else:
+    if sigma_bar is not None:
+        for start in range(0, len(top), COUNT_BATCH):
+            batch = top[start : start + COUNT_BATCH]
+            tables = eng.count(batch)
+            for m in batch:
+                table = tables.pop(m)
+                for sub in _subsets_to_measure(plan, m, done):
+                    mech = plan.mechanism(sub)
+                    v = project(table, m, sub)
                     s_bar = sigma_bar[plan.closure.index(sub)]
                     noisy[sub] = discrete_measure(mech, v, s_bar, rng)
-            bar.update(1)
+                bar.update(1)
+        bar.close()
+        return Measurements(plan=plan, noisy=noisy, noise=noise)
+    step = _count_batch(eng)
+    for start in range(0, len(top), step):
+        batch = top[start : start + step]
+        _measure_batch(plan, batch, eng.count(batch), done, rng, noisy)
+        bar.update(len(batch))
     bar.close()
     return Measurements(plan=plan, noisy=noisy, noise=noise)
+
+
+def _count_batch(engine) -> int:
+    """Maximal sets counted per engine call: in-memory engines take large batches (one pass over
+    the rows counts them all), others (DuckDB's GROUPING SETS) the default."""
+    from ..engines import NumpyEngine
+
+    return NUMPY_COUNT_BATCH if isinstance(engine, NumpyEngine) else COUNT_BATCH
+
+
+def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noisy: dict) -> None:
+    """Gaussian measurement of every not-yet-measured subset of the maximal sets ``batch``.
+
+    Vectorized over residual sets of equal shape: the maximal tables with the same per-attribute
+    factors are stacked, each subset pattern's marginals are one sum over the stacked axes, and
+    ``H₁ v`` and ``H₂ z`` are applied to the whole stack (:func:`~dpmatrix.residual.kron_apply`
+    takes leading batch axes). The standard normal draws are taken from ``rng`` in one call, in
+    exactly the order of the one-mechanism-at-a-time algorithm (subsets of each maximal set from
+    the largest down), so results are those of the per-set loop for the same generator.
+    """
+    closure = plan.closure
+    measured = plan.measured
+    bases = plan.bases
+    sigma2 = plan.sigma2
+    # 1. the sequential order: which (maximal set, column pattern) pairs are measured, and where
+    #    their noise sits in the stream of standard normal draws
+    items: list[tuple[int, tuple[int, ...], AttrSet, int]] = []  # (batch pos, cols, sub, closure i)
+    sizes: list[int] = []
+    for t, m in enumerate(batch):
+        k = len(m)
+        for r in range(k, -1, -1):
+            for cols in itertools.combinations(range(k), r):
+                sub = tuple(m[c] for c in cols)
+                if sub in done:
+                    continue
+                done.add(sub)
+                i = closure.index(sub)
+                if measured[i]:
+                    items.append((t, cols, sub, i))
+                    n = 1
+                    for a in sub:
+                        n *= bases[a].n_noise
+                    sizes.append(n)
+    if not items:
+        return
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    z_all = rng.standard_normal(int(offsets[-1]))
+    # 2. group by (factors of the maximal set, column pattern) and measure each group at once
+    groups: dict[tuple, list[int]] = {}
+    for j, (t, cols, sub, i) in enumerate(items):
+        sig = tuple(id(bases[a]) for a in batch[t])
+        groups.setdefault((sig, cols), []).append(j)
+    out: list[np.ndarray | None] = [None] * len(items)
+    for (sig, cols), members in groups.items():
+        first = items[members[0]]
+        m0 = batch[first[0]]
+        sub_bases = tuple(bases[m0[c]] for c in cols)
+        stack = np.stack([tables[batch[items[j][0]]] for j in members])
+        drop = tuple(1 + c for c in range(len(m0)) if c not in cols)
+        v = stack.sum(axis=drop) if drop else stack
+        v = np.asarray(v, dtype=float)
+        noise_shape = tuple(b.n_noise for b in sub_bases)
+        size = sizes[members[0]]
+        at = offsets[np.asarray(members)]
+        z = z_all[at[:, None] + np.arange(size)].reshape((len(members),) + noise_shape)
+        signal = kron_apply(tuple(b.Sub for b in sub_bases), v)
+        noise = kron_apply(tuple(b.Gamma for b in sub_bases), z)
+        scale = np.sqrt(sigma2[[items[j][3] for j in members]]).reshape((-1,) + (1,) * len(cols))
+        omega = signal + scale * noise
+        for row, j in enumerate(members):
+            out[j] = omega[row]
+    for (t, cols, sub, i), omega in zip(items, out):
+        noisy[sub] = omega

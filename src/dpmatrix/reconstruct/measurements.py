@@ -16,6 +16,7 @@ whose diagonal gives the per-cell variances without any matrix inversion.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -32,6 +33,15 @@ __all__ = ["Measurements", "QueryAnswer", "marginal_frame", "query_labels"]
 
 # residual estimates kept for reuse, in numbers of floats (about 400 MB)
 _CACHE_FLOATS = 50_000_000
+# cells of workload marginals reconstructed together by iter_marginals (5 arrays of 8 MB)
+_BATCH_CELLS = 1 << 20
+
+try:  # pandas >= 3: build tables from their two blocks (attribute codes, statistics) directly
+    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
+except ImportError:  # pragma: no cover - older pandas: the ordinary constructor
+    _from_blocks = None
+
+_STATS = ("estimate", "variance", "std", "lower", "upper")
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,13 +183,171 @@ class Measurements:
         self, level: float = 0.95, progress: bool = False
     ) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
         """Yield ``(attribute names, table)`` for every workload marginal, one at a time; the
-        table holds the workload's queries (:meth:`answer`; cells for plain marginals)."""
+        table holds the workload's queries (:meth:`answer`; cells for plain marginals).
+
+        A generator: nothing is kept once a table has been yielded. For ResidualPlanner plans
+        (plain marginals) the marginals are reconstructed in batches of a bounded number of
+        cells, vectorized over marginals of the same shape (the residuals of each subset
+        pattern are stacked and broadcast-summed, Algorithm 2), and each table is built from
+        the batch just before it is yielded; the values are those of :meth:`marginal`."""
         wk = self.plan.workload
-        for i in tqdm(range(len(wk)), desc="reconstructing", unit="marginal", disable=not progress):
-            key = wk.sets[i]
-            if not all(sub in self.noisy for r in range(len(key) + 1) for sub in itertools.combinations(key, r)):
-                continue  # zero-weight marginal whose residuals were not measured
-            yield wk.names(i), self.answer(key, level)
+        z = _z(level)
+        bar = tqdm(total=len(wk), desc="reconstructing", unit="marginal", disable=not progress)
+        try:
+            if self.plan.is_plain:
+                yield from self._iter_plain(level, z, bar)
+                return
+            closure = self.plan.closure
+            for i in range(len(wk)):
+                key = wk.sets[i]
+                bar.update(1)
+                if not all(
+                    self.plan.measured[closure.index(sub)]
+                    for r in range(len(key) + 1)
+                    for sub in itertools.combinations(key, r)
+                ):
+                    continue  # zero-weight marginal whose residuals were not measured
+                yield wk.names(i), self.answer(key, level)
+        finally:
+            bar.close()
+
+    def _iter_plain(self, level: float, z: float, bar) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
+        """Batched reconstruction of every marginal of a plain workload (see iter_marginals)."""
+        plan = self.plan
+        wk = plan.workload
+        dom = plan.domain
+        closure = plan.closure
+        measured = plan.measured
+        sizes = np.asarray(dom.sizes, dtype=np.int64)
+        n = len(wk)
+        arity = np.empty(n, dtype=np.int64)
+        row_of = np.empty(n, dtype=np.int64)
+        groups = wk._groups
+        for k, (pos, _) in groups.items():
+            arity[pos] = k
+            row_of[pos] = np.arange(len(pos))
+        names_arr = np.asarray(dom.names, dtype=object)
+        labelled = np.array([a.labels is not None for a in dom.attributes], dtype=bool)
+        cache: dict[int, np.ndarray] = {}  # lower-order residuals by closure position (bounded)
+        cache_floats = [0]
+        cum = np.cumsum(wk.cells)
+        start = 0
+        while start < n:
+            # a batch: consecutive workload marginals holding about _BATCH_CELLS cells
+            stop = int(np.searchsorted(cum, (cum[start - 1] if start else 0) + _BATCH_CELLS, "right"))
+            stop = min(max(stop, start + 1), n)
+            batch = np.arange(start, stop)
+            start = stop
+            # group the batch by (arity, shape); the order of yield stays the workload order
+            where: dict[int, tuple[int, int]] = {}
+            built: list[tuple] = []
+            for k in np.unique(arity[batch]).tolist():
+                members = batch[arity[batch] == k]
+                rows = groups[k][1][row_of[members]]
+                shapes = sizes[rows] if k else np.zeros((len(members), 0), dtype=np.int64)
+                uniq, inv = np.unique(shapes, axis=0, return_inverse=True)
+                inv = np.asarray(inv).reshape(-1)
+                for u in range(len(uniq)):
+                    sel = np.flatnonzero(inv == u)
+                    shape = tuple(int(v) for v in uniq[u])
+                    g = self._plain_group(rows[sel], shape, closure, measured, cache, cache_floats, z)
+                    if g is None:
+                        continue
+                    ok, F = g
+                    grp_rows = rows[sel]
+                    gid = len(built)
+                    built.append((grp_rows, shape, F, names_arr[grp_rows], bool(labelled[grp_rows].any())))
+                    for j, (pos, good) in enumerate(zip(members[sel].tolist(), ok.tolist())):
+                        if good:
+                            where[pos] = (gid, j)
+            for pos in batch.tolist():
+                bar.update(1)
+                hit = where.pop(pos, None)
+                if hit is None:
+                    continue  # zero-weight marginal whose residuals were not measured
+                gid, j = hit
+                grp_rows, shape, F, names, has_labels = built[gid]
+                key = tuple(grp_rows[j].tolist())
+                nm = tuple(names[j])
+                if has_labels or _from_blocks is None:
+                    df = marginal_frame(dom, key, F[j, 0].reshape(shape), F[j, 1].reshape(shape), level)
+                else:
+                    df = _plain_frame(nm, shape, F[j], level)
+                yield nm, df
+            built.clear()
+
+    def _plain_group(self, rows, shape, closure, measured, cache, cache_floats, z):
+        """Estimates and variances of the marginals ``rows`` (all of shape ``shape``, identity
+        bases): ``(answerable mask, F)`` with ``F[i] = [estimate, variance, std, lower, upper]``
+        flattened (C order), computed in the order of :meth:`estimate` and
+        :meth:`~dpmatrix.plan.Plan.variance` so that the values are theirs."""
+        plan = self.plan
+        g, k = rows.shape
+        order = [cols for r in range(k + 1) for cols in itertools.combinations(range(k), r)]
+        idx = {cols: closure.indices(rows[:, cols]) if cols else np.full(g, closure.index(()))
+               for cols in order}
+        ok = np.ones(g, dtype=bool)
+        for cols in order:
+            ok &= idx[cols] >= 0
+            ok[ok] &= measured[idx[cols][ok]]
+        if not ok.any():
+            return None
+        full_rows = rows
+        if not ok.all():
+            rows = rows[ok]
+            idx = {cols: v[ok] for cols, v in idx.items()}
+        m = len(rows)
+        est = np.zeros((m,) + shape)
+        var = np.zeros((m,) + shape)
+        sets = closure.sets
+        bases = [plan.cell_basis(int(a)) for a in rows[0]] if k else []
+        for cols in order:
+            ci = idx[cols]
+            sub_shape = tuple(shape[c] for c in cols)
+            res = self._residual_batch(ci, cols, rows, sets, cache, cache_floats, cacheable=len(cols) < k)
+            dropped = [shape[c] for c in range(k) if c not in cols]
+            scale = float(np.prod(dropped)) if dropped else 1.0
+            expand = tuple(shape[c] if c in cols else 1 for c in range(k))
+            est = est + res.reshape((m,) + expand) / scale
+            term = plan.sigma2[ci].reshape((m,) + (1,) * k)
+            for c in range(k):
+                f = bases[c].diag_in if c in cols else bases[c].diag_out
+                term = term * f.reshape(tuple(-1 if e == c else 1 for e in range(k)))
+            var = var + np.broadcast_to(term, (m,) + shape)
+            del sub_shape
+        cells = math.prod(shape)
+        F = np.empty((m, 5, cells))
+        F[:, 0] = est.reshape(m, cells)
+        F[:, 1] = var.reshape(m, cells)
+        np.sqrt(F[:, 1], out=F[:, 2])
+        F[:, 3] = F[:, 0] - z * F[:, 2]
+        F[:, 4] = F[:, 0] + z * F[:, 2]
+        if len(rows) != len(full_rows):
+            full = np.empty((len(full_rows), 5, cells))
+            full[ok] = F
+            F = full
+        return ok, F
+
+    def _residual_batch(self, ci, cols, rows, sets, cache, cache_floats, cacheable):
+        """Stacked residuals ``r_A`` of the closure members ``ci`` (all of one shape)."""
+        plan = self.plan
+        attrs = [int(a) for a in rows[0, list(cols)]] if cols else []
+        pinv = tuple(plan.bases[a].Sub_pinv for a in attrs)
+        if not cacheable:
+            stack = np.stack([self.noisy[sets[i]] for i in ci.tolist()])
+            return kron_apply(pinv, stack)
+        uniq, inv = np.unique(ci, return_inverse=True)
+        missing = [u for u in uniq.tolist() if u not in cache]
+        if missing:
+            got = kron_apply(pinv, np.stack([self.noisy[sets[u]] for u in missing]))
+            size = got.size
+            if cache_floats[0] + size > _CACHE_FLOATS:
+                cache.clear()
+                cache_floats[0] = 0
+            for u, r in zip(missing, got):
+                cache[u] = r
+            cache_floats[0] += size
+        return np.stack([cache[u] for u in uniq.tolist()])[np.asarray(inv).reshape(-1)]
 
     def __repr__(self) -> str:
         n = sum(v.size for v in self.noisy.values())
@@ -298,6 +466,29 @@ def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndar
         attr = domain.attributes[a]
         labels.append(list(attr.labels) if attr.labels is not None else None)
     return _frame(domain.names_of(key), labels, estimate, variance, level)
+
+
+_GRIDS: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _plain_frame(names: tuple[str, ...], shape: tuple[int, ...], F: np.ndarray, level: float) -> pd.DataFrame:
+    """:func:`_frame` for unlabelled attributes from the stacked statistics ``F`` (5 × cells):
+    the same table (int64 code columns, then the five float columns), built from its two
+    blocks without the per-column work of the DataFrame constructor."""
+    cells = F.shape[1]
+    k = len(shape)
+    grids = _GRIDS.get(shape)
+    if grids is None:
+        grids = np.indices(shape).reshape(k, -1).astype(np.int64) if shape else None
+        if len(_GRIDS) < 64:
+            _GRIDS[shape] = grids
+    blocks = [(np.array(F, copy=True), np.arange(k, k + 5))]
+    if k:
+        blocks.insert(0, (grids.copy(), np.arange(k)))
+    df = _from_blocks(blocks, index=pd.RangeIndex(cells), columns=pd.Index(list(names) + list(_STATS)))
+    df.attrs["marginal"] = tuple(names)
+    df.attrs["confidence_level"] = level
+    return df
 
 
 def _frame(names, labels, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:
