@@ -37,6 +37,24 @@ def timed(label: str, fn):  # noqa: ANN001, ANN201
     return out, dt
 
 
+def make_records(rows: int, attrs: int, size: int, seed: int = 0) -> tuple[Domain, pd.DataFrame]:
+    """Uniform random codes: ``rows`` records of ``attrs`` attributes of ``size`` values."""
+    domain = Domain.from_sizes([size] * attrs)
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, size, size=(rows, attrs), dtype=np.uint8)
+    return domain, pd.DataFrame(codes, columns=list(domain.names))
+
+
+def count_numpy(domain: Domain, df: pd.DataFrame, way: int = 3) -> tuple[dict, float]:
+    """All <= ``way``-way marginals with the numpy engine (validation included): tables, seconds."""
+    d = len(domain)
+    sets = [c for k in range(way + 1) for c in itertools.combinations(range(d), k)]
+    t0 = time.perf_counter()
+    eng = NumpyEngine(df, domain)
+    tables = marginals_from_maximal(eng, sets)
+    return tables, time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)

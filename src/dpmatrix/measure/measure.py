@@ -15,7 +15,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..errors import DataError
-from ..residual import kron_apply
+from ..residual import apply_sub
 from ..workload import AttrSet
 
 __all__ = ["measure"]
@@ -25,6 +25,8 @@ COUNT_BATCH = 16
 # maximal marginals counted per call by the in-memory numpy engine (tables of a batch are alive
 # together: 512 three-way tables of 10^3 cells are 4 MB)
 NUMPY_COUNT_BATCH = 512
+# and at most this many cells per batch, so that huge tables (e.g. 256^3) are measured one by one
+MEASURE_BATCH_CELLS = 1 << 22
 
 
 def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[AttrSet]:
@@ -96,8 +98,16 @@ def measure(
         bar.close()
         return Measurements(plan=plan, noisy=noisy, noise=noise)
     step = _count_batch(eng)
-    for start in range(0, len(top), step):
-        batch = top[start : start + step]
+    cells = [plan.domain.cells(m) for m in top]
+    start = 0
+    while start < len(top):
+        # a batch: at most `step` maximal sets and MEASURE_BATCH_CELLS cells (at least one set)
+        stop, total = start + 1, cells[start]
+        while stop < len(top) and stop - start < step and total + cells[stop] <= MEASURE_BATCH_CELLS:
+            total += cells[stop]
+            stop += 1
+        batch = top[start:stop]
+        start = stop
         _measure_batch(plan, batch, eng.count(batch), done, rng, noisy)
         bar.update(len(batch))
     bar.close()
@@ -168,8 +178,8 @@ def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noi
         size = sizes[members[0]]
         at = offsets[np.asarray(members)]
         z = z_all[at[:, None] + np.arange(size)].reshape((len(members),) + noise_shape)
-        signal = kron_apply(tuple(b.Sub for b in sub_bases), v)
-        noise = kron_apply(tuple(b.Gamma for b in sub_bases), z)
+        signal = apply_sub(sub_bases, v, "Sub")
+        noise = apply_sub(sub_bases, z, "Gamma")
         scale = np.sqrt(sigma2[[items[j][3] for j in members]]).reshape((-1,) + (1,) * len(cols))
         omega = signal + scale * noise
         for row, j in enumerate(members):

@@ -26,7 +26,7 @@ from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from ..errors import NotMeasuredError, WorkloadError
-from ..residual import kron_apply
+from ..residual import apply_pinv, kron_apply
 from ..workload import AttrSet
 
 __all__ = ["Measurements", "QueryAnswer", "marginal_frame", "query_labels"]
@@ -256,7 +256,13 @@ class Measurements:
                     ok, F = g
                     grp_rows = rows[sel]
                     gid = len(built)
-                    built.append((grp_rows, shape, F, names_arr[grp_rows], bool(labelled[grp_rows].any())))
+                    names = names_arr[grp_rows]
+                    # one column Index for the group, sliced per table (cheap views)
+                    flat = np.concatenate(
+                        [names, np.broadcast_to(np.asarray(_STATS, dtype=object), (len(names), 5))], axis=1
+                    )
+                    columns = pd.Index(flat.reshape(-1).tolist())
+                    built.append((grp_rows, shape, F, names, bool(labelled[grp_rows].any()), columns))
                     for j, (pos, good) in enumerate(zip(members[sel].tolist(), ok.tolist())):
                         if good:
                             where[pos] = (gid, j)
@@ -266,13 +272,14 @@ class Measurements:
                 if hit is None:
                     continue  # zero-weight marginal whose residuals were not measured
                 gid, j = hit
-                grp_rows, shape, F, names, has_labels = built[gid]
+                grp_rows, shape, F, names, has_labels, columns = built[gid]
                 key = tuple(grp_rows[j].tolist())
                 nm = tuple(names[j])
                 if has_labels or _from_blocks is None:
                     df = marginal_frame(dom, key, F[j, 0].reshape(shape), F[j, 1].reshape(shape), level)
                 else:
-                    df = _plain_frame(nm, shape, F[j], level)
+                    w = len(nm) + 5
+                    df = _plain_frame(nm, shape, F[j], level, columns[j * w : (j + 1) * w], own=len(F) == 1)
                 yield nm, df
             built.clear()
 
@@ -297,28 +304,28 @@ class Measurements:
             rows = rows[ok]
             idx = {cols: v[ok] for cols, v in idx.items()}
         m = len(rows)
-        est = np.zeros((m,) + shape)
-        var = np.zeros((m,) + shape)
+        cells = math.prod(shape)
+        F = np.empty((m, 5, cells))
+        est = F[:, 0].reshape((m,) + shape)  # views: accumulated in place
+        var = F[:, 1].reshape((m,) + shape)
+        est[...] = 0.0
+        var[...] = 0.0
         sets = closure.sets
         bases = [plan.cell_basis(int(a)) for a in rows[0]] if k else []
         for cols in order:
             ci = idx[cols]
-            sub_shape = tuple(shape[c] for c in cols)
             res = self._residual_batch(ci, cols, rows, sets, cache, cache_floats, cacheable=len(cols) < k)
             dropped = [shape[c] for c in range(k) if c not in cols]
             scale = float(np.prod(dropped)) if dropped else 1.0
             expand = tuple(shape[c] if c in cols else 1 for c in range(k))
-            est = est + res.reshape((m,) + expand) / scale
+            if scale != 1.0:
+                res = res / scale
+            est += res.reshape((m,) + expand)
             term = plan.sigma2[ci].reshape((m,) + (1,) * k)
             for c in range(k):
                 f = bases[c].diag_in if c in cols else bases[c].diag_out
                 term = term * f.reshape(tuple(-1 if e == c else 1 for e in range(k)))
-            var = var + np.broadcast_to(term, (m,) + shape)
-            del sub_shape
-        cells = math.prod(shape)
-        F = np.empty((m, 5, cells))
-        F[:, 0] = est.reshape(m, cells)
-        F[:, 1] = var.reshape(m, cells)
+            var += term
         np.sqrt(F[:, 1], out=F[:, 2])
         F[:, 3] = F[:, 0] - z * F[:, 2]
         F[:, 4] = F[:, 0] + z * F[:, 2]
@@ -332,14 +339,14 @@ class Measurements:
         """Stacked residuals ``r_A`` of the closure members ``ci`` (all of one shape)."""
         plan = self.plan
         attrs = [int(a) for a in rows[0, list(cols)]] if cols else []
-        pinv = tuple(plan.bases[a].Sub_pinv for a in attrs)
+        bases = tuple(plan.bases[a] for a in attrs)
         if not cacheable:
             stack = np.stack([self.noisy[sets[i]] for i in ci.tolist()])
-            return kron_apply(pinv, stack)
+            return apply_pinv(bases, stack)
         uniq, inv = np.unique(ci, return_inverse=True)
         missing = [u for u in uniq.tolist() if u not in cache]
         if missing:
-            got = kron_apply(pinv, np.stack([self.noisy[sets[u]] for u in missing]))
+            got = apply_pinv(bases, np.stack([self.noisy[sets[u]] for u in missing]))
             size = got.size
             if cache_floats[0] + size > _CACHE_FLOATS:
                 cache.clear()
@@ -471,21 +478,29 @@ def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndar
 _GRIDS: dict[tuple[int, ...], np.ndarray] = {}
 
 
-def _plain_frame(names: tuple[str, ...], shape: tuple[int, ...], F: np.ndarray, level: float) -> pd.DataFrame:
+def _plain_frame(
+    names: tuple[str, ...], shape: tuple[int, ...], F: np.ndarray, level: float, columns=None,
+    own: bool = False,
+) -> pd.DataFrame:
     """:func:`_frame` for unlabelled attributes from the stacked statistics ``F`` (5 × cells):
     the same table (int64 code columns, then the five float columns), built from its two
     blocks without the per-column work of the DataFrame constructor."""
     cells = F.shape[1]
     k = len(shape)
     grids = _GRIDS.get(shape)
-    if grids is None:
-        grids = np.indices(shape).reshape(k, -1).astype(np.int64) if shape else None
-        if len(_GRIDS) < 64:
+    fresh = grids is None
+    if fresh:
+        grids = np.indices(shape, dtype=np.int64).reshape(k, -1) if shape else None
+        if len(_GRIDS) < 64 and cells <= 1 << 16:  # small shapes only
             _GRIDS[shape] = grids
-    blocks = [(np.array(F, copy=True), np.arange(k, k + 5))]
+            fresh = False
+    # ``own``: F is not shared with another table, so the table may take it without a copy
+    blocks = [(F if own else np.array(F, copy=True), np.arange(k, k + 5))]
     if k:
-        blocks.insert(0, (grids.copy(), np.arange(k)))
-    df = _from_blocks(blocks, index=pd.RangeIndex(cells), columns=pd.Index(list(names) + list(_STATS)))
+        blocks.insert(0, (grids if fresh else grids.copy(), np.arange(k)))
+    if columns is None:
+        columns = pd.Index(list(names) + list(_STATS))
+    df = _from_blocks(blocks, index=pd.RangeIndex(cells), columns=columns)
     df.attrs["marginal"] = tuple(names)
     df.attrs["confidence_level"] = level
     return df
