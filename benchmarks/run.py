@@ -290,6 +290,10 @@ def render(results: list[tuple[dict, dict]], table22: dict, quick: bool, elapsed
     load = os.getloadavg()
     lines += [
         "",
+        "Not run: reconstruction at d = 5, n = 512 (table 23: each 3-way table has 512^3 = 134 M "
+        "cells, 8.6 GB as a tidy table); measurement and reconstruction at d = 200 (the noisy "
+        "answers alone are 1,313,400 x 9^3 + ... = 0.96 G floats, 7.7 GB in memory).",
+        "",
         f"Mode: {'--quick' if quick else 'default'}; total wall time {elapsed:.0f} s; "
         f"{os.cpu_count()} CPUs; Python {platform.python_version()}; load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (the machine may be shared).",
