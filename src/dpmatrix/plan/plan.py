@@ -52,10 +52,15 @@ class Plan:
 
     def query_basis(self, attr: int, key: str) -> AttributeBasis:
         """Basis answering queries of type ``key`` (base matrix ``W``) on attribute ``attr``."""
-        S = self.strategies[attr]
-        if key == "identity" and self.bases[attr].is_identity:
-            return self.bases[attr]
-        return attribute_basis(self.workload.query_matrix(attr, key), S)
+        cache = self.__dict__.setdefault("_query_bases", {})
+        hit = cache.get((attr, key))
+        if hit is None:
+            if key == "identity" and self.bases[attr].is_identity:
+                hit = self.bases[attr]
+            else:
+                hit = attribute_basis(self.workload.query_matrix(attr, key), self.strategies[attr])
+            cache[attr, key] = hit
+        return hit
 
     def cell_basis(self, attr: int) -> AttributeBasis:
         """Basis answering the cells (``W = I``) of attribute ``attr``."""
