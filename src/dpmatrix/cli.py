@@ -59,16 +59,32 @@ class Out:
 
 
 def one_line(text: str) -> str:
-    """Collapse a (possibly multi-line) message into one line."""
-    parts = [p.strip() for p in str(text).splitlines() if p.strip()]
-    out = []
-    for p in parts:
+    """Collapse a (possibly multi-line) message into one line: list items are joined with ';',
+    a following sentence with '.'."""
+    out: list[str] = []
+    for p in (p.strip() for p in str(text).splitlines()):
+        if not p:
+            continue
         if p.startswith("- "):
             p = p[2:]
-            if out and not out[-1].endswith((":", ";")):
-                out[-1] += ";"
+        if out and not out[-1].endswith((":", ";", ".", ",")):
+            out[-1] += "." if p[:1].isupper() else ";"
         out.append(p)
     return " ".join(out)
+
+
+_API_TO_CLI = [
+    ("on_unknown='clip'", "--on-unknown clip"),
+    ("on_unknown='other'", "--on-unknown other"),
+    ("per column as {column: policy}", "per column as --on-unknown col=policy[,col=policy]"),
+]
+
+
+def cli_wording(message: str) -> str:
+    """Library messages name Python arguments; say the command-line option instead."""
+    for api, cli in _API_TO_CLI:
+        message = message.replace(api, cli)
+    return message
 
 
 def warn_line(message: str) -> None:
@@ -526,14 +542,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    old_show = warnings.showwarning
-    warnings.showwarning = _showwarning
+    with warnings.catch_warnings():
+        # every warning (values remapped on request, inferred domain, --seed) is shown, each on
+        # one line, even when the same warning was already shown earlier in the process
+        warnings.simplefilter("always")
+        warnings.showwarning = _showwarning
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except DPMatrixError as exc:
         if args.debug:
             raise
-        print(f"dpmatrix: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"dpmatrix: error: {one_line(cli_wording(str(exc)))}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, ValueError) as exc:  # files, permissions, malformed input caught late
         if args.debug:
@@ -553,8 +576,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    finally:
-        warnings.showwarning = old_show
 
 
 if __name__ == "__main__":  # pragma: no cover
