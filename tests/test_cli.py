@@ -309,3 +309,12 @@ def test_readme_demo_and_query_subprocess(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "query", "demo-release", "--marginal", "nope"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_csv_only_release_is_queried_from_its_csv_tables(capsys, data, tmp_path):
+    rc, _, err = run(capsys, *release(data, tmp_path / "rel", "--tables", "csv", "--level", "0.8"))
+    assert rc == 0, err
+    assert not list((tmp_path / "rel").rglob("marginals/*.parquet"))
+    rc, out, err = run(capsys, "query", tmp_path / "rel", "--marginal", "race,sex")
+    assert rc == 0, err
+    assert "saved table" in out and "80% confidence interval" in out and "[lower, upper]" in out

@@ -301,6 +301,40 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out):
     return NumpyEngine(encode_frame(raw, domain, on_unknown=policy), domain)
 
 
+class CountingBar:
+    """Wraps a data engine to show a "counting" progress bar (marginal tables counted from the
+    data) next to the "measuring" bar of :func:`dpmatrix.measure`."""
+
+    def __init__(self, engine: Any, plan: Any, enabled: bool):
+        from tqdm.auto import tqdm
+
+        from .engines import maximal_sets
+
+        measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
+        self._engine = engine
+        self.bar = tqdm(total=len(maximal_sets(measured)), desc="counting", unit="marginal",
+                        disable=not enabled)  # fmt: skip
+
+    @property
+    def domain(self) -> Domain:
+        return self._engine.domain
+
+    @property
+    def n_records(self) -> int:
+        return self._engine.n_records
+
+    def count(self, attr_sets, progress: bool = False):
+        out = self._engine.count(attr_sets)
+        self.bar.update(len(out))
+        return out
+
+    def close(self) -> None:
+        self.bar.close()
+        close = getattr(self._engine, "close", None)
+        if close is not None:
+            close()
+
+
 def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
     """Plan (or load a plan), measure the data, write the release; returns the Measurements."""
     from .measure.measure import measure
@@ -325,13 +359,11 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     _describe_plan(plan, say, delta)
     _prepare_target(Path(args.out), overwrite)  # fail before touching the data
     rng = np.random.default_rng(args.seed)  # None: fresh OS entropy
-    engine = _open_engine(args, plan.domain, say)
+    engine = CountingBar(_open_engine(args, plan.domain, say), plan, not say.quiet)
     try:
         meas = measure(plan, None, rng=rng, progress=not say.quiet, engine=engine)
     finally:
-        close = getattr(engine, "close", None)
-        if close is not None:
-            close()
+        engine.close()
     del engine, rng
     tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
     notes = {
@@ -389,9 +421,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     level = rel.level if args.level is None else args.level
     if not 0 < level < 1:
         raise CLIError(f"--level must be strictly between 0 and 1, got {level!r}")
-    saved = rel._entry(key) is not None
-    if saved and level == rel.level and "parquet" in rel.manifest["tables"]["formats"]:
-        df = rel.table(key)
+    saved = rel.has_table(key)
+    if saved and level == rel.level:
+        df = rel.table(key, rel.manifest["tables"]["formats"][0])
         source = "saved table"
     else:
         df = rel.marginal(key, level)

@@ -342,6 +342,10 @@ class Release:
                 return e
         return None
 
+    def has_table(self, attrs: Iterable[str] | str) -> bool:
+        """True if the release holds a saved table of this marginal."""
+        return self._entry(self.domain.resolve(attrs)) is not None
+
     def table(self, attrs: Iterable[str] | str, format: str = "parquet") -> pd.DataFrame:
         """A saved marginal table, as written (labels restored as categoricals)."""
         key = self.domain.resolve(attrs)
