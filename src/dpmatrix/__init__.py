@@ -27,6 +27,7 @@ from .measure.measure import measure
 from .plan.plan import Plan, plan
 from .privacy import Budget
 from .reconstruct.measurements import Measurements, QueryAnswer
+from .release import Release, load_release, write_release
 from .workload import Workload
 
 __version__ = "0.1.0"
@@ -44,11 +45,14 @@ __all__ = [
     "Plan",
     "PlanError",
     "QueryAnswer",
+    "Release",
     "ReleaseError",
     "SamplerArgumentError",
     "UnknownAttributeError",
     "Workload",
     "WorkloadError",
+    "load_release",
     "measure",
     "plan",
+    "write_release",
 ]

@@ -337,7 +337,6 @@ class CountingBar:
 
 def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
     """Plan (or load a plan), measure the data, write the release; returns the Measurements."""
-    from .measure.measure import measure
     from .plan.plan import Plan
     from .release import _prepare_target, write_release
 
@@ -361,7 +360,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     rng = np.random.default_rng(args.seed)  # None: fresh OS entropy
     engine = CountingBar(_open_engine(args, plan.domain, say), plan, not say.quiet)
     try:
-        meas = measure(plan, None, rng=rng, progress=not say.quiet, engine=engine)
+        meas = plan.measure(None, rng=rng, progress=not say.quiet, engine=engine)
     finally:
         engine.close()
     del engine, rng

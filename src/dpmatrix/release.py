@@ -43,10 +43,10 @@ from tqdm.auto import tqdm
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .plan.plan import PLAN_FORMAT, Plan
-from .reconstruct.measurements import Measurements
+from .reconstruct.measurements import Measurements, query_labels
 from .workload import AttrSet
 
-__all__ = ["RELEASE_FORMAT", "Release", "load_release", "write_release", "label_table"]
+__all__ = ["RELEASE_FORMAT", "Release", "load_release", "write_release"]
 
 RELEASE_FORMAT = "dpmatrix.release/1"
 MANIFEST = "manifest.json"
@@ -107,18 +107,6 @@ def file_stem(names: Sequence[str]) -> str:
         return "total"
     stem = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names)
     return stem[:150]
-
-
-def label_table(domain: Domain, key: AttrSet, table: pd.DataFrame) -> pd.DataFrame:
-    """Make every attribute column display labels: binned attributes without labels get their
-    bin intervals (``[20, 30)``) instead of codes. Attributes with neither stay integer codes."""
-    for a in key:
-        attr = domain.attributes[a]
-        if attr.labels is None and attr.bins is not None:
-            cats = [attr.label(c) for c in range(attr.size)]
-            codes = np.asarray(table[attr.name], dtype=np.int64)
-            table[attr.name] = pd.Categorical.from_codes(codes, categories=cats)
-    return table
 
 
 def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
@@ -239,8 +227,6 @@ def write_release(
         used: set[str] = set()
         row = {m: i for i, m in enumerate(info["marginal"])}
         for names, table in measurements.iter_marginals(level=level, progress=progress):
-            key = plan.domain.resolve(names)
-            table = label_table(plan.domain, key, table)
             stem = file_stem(names)
             if stem.lower() in used:
                 stem = f"{stem}-{len(used)}"
@@ -362,23 +348,29 @@ class Release:
             df = pd.read_parquet(path) if format == "parquet" else pd.read_csv(path)
         except (OSError, ValueError) as exc:
             raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
-        for a in key:
+        wk = self.plan.workload
+        i = wk.index(key)
+        for a, t in zip(key, wk.types(i)):
             attr = self.domain.attributes[a]
-            cats = (
-                list(attr.labels) if attr.labels is not None
-                else [attr.label(c) for c in range(attr.size)] if attr.bins is not None
-                else None
-            )  # fmt: skip
-            if cats is not None:
-                df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
+            if t == "identity" and attr.labels is None and attr.bins is None:
+                continue  # plain integer codes
+            # the row labels of this attribute's queries (cells: value labels), in order
+            cats = query_labels(attr, t, wk.query_matrix(a, t))
+            df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
         return df
+
+    def answer(self, attrs: Iterable[str] | str, level: float | None = None) -> pd.DataFrame:
+        """A workload marginal's queries (the saved table's rows: cells, or ``≤ v`` / ``a..b``
+        rows for prefix / range attributes), reconstructed from the saved measurements."""
+        lv = self.level if level is None else float(level)
+        return self.measurements.answer(attrs, lv)
 
     def marginal(self, attrs: Iterable[str] | str, level: float | None = None) -> pd.DataFrame:
         """Any marginal of the closure: reconstructed from the saved measurements (the same
         numbers as the saved table when there is one) at ``level`` (default: the release's)."""
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
-        return label_table(self.domain, key, self.measurements.marginal(key, lv))
+        return self.measurements.marginal(key, lv)
 
     def __repr__(self) -> str:
         p = self.manifest["privacy"]

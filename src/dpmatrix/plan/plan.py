@@ -251,12 +251,15 @@ class Plan:
         progress: bool = False,
         noise: str = "gaussian",
         rel_var_tol: float = 1e-4,
+        engine=None,
     ):
         """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
         :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise)."""
         from ..measure.measure import measure
 
-        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol)
+        return measure(
+            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
+        )
 
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
