@@ -361,6 +361,19 @@ class QuerySmasherPlan:
         return float(sum(r.sigma2 * r.loss(self.solutions) for r in self.residuals.values()
                          if math.isfinite(r.sigma2)))
 
+    def certificate(self) -> dict[str, float]:
+        """Whole-plan optimality certificate: the weighted loss, a lower bound
+        ``(Σ_{A'} sqrt(lb_{A'}))² / β`` on the loss of every splittable, residual-respecting
+        mechanism at the same privacy cost (Theorem 7), and the relative gap (NaN when some
+        sub-workload was solved by an approximate solver without a bound)."""
+        loss = self.weighted_loss()
+        lb = 0.0
+        for r in self.residuals.values():
+            s = self.solutions[r.structure]
+            lb += math.sqrt(max(r.scale * s.lower_bound, 0.0)) if math.isfinite(s.lower_bound) else math.nan
+        lower = lb * lb / self.pcost if self.pcost > 0 else math.nan
+        return {"loss": loss, "lower_bound": lower, "gap": (loss - lower) / loss if loss > 0 else 0.0}
+
     def group_total_variance(self, i: int) -> float:
         """Sum of the variances of the queries of group ``i`` (unweighted)."""
         tot = 0.0
