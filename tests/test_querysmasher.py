@@ -270,3 +270,12 @@ def test_table5_qs(d, paper):
     dom = dm.Domain.from_sizes([10] * d)
     wk = QueryWorkload.kway(dom, 1, "range") + QueryWorkload.pairs(dom, "affine") + QueryWorkload.kway(dom, 3, "prefix")
     _check_paper(plan_querysmasher(wk), paper)
+
+
+def test_zero_weight_queries_unanswerable_have_infinite_variance():
+    dom = dm.Domain.from_sizes([3, 3])
+    wk = QueryWorkload(dom).add_kron((0,), ["prefix"]).add_explicit((0, 1), affine_queries(3, 3), weight=0.0)
+    p = plan_querysmasher(wk)
+    assert np.all(np.isfinite(p.query_variance(0)))
+    assert np.all(np.isinf(p.query_variance(1)))
+    assert math.isinf(p.rmse())

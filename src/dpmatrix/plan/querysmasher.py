@@ -380,7 +380,8 @@ class QuerySmasherPlan:
         for S, t in self._tcoef[i].items():
             if t == 0:
                 continue
-            tot += self.residuals[S].sigma2 * t
+            res = self.residuals.get(S)
+            tot += (res.sigma2 if res is not None else math.inf) * t
         return tot
 
     def total_variance(self) -> float:
@@ -397,7 +398,8 @@ class QuerySmasherPlan:
         out = np.zeros(g.shape)
         for S, pos, info in self._pieces[i]:
             res = self.residuals.get(S)
-            if res is None:
+            if res is None or not math.isfinite(res.sigma2):
+                out = out + math.inf  # a non-zero piece on a residual space nobody measured
                 continue
             mech = self.solutions[res.structure]
             if g.is_kron:
@@ -584,8 +586,9 @@ class _Builder:
                             continue
                         S = tuple(g.attrs[p] for p in pos)
                         tk = ("k", tuple(self.rows[x].gid for x in kept))
-                        d = terms.setdefault(S, {})
-                        d[tk] = d.get(tk, 0.0) + w * c
+                        if w > 0:
+                            d = terms.setdefault(S, {})
+                            d[tk] = d.get(tk, 0.0) + w * c
                         gp.append((S, pos, (kept, {p: rids[p] for p in range(k) if p not in pos})))
             else:
                 wv = g.weight_array().reshape(-1)
@@ -598,7 +601,9 @@ class _Builder:
                         if float(np.abs(P).max()) <= 1e-12 * scale:
                             continue
                         G = (P.T * wv) @ P
-                        if len(pos) == 0:
+                        if not np.any(G):  # zero weights: the piece needs answering, costs nothing
+                            dec[pos] = (P, None, 0.0)
+                        elif len(pos) == 0:
                             dec[pos] = (P, ("k", ()), float(G[0, 0]))
                         elif len(pos) == 1:
                             dec[pos] = (P, ("k", (self.grams.add(G),)), 1.0)
@@ -607,10 +612,9 @@ class _Builder:
                     self.explicit_cache[ekey] = dec
                 for pos, (P, tk, c) in dec.items():
                     S = tuple(g.attrs[p] for p in pos)
-                    if c == 0:
-                        continue
-                    d = terms.setdefault(S, {})
-                    d[tk] = d.get(tk, 0.0) + c
+                    if c > 0:
+                        d = terms.setdefault(S, {})
+                        d[tk] = d.get(tk, 0.0) + c
                     gp.append((S, pos, P))
             pieces.append(gp)
         return terms, pieces
@@ -851,7 +855,8 @@ def plan_querysmasher(
         d: dict[tuple, float] = {}
         for S, pos, info in pieces[gi]:
             res = residuals.get(S)
-            if res is None:
+            if res is None:  # only zero-weight queries need this residual: not measured
+                d[S] = math.inf
                 continue
             mech = solutions[res.structure]
             if isinstance(info, tuple):
