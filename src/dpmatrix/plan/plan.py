@@ -353,7 +353,9 @@ def plan(
     mu: float | None = None,
     loss_bound: float | None = None,
     strategies: Mapping[str, str | np.ndarray] | None = None,
-) -> Plan:
+    planner: str = "residual",
+    **planner_options: Any,
+):
     """Select the optimal residual mechanisms for a workload of marginals (ResidualPlanner).
 
     Give the privacy budget as exactly one of ``pcost``, ``rho`` (zCDP), ``mu`` (Gaussian DP) or
@@ -370,7 +372,19 @@ def plan(
     ``"auto"`` (default: the best of an optimized p-identity strategy, the identity and W
     itself), ``"optimize"``, ``"identity"``, ``"workload"`` or a matrix — turned into residual
     factors by Algorithm 4. With identity queries everywhere this is exactly ResidualPlanner.
+
+    ``planner``: ``"residual"`` (default, ResidualPlanner / RP+ as above), ``"querysmasher"``
+    (alias ``"qs"``) or ``"wff"`` — both take a :class:`~dpmatrix.workload.Workload` or a
+    :class:`~dpmatrix.queries.QueryWorkload`, the weighted sum-of-variances objective and a
+    privacy budget, and return a :class:`~dpmatrix.plan.querysmasher.QuerySmasherPlan`; extra
+    keyword options go to :func:`~dpmatrix.plan.querysmasher.plan_querysmasher`.
     """
+    # -- planner dispatch (QuerySmasher / WFF) ------------------------------------------------
+    if planner not in ("residual", "rp", "rp+"):
+        return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
+                                  loss_bound, strategies, planner_options)
+    if planner_options:
+        raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
     if not isinstance(workload, Workload):
         raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
     budget_given = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
@@ -397,6 +411,23 @@ def plan(
         coef.p, coef.sum_var, coef.cell_var, coef.uniform, workload, result.query_basis
     )
     return result
+
+
+def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, loss_bound,
+                       strategies, options):
+    from .querysmasher import plan_querysmasher
+
+    name = str(planner).lower()
+    if name not in ("querysmasher", "qs", "wff"):
+        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher' or 'wff'")
+    if objective != "sum_var" or loss_bound is not None or strategies is not None:
+        raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "
+                        "privacy budget only (no loss_bound, no strategies)")
+    c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
+    if name == "wff":
+        options = {**options, "solver": "fourier"}
+    return plan_querysmasher(workload, pcost=c, planner="wff" if name == "wff" else "querysmasher",
+                             **options)
 
 
 def choose_strategies(
