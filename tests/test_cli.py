@@ -317,3 +317,18 @@ def test_csv_only_release_is_queried_from_its_csv_tables(capsys, data, tmp_path)
     rc, out, err = run(capsys, "query", tmp_path / "rel", "--marginal", "race,sex")
     assert rc == 0, err
     assert "saved table" in out and "80% confidence interval" in out and "[lower, upper]" in out
+
+
+def test_release_with_discrete_gaussian_noise(capsys, data, tmp_path):
+    out_dir = tmp_path / "rel"
+    rc, out, err = run(capsys, *release(data, out_dir, "--noise", "discrete_gaussian"))
+    assert rc == 0, err
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    assert manifest["mechanism"]["noise"] == "discrete_gaussian"
+    # the manifest reports the privacy actually spent with sigma rounded up to a rational
+    assert 0.5 / (1 + 1e-4) <= manifest["privacy"]["rho"] <= 0.5
+    rel = dm.load_release(out_dir)
+    assert rel.measurements.noise == "discrete_gaussian"
+    assert rel.plan.rho == pytest.approx(manifest["privacy"]["rho"], rel=1e-12)
+    rc, out, err = run(capsys, "query", out_dir, "--marginal", "age,sex")
+    assert rc == 0, err

@@ -25,7 +25,9 @@ from .errors import (
 )
 from .measure.measure import measure
 from .plan.plan import Plan, plan
+from .plan.querysmasher import QuerySmasherPlan, plan_querysmasher
 from .privacy import Budget
+from .queries import QueryWorkload
 from .reconstruct.measurements import Measurements, QueryAnswer
 from .release import Release, load_release, write_release
 from .workload import Workload
@@ -45,6 +47,8 @@ __all__ = [
     "Plan",
     "PlanError",
     "QueryAnswer",
+    "QuerySmasherPlan",
+    "QueryWorkload",
     "Release",
     "ReleaseError",
     "SamplerArgumentError",
@@ -54,5 +58,6 @@ __all__ = [
     "load_release",
     "measure",
     "plan",
+    "plan_querysmasher",
     "write_release",
 ]

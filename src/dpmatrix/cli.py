@@ -103,6 +103,13 @@ def fmt_privacy(rho: float, mu: float, epsilon: float, delta: float) -> str:
 
 
 # -- shared argument groups ----------------------------------------------------------------------
+def _add_noise(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--noise", choices=["gaussian", "discrete_gaussian"], default="gaussian",
+                   help="gaussian (default) or discrete_gaussian: exact integer noise from the OS's "
+                   "secure random source (sigma rounded up to a rational; the manifest reports the "
+                   "privacy actually spent); needs plain (identity) marginals")
+
+
 def _add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summaries")
 
@@ -357,10 +364,13 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         plan = _make_plan(args, domain)
     _describe_plan(plan, say, delta)
     _prepare_target(Path(args.out), overwrite)  # fail before touching the data
-    rng = np.random.default_rng(args.seed)  # None: fresh OS entropy
+    noise = getattr(args, "noise", "gaussian")
+    # Gaussian: a fresh OS-seeded generator; discrete Gaussian: the OS CSPRNG (rng=None), unless a
+    # testing seed was given
+    rng = np.random.default_rng(args.seed) if (args.seed is not None or noise == "gaussian") else None
     engine = CountingBar(_open_engine(args, plan.domain, say), plan, not say.quiet)
     try:
-        meas = plan.measure(None, rng=rng, progress=not say.quiet, engine=engine)
+        meas = plan.measure(None, rng=rng, progress=not say.quiet, engine=engine, noise=noise)
     finally:
         engine.close()
     del engine, rng
@@ -530,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
     r.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 4GB (it spills to disk beyond)")
     r.add_argument("--seed", type=int, help="TESTING ONLY: fix the noise (never written to the release)")
+    _add_noise(r)
     _add_quiet(r)
     r.set_defaults(func=cmd_release)
 
@@ -553,6 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="max_var (default) keeps small tables accurate; sum_var minimizes total variance")
     d.add_argument("--seed", type=int, default=None,
                    help="TESTING ONLY: seed for reproducible noise (a real release must not fix it)")
+    _add_noise(d)
     _add_quiet(d)
     d.set_defaults(func=cmd_demo)
 
