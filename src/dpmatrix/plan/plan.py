@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..domain import Domain
 from ..errors import NotMeasuredError, PlanError, WorkloadError
-from ..privacy import Budget, resolve_pcost
+from ..privacy import Budget, PrivacyReport, resolve_pcost
 from ..residual import AttributeBasis, ResidualMechanism, identity_basis
 from ..workload import AttrSet, Workload
 from .coefficients import Coefficients, compute_coefficients
@@ -36,7 +36,7 @@ PLAN_FORMAT = "dpmatrix.plan/1"
 
 
 @dataclass(frozen=True, eq=False)
-class Plan:
+class Plan(PrivacyReport):
     """A selected matrix mechanism: residual sets, their noise scales, and its privacy cost."""
 
     workload: Workload
@@ -93,20 +93,6 @@ class Plan:
     def pcost(self) -> float:
         """Privacy cost: largest diagonal of Bᵀ Σ⁻¹ B of the whole mechanism (Definition 2)."""
         return self.budget.pcost
-
-    @property
-    def rho(self) -> float:
-        """ρ-zCDP parameter (pcost / 2)."""
-        return self.budget.rho
-
-    @property
-    def mu(self) -> float:
-        """μ-Gaussian-DP parameter (sqrt(pcost))."""
-        return self.budget.mu
-
-    def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
-        return self.budget.epsilon(delta)
 
     # -- structure ----------------------------------------------------------------------------
     @property

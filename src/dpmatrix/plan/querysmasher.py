@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import PlanError, WorkloadError
-from ..privacy import Budget
+from ..privacy import Budget, PrivacyReport
 from ..queries import QueryGroup, QueryWorkload
 from ..residual import kron_apply
 from . import fourier as ff
@@ -309,7 +309,7 @@ class Residual:
 # the plan
 # =============================================================================================
 @dataclass(eq=False)
-class QuerySmasherPlan:
+class QuerySmasherPlan(PrivacyReport):
     """A QuerySmasher plan: one Gaussian mechanism per residual space, σ², exact variances.
 
     Same public surface as :class:`~dpmatrix.plan.plan.Plan`: ``pcost``/``rho``/``mu``/
@@ -340,16 +340,6 @@ class QuerySmasherPlan:
         """Privacy cost Σ_{A'} pcost(M_{A'}) / σ²_{A'} (each mechanism has cost 1 at σ² = 1)."""
         return float(sum(1.0 / r.sigma2 for r in self.residuals.values() if math.isfinite(r.sigma2)))
 
-    @property
-    def rho(self) -> float:
-        return self.budget.rho
-
-    @property
-    def mu(self) -> float:
-        return self.budget.mu
-
-    def epsilon(self, delta: float) -> float:
-        return self.budget.epsilon(delta)
 
     @property
     def domain(self):
