@@ -25,8 +25,11 @@ from .errors import (
 )
 from .measure.measure import measure
 from .plan.plan import Plan, plan
+from .plan.querysmasher import QuerySmasherPlan, plan_querysmasher
 from .privacy import Budget
+from .queries import QueryWorkload
 from .reconstruct.measurements import Measurements, QueryAnswer
+from .release import Release, load_release, write_release
 from .workload import Workload
 
 __version__ = "0.1.0"
@@ -44,11 +47,17 @@ __all__ = [
     "Plan",
     "PlanError",
     "QueryAnswer",
+    "QuerySmasherPlan",
+    "QueryWorkload",
+    "Release",
     "ReleaseError",
     "SamplerArgumentError",
     "UnknownAttributeError",
     "Workload",
     "WorkloadError",
+    "load_release",
     "measure",
     "plan",
+    "plan_querysmasher",
+    "write_release",
 ]

@@ -25,6 +25,7 @@ from .errors import BudgetError
 
 __all__ = [
     "Budget",
+    "PrivacyReport",
     "delta_from_epsilon",
     "epsilon_from_delta",
     "pcost_from_epsilon_delta",
@@ -173,3 +174,23 @@ def resolve_pcost(
         raise BudgetError("approximate DP needs both epsilon= and delta=")
     return pcost_from_epsilon_delta(epsilon, delta)
 
+
+
+class PrivacyReport:
+    """Mixin for anything with a privacy cost ``pcost``: reports it in every unit."""
+
+    pcost: float
+
+    @property
+    def rho(self) -> float:
+        """ρ-zCDP parameter (pcost / 2)."""
+        return self.pcost / 2.0
+
+    @property
+    def mu(self) -> float:
+        """μ-Gaussian-DP parameter (sqrt(pcost))."""
+        return math.sqrt(self.pcost)
+
+    def epsilon(self, delta: float) -> float:
+        """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
+        return epsilon_from_delta(delta, self.pcost)

@@ -71,6 +71,32 @@ class Coefficients:
                 out = out + term
         return out
 
+    def max_query_variance(self, i: int, x: np.ndarray) -> tuple[float, tuple[int, ...]]:
+        """Largest query variance of workload marginal ``i`` and a query attaining it.
+
+        Every term of the variance is a non-negative multiple of ``Π_c f_c[q_c]`` with
+        ``f_c ∈ {diag_in_c, diag_out_c}``, so the variance is non-decreasing in each attribute's
+        pair ``(diag_in[q_c], diag_out[q_c])``: a value whose pair is dominated by another
+        value's never beats it. The search runs over the Pareto-optimal values only (a handful
+        per attribute instead of every row of ``W``), then maps back to the original indices.
+        """
+        key, bases = self._factors(i)
+        keep = [_pareto(b) for b in bases]
+        closure = self.workload.closure
+        out = np.zeros(tuple(len(k) for k in keep))
+        for r in range(len(key) + 1):
+            for cols in itertools.combinations(range(len(key)), r):
+                xa = x[closure.index(tuple(key[c] for c in cols))]
+                if xa == 0:
+                    continue
+                term = np.array(xa)
+                for c, b in enumerate(bases):
+                    f = b.diag_in if c in cols else b.diag_out
+                    term = np.multiply.outer(term, f[keep[c]])
+                out = out + term
+        j = np.unravel_index(int(np.argmax(out)), out.shape) if out.ndim else ()
+        return float(out[j]), tuple(int(keep[c][jc]) for c, jc in enumerate(j))
+
     def query_row(self, i: int, q: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Closure positions and coefficients of the variance of query ``q`` of marginal ``i``."""
         key, bases = self._factors(i)
@@ -84,6 +110,27 @@ class Coefficients:
                 idx.append(closure.index(tuple(key[c] for c in cols)))
                 val.append(v)
         return np.asarray(idx, dtype=np.int64), np.asarray(val)
+
+
+_PARETO: dict[int, tuple[AttributeBasis, np.ndarray]] = {}
+
+
+def _pareto(b: AttributeBasis) -> np.ndarray:
+    """Indices of the rows of ``W`` whose ``(diag_in, diag_out)`` pair no other row dominates
+    (ties: the first one), cached per basis."""
+    hit = _PARETO.get(id(b))
+    if hit is not None and hit[0] is b:
+        return hit[1]
+    din, dout = np.asarray(b.diag_in), np.asarray(b.diag_out)
+    order = np.lexsort((-dout, -din))  # by diag_in desc, then diag_out desc
+    keep, best_out = [], -np.inf
+    for j in order.tolist():
+        if dout[j] > best_out:
+            keep.append(j)
+            best_out = dout[j]
+    idx = np.array(sorted(keep), dtype=np.int64)
+    _PARETO[id(b)] = (b, idx)
+    return idx
 
 
 def compute_coefficients(

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..domain import Domain
 from ..errors import NotMeasuredError, PlanError, WorkloadError
-from ..privacy import Budget, resolve_pcost
+from ..privacy import Budget, PrivacyReport, resolve_pcost
 from ..residual import AttributeBasis, ResidualMechanism, identity_basis
 from ..workload import AttrSet, Workload
 from .coefficients import Coefficients, compute_coefficients
@@ -36,7 +36,7 @@ PLAN_FORMAT = "dpmatrix.plan/1"
 
 
 @dataclass(frozen=True, eq=False)
-class Plan:
+class Plan(PrivacyReport):
     """A selected matrix mechanism: residual sets, their noise scales, and its privacy cost."""
 
     workload: Workload
@@ -52,10 +52,15 @@ class Plan:
 
     def query_basis(self, attr: int, key: str) -> AttributeBasis:
         """Basis answering queries of type ``key`` (base matrix ``W``) on attribute ``attr``."""
-        S = self.strategies[attr]
-        if key == "identity" and self.bases[attr].is_identity:
-            return self.bases[attr]
-        return attribute_basis(self.workload.query_matrix(attr, key), S)
+        cache = self.__dict__.setdefault("_query_bases", {})
+        hit = cache.get((attr, key))
+        if hit is None:
+            if key == "identity" and self.bases[attr].is_identity:
+                hit = self.bases[attr]
+            else:
+                hit = attribute_basis(self.workload.query_matrix(attr, key), self.strategies[attr])
+            cache[attr, key] = hit
+        return hit
 
     def cell_basis(self, attr: int) -> AttributeBasis:
         """Basis answering the cells (``W = I``) of attribute ``attr``."""
@@ -88,20 +93,6 @@ class Plan:
     def pcost(self) -> float:
         """Privacy cost: largest diagonal of Bᵀ Σ⁻¹ B of the whole mechanism (Definition 2)."""
         return self.budget.pcost
-
-    @property
-    def rho(self) -> float:
-        """ρ-zCDP parameter (pcost / 2)."""
-        return self.budget.rho
-
-    @property
-    def mu(self) -> float:
-        """μ-Gaussian-DP parameter (sqrt(pcost))."""
-        return self.budget.mu
-
-    def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
-        return self.budget.epsilon(delta)
 
     # -- structure ----------------------------------------------------------------------------
     @property
@@ -246,12 +237,15 @@ class Plan:
         progress: bool = False,
         noise: str = "gaussian",
         rel_var_tol: float = 1e-4,
+        engine=None,
     ):
         """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
         :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise)."""
         from ..measure.measure import measure
 
-        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol)
+        return measure(
+            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
+        )
 
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -345,7 +339,9 @@ def plan(
     mu: float | None = None,
     loss_bound: float | None = None,
     strategies: Mapping[str, str | np.ndarray] | None = None,
-) -> Plan:
+    planner: str = "residual",
+    **planner_options: Any,
+):
     """Select the optimal residual mechanisms for a workload of marginals (ResidualPlanner).
 
     Give the privacy budget as exactly one of ``pcost``, ``rho`` (zCDP), ``mu`` (Gaussian DP) or
@@ -362,7 +358,19 @@ def plan(
     ``"auto"`` (default: the best of an optimized p-identity strategy, the identity and W
     itself), ``"optimize"``, ``"identity"``, ``"workload"`` or a matrix — turned into residual
     factors by Algorithm 4. With identity queries everywhere this is exactly ResidualPlanner.
+
+    ``planner``: ``"residual"`` (default, ResidualPlanner / RP+ as above), ``"querysmasher"``
+    (alias ``"qs"``) or ``"wff"`` — both take a :class:`~dpmatrix.workload.Workload` or a
+    :class:`~dpmatrix.queries.QueryWorkload`, the weighted sum-of-variances objective and a
+    privacy budget, and return a :class:`~dpmatrix.plan.querysmasher.QuerySmasherPlan`; extra
+    keyword options go to :func:`~dpmatrix.plan.querysmasher.plan_querysmasher`.
     """
+    # -- planner dispatch (QuerySmasher / WFF) ------------------------------------------------
+    if planner not in ("residual", "rp", "rp+"):
+        return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
+                                  loss_bound, strategies, planner_options)
+    if planner_options:
+        raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
     if not isinstance(workload, Workload):
         raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
     budget_given = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
@@ -389,6 +397,23 @@ def plan(
         coef.p, coef.sum_var, coef.cell_var, coef.uniform, workload, result.query_basis
     )
     return result
+
+
+def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, loss_bound,
+                       strategies, options):
+    from .querysmasher import plan_querysmasher
+
+    name = str(planner).lower()
+    if name not in ("querysmasher", "qs", "wff"):
+        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher' or 'wff'")
+    if objective != "sum_var" or loss_bound is not None or strategies is not None:
+        raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "
+                        "privacy budget only (no loss_bound, no strategies)")
+    c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
+    if name == "wff":
+        options = {**options, "solver": "fourier"}
+    return plan_querysmasher(workload, pcost=c, planner="wff" if name == "wff" else "querysmasher",
+                             **options)
 
 
 def choose_strategies(

@@ -123,11 +123,11 @@ def select_max_var(coef: Coefficients, weights: np.ndarray, max_rounds: int = 10
         x = _solve_rows(coef.p, C)
         bound = max(C @ np.where(np.isfinite(x), x, 0.0))
         violated = False
+        xf = np.where(np.isfinite(x), x, 0.0)
         for i in keep.tolist():
-            V = coef.query_variances(i, np.where(np.isfinite(x), x, 0.0)) * weights[i]
-            q = np.unravel_index(int(np.argmax(V)), V.shape)
-            if V[q] > bound * (1 + 1e-7):
-                add(i, tuple(int(v) for v in q))
+            v, q = coef.max_query_variance(i, xf)
+            if v * weights[i] > bound * (1 + 1e-7):
+                add(i, q)
                 violated = True
         if not violated:
             return x
@@ -148,7 +148,7 @@ def max_query_variance(coef: Coefficients, x: np.ndarray) -> np.ndarray:
     for i, key in enumerate(wk.sets):
         subs = [c for r in range(len(key) + 1) for c in itertools.combinations(key, r)]
         if all(finite[wk.closure.index(c)] for c in subs):
-            out[i] = float(np.max(coef.query_variances(i, xf)))
+            out[i] = coef.max_query_variance(i, xf)[0]
         else:
             out[i] = np.inf
     return out

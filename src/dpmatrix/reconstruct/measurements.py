@@ -446,16 +446,28 @@ def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
     lab = [attr.label(c) for c in range(attr.size)]
     if key == "identity":
         return lab
+    from ..domain import _fmt_edge
+
+    edges = attr.bins if attr.labels is None and attr.bins is not None else None
+    n_bins = len(edges) - 1 if edges is not None else 0
     out = []
     for row in W:
         nz = np.flatnonzero(row)
         contiguous = nz.size and np.all(row[nz] == 1) and nz[-1] - nz[0] + 1 == nz.size
-        if contiguous and key == "prefix" and nz[0] == 0:
-            out.append(f"<= {lab[nz[-1]]}")
-        elif contiguous:
-            out.append(lab[nz[0]] if nz.size == 1 else f"{lab[nz[0]]}..{lab[nz[-1]]}")
-        else:
+        if not contiguous:
             out.append(f"q{len(out)}")
+            continue
+        lo, hi = int(nz[0]), int(nz[-1])
+        if edges is not None and hi < n_bins:  # numeric bins: show the value interval
+            close = "]" if hi == n_bins - 1 else ")"
+            if lo == 0 and key == "prefix":
+                out.append(f"{'<=' if close == ']' else '<'} {_fmt_edge(edges[hi + 1])}")
+            else:
+                out.append(f"[{_fmt_edge(edges[lo])}, {_fmt_edge(edges[hi + 1])}{close}")
+        elif key == "prefix" and lo == 0:
+            out.append(f"<= {lab[hi]}")
+        else:
+            out.append(lab[lo] if lo == hi else f"{lab[lo]}..{lab[hi]}")
     return out
 
 
@@ -471,7 +483,8 @@ def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndar
     labels = []
     for a in key:
         attr = domain.attributes[a]
-        labels.append(list(attr.labels) if attr.labels is not None else None)
+        shown = attr.labels is not None or getattr(attr, "bins", None) is not None
+        labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
     return _frame(domain.names_of(key), labels, estimate, variance, level)
 
 
