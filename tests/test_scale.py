@@ -104,7 +104,9 @@ def test_batched_measurement_reproduces_the_per_set_algorithm(case):
 
 
 def test_iter_marginals_streams_the_tables_of_marginal():
-    dom = dm.Domain.from_dict({"x": {"size": 3, "labels": ["p", "q", "r"]}, "y": 4, "z": 2, "w": 3})
+    dom = dm.Domain.from_dict({"x": {"size": 3, "labels": ["p", "q", "r"]}, "y": 4, "z": 2,
+                               "w": {"bins": [0, 10, 20, 40], "kind": "categorical"}})  # fmt: skip
+    assert dm.Workload(dom, [("w",)]).is_plain
     wk = dm.Workload(dom, [("x", "y"), ("y", "z", "w"), ("z",), ("x", "w"), ()], weights=[1, 1, 0, 2, 1])
     plan = dm.plan(wk, rho=1.0)
     df = pd.DataFrame(np.random.default_rng(3).integers(0, 2, size=(200, 4)), columns=dom.names)

@@ -227,7 +227,12 @@ class Measurements:
             arity[pos] = k
             row_of[pos] = np.arange(len(pos))
         names_arr = np.asarray(dom.names, dtype=object)
-        labelled = np.array([a.labels is not None for a in dom.attributes], dtype=bool)
+        # attributes shown by label (value labels, or intervals of numeric bins): those tables
+        # go through marginal_frame; plain codes take the two-block fast path
+        labelled = np.array(
+            [a.labels is not None or getattr(a, "bins", None) is not None for a in dom.attributes],
+            dtype=bool,
+        )
         cache: dict[int, np.ndarray] = {}  # lower-order residuals by closure position (bounded)
         cache_floats = [0]
         cum = np.cumsum(wk.cells)
