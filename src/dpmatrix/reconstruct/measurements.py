@@ -44,6 +44,28 @@ except ImportError:  # pragma: no cover - older pandas: the ordinary constructor
 _STATS = ("estimate", "variance", "std", "lower", "upper")
 
 
+class _ResidualCache:
+    """Residual estimates kept for reuse, emptied when they would exceed a float budget."""
+
+    def __init__(self, max_floats: int | None = None):
+        self.max_floats = _CACHE_FLOATS if max_floats is None else max_floats
+        self.items: dict[AttrSet, np.ndarray] = {}
+        self.floats = 0
+
+    def get(self, key: AttrSet) -> np.ndarray | None:
+        return self.items.get(key)
+
+    def put(self, key: AttrSet, value: np.ndarray) -> None:
+        if self.floats + value.size > self.max_floats:
+            self.items.clear()
+            self.floats = 0
+        self.items[key] = value
+        self.floats += value.size
+
+    def __contains__(self, key: AttrSet) -> bool:
+        return key in self.items
+
+
 @dataclass(frozen=True, eq=False)
 class Measurements:
     """Noisy residual answers of a plan, and everything that can be reconstructed from them."""
@@ -51,7 +73,7 @@ class Measurements:
     plan: object
     noisy: Mapping[AttrSet, np.ndarray] = field(repr=False)
     noise: str = "gaussian"
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: "_ResidualCache" = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
 
     # -- building blocks ------------------------------------------------------------------------
     def _key(self, attrs) -> AttrSet:
@@ -70,10 +92,7 @@ class Measurements:
                 "of the planned workload (or has zero weight); add it to the workload and re-plan"
             )
         r = self.plan.mechanism(key).residual(self.noisy[key])
-        size = sum(v.size for v in self._cache.values())
-        if size + r.size > _CACHE_FLOATS:
-            self._cache.clear()
-        self._cache[key] = r
+        self._cache.put(key, r)
         return r
 
     def estimate(self, attrs: Iterable[str | int] | str) -> np.ndarray:
@@ -233,8 +252,7 @@ class Measurements:
             [a.labels is not None or getattr(a, "bins", None) is not None for a in dom.attributes],
             dtype=bool,
         )
-        cache: dict[int, np.ndarray] = {}  # lower-order residuals by closure position (bounded)
-        cache_floats = [0]
+        cache = _ResidualCache()  # lower-order residuals by closure position (bounded)
         cum = np.cumsum(wk.cells)
         start = 0
         while start < n:
@@ -255,7 +273,7 @@ class Measurements:
                 for u in range(len(uniq)):
                     sel = np.flatnonzero(inv == u)
                     shape = tuple(int(v) for v in uniq[u])
-                    g = self._plain_group(rows[sel], shape, closure, measured, cache, cache_floats, z)
+                    g = self._plain_group(rows[sel], shape, closure, measured, cache, z)
                     if g is None:
                         continue
                     ok, F = g
@@ -288,7 +306,7 @@ class Measurements:
                 yield nm, df
             built.clear()
 
-    def _plain_group(self, rows, shape, closure, measured, cache, cache_floats, z):
+    def _plain_group(self, rows, shape, closure, measured, cache, z):
         """Estimates and variances of the marginals ``rows`` (all of shape ``shape``, identity
         bases): ``(answerable mask, F)`` with ``F[i] = [estimate, variance, std, lower, upper]``
         flattened (C order), computed in the order of :meth:`estimate` and
@@ -319,7 +337,7 @@ class Measurements:
         bases = [plan.cell_basis(int(a)) for a in rows[0]] if k else []
         for cols in order:
             ci = idx[cols]
-            res = self._residual_batch(ci, cols, rows, sets, cache, cache_floats, cacheable=len(cols) < k)
+            res = self._residual_batch(ci, cols, rows, sets, cache, cacheable=len(cols) < k)
             dropped = [shape[c] for c in range(k) if c not in cols]
             scale = float(np.prod(dropped)) if dropped else 1.0
             expand = tuple(shape[c] if c in cols else 1 for c in range(k))
@@ -340,7 +358,7 @@ class Measurements:
             F = full
         return ok, F
 
-    def _residual_batch(self, ci, cols, rows, sets, cache, cache_floats, cacheable):
+    def _residual_batch(self, ci, cols, rows, sets, cache, cacheable):
         """Stacked residuals ``r_A`` of the closure members ``ci`` (all of one shape)."""
         plan = self.plan
         attrs = [int(a) for a in rows[0, list(cols)]] if cols else []
@@ -349,17 +367,14 @@ class Measurements:
             stack = np.stack([self.noisy[sets[i]] for i in ci.tolist()])
             return apply_pinv(bases, stack)
         uniq, inv = np.unique(ci, return_inverse=True)
-        missing = [u for u in uniq.tolist() if u not in cache]
+        have = {u: cache.get(u) for u in uniq.tolist()}  # kept locally: a put may empty the cache
+        missing = [u for u, r in have.items() if r is None]
         if missing:
             got = apply_pinv(bases, np.stack([self.noisy[sets[u]] for u in missing]))
-            size = got.size
-            if cache_floats[0] + size > _CACHE_FLOATS:
-                cache.clear()
-                cache_floats[0] = 0
             for u, r in zip(missing, got):
-                cache[u] = r
-            cache_floats[0] += size
-        return np.stack([cache[u] for u in uniq.tolist()])[np.asarray(inv).reshape(-1)]
+                have[u] = r
+                cache.put(u, r)
+        return np.stack([have[u] for u in uniq.tolist()])[np.asarray(inv).reshape(-1)]
 
     def __repr__(self) -> str:
         n = sum(v.size for v in self.noisy.values())
