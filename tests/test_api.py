@@ -118,3 +118,31 @@ def test_adult_release_end_to_end():
     truth = df.groupby(["sex", "income>50K"]).size().to_numpy()
     # with 48,842 records and σ ~ a few units, the estimates are within 6 std of the truth
     assert np.all(np.abs(t["estimate"].to_numpy() - truth) < 6 * t["std"].to_numpy())
+
+
+def test_zero_weight_marginal_does_not_poison_accuracy_summaries():
+    dom = dm.Domain.from_sizes([3, 3, 3])
+    wk = dm.Workload(dom, [(0, 1), (1, 2), (0, 2)], weights=[1, 1, 0])
+    plan = dm.plan(wk, pcost=1)
+    assert np.all(np.isinf(plan.variance((0, 2))))  # (0, 2)'s own residual is not measured
+    want_total = plan.variance((0, 1)).sum() + plan.variance((1, 2)).sum()
+    assert plan.total_variance() == pytest.approx(want_total, rel=1e-12)
+    assert plan.rmse() == pytest.approx(np.sqrt(want_total / 18), rel=1e-12)
+    assert plan.max_variance() == pytest.approx(max(plan.variance((0, 1)).max(), plan.variance((1, 2)).max()))
+
+
+def test_cells_not_estimable_from_a_non_spanning_query_matrix():
+    dom = dm.Domain.from_sizes([4, 2])
+    halves = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]])  # spans the total but not the cells
+    wk = dm.Workload(dom, [("a0", "a1")], query_types={"a0": halves})
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"a0": rng.integers(0, 4, 300), "a1": rng.integers(0, 2, 300)})
+    meas = dm.plan(wk, pcost=1, strategies={"a0": "workload"}).measure(df, rng=rng)
+    with pytest.raises(dm.NotMeasuredError, match="cannot be estimated"):
+        meas.estimate(("a0", "a1"))
+    with pytest.raises(dm.NotMeasuredError):
+        meas.marginal(("a0", "a1"))
+    ans = meas.answer(("a0", "a1"))  # the workload's own queries are still answerable
+    truth = [((df.a0 < 2) & (df.a1 == 0)).sum(), ((df.a0 < 2) & (df.a1 == 1)).sum(),
+             ((df.a0 >= 2) & (df.a1 == 0)).sum(), ((df.a0 >= 2) & (df.a1 == 1)).sum()]
+    assert np.all(np.abs(ans["estimate"].to_numpy() - truth) < 6 * ans["std"].to_numpy())

@@ -85,12 +85,14 @@ def test_plan_privacy_from_rounded_sigma_and_tolerance():
     for i, key in enumerate(plan.closure.sets):
         s = sbar[i]
         assert s * s >= Fraction(float(plan.sigma2[i]))
+        assert Fraction(float(rounded.sigma2[i])) <= s * s  # reported noise never above the real
         assert float(s * s) / plan.sigma2[i] - 1 <= 1e-4 + 1e-15
         mech = rounded.mechanism(key)
         # ρ_A = (squared L2 sensitivity of Ξ) / (2γ²), exactly
         sens2 = math.prod(n * (n - 1) for n in mech.shape)
         rho_exact += Fraction(sens2) / (2 * gamma_squared(mech, s))
     assert float(rho_exact) == pytest.approx(rounded.rho, rel=1e-12)
+    assert rounded.rho >= float(rho_exact) * (1 - 1e-15)  # never reported below the true cost
     assert rounded.rho <= plan.rho and rounded.rho >= plan.rho / (1 + 1e-4)
 
 
@@ -112,3 +114,31 @@ def test_discrete_release_end_to_end_and_errors():
     prefix = dm.plan(dm.Workload.marginals(dom, 1, query_types={"a1": "prefix"}), rho=1.0)
     with pytest.raises(dm.PlanError, match="real-valued"):
         prefix.measure(df, noise="discrete_gaussian")
+
+
+def test_randomness_is_recorded_and_a_seeded_source_warns():
+    from dpmatrix.measure.measure import InsecureRandomnessWarning
+
+    dom = dm.Domain.from_sizes([3, 2])
+    df = pd.DataFrame({"a0": [0, 1, 2, 2], "a1": [0, 1, 1, 0]})
+    plan = dm.plan(dm.Workload.marginals(dom, 1), rho=1.0)
+    assert plan.measure(df, noise="discrete_gaussian").randomness == "os_csprng"
+    with pytest.warns(InsecureRandomnessWarning, match="NOT secure"):
+        m = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(0))
+    assert m.randomness == "seeded_insecure"
+    assert plan.measure(df, rng=np.random.default_rng(0)).randomness == "numpy_generator"
+
+
+@pytest.mark.parametrize("rho", [0.01, 0.5, 2.0])
+@pytest.mark.parametrize("delta", [1e-5, 1e-9])
+def test_zcdp_conversion_between_exact_gaussian_and_bun_steinke(rho, delta):
+    from dpmatrix.privacy import epsilon_from_delta, epsilon_from_zcdp
+
+    cks = epsilon_from_zcdp(rho, delta)
+    exact_gaussian = epsilon_from_delta(delta, 2 * rho)  # the best any rho-zCDP Gaussian gets
+    bun_steinke = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    assert exact_gaussian <= cks <= bun_steinke
+    # the conversion is the infimum over alpha: a grid never beats the optimizer
+    grid = [1 + 10**t for t in np.linspace(-4, 4, 2001)]
+    best = min(a * rho + (a * math.log(1 - 1 / a) - math.log(a - 1) - math.log(delta)) / (a - 1) for a in grid)
+    assert cks <= best + 1e-9 and cks >= best - 1e-3

@@ -279,3 +279,18 @@ def test_zero_weight_queries_unanswerable_have_infinite_variance():
     assert np.all(np.isfinite(p.query_variance(0)))
     assert np.all(np.isinf(p.query_variance(1)))
     assert math.isinf(p.rmse())
+
+
+def test_querysmasher_measure_dispatch_and_discrete_refusal():
+    import numpy as np
+    import pandas as pd
+
+    import dpmatrix as dm
+
+    dom = dm.Domain.from_sizes([3, 4])
+    plan = dm.plan(dm.Workload.marginals(dom, 2, query_types={"a0": "prefix"}), pcost=1, planner="querysmasher")
+    df = pd.DataFrame({"a0": [0, 1, 2, 2], "a1": [0, 3, 1, 2]})
+    meas = dm.measure(plan, df, rng=np.random.default_rng(0))  # the module function dispatches
+    assert np.all(np.isfinite(meas.answer(0)))
+    with pytest.raises(dm.PlanError, match="continuous Gaussian noise only"):
+        plan.measure(df, noise="discrete_gaussian")

@@ -95,10 +95,13 @@ def _showwarning(message, category, filename, lineno, file=None, line=None) -> N
     warn_line(str(message))
 
 
-def fmt_privacy(rho: float, mu: float, epsilon: float, delta: float) -> str:
+def fmt_privacy(rho: float, mu: float | None, epsilon: float, delta: float) -> str:
+    """One line of privacy parameters; ``mu`` is ``None`` for discrete Gaussian releases (their
+    epsilon comes from the zCDP conversion, and Gaussian DP is not claimed)."""
+    gdp = f"mu = {mu:.6g} (Gaussian DP)" if mu is not None else "epsilon from zCDP (discrete noise)"
     return (
         f"privacy: rho = {rho:.6g} (zCDP), epsilon = {epsilon:.6g} at delta = {delta:.3g}, "
-        f"mu = {mu:.6g} (Gaussian DP); neighbours differ by adding or removing one record"
+        f"{gdp}; neighbours differ by adding or removing one record"
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "Budget",
     "PrivacyReport",
     "delta_from_epsilon",
+    "epsilon_from_zcdp",
     "epsilon_from_delta",
     "pcost_from_epsilon_delta",
     "resolve_pcost",
@@ -102,6 +103,30 @@ def pcost_from_epsilon_delta(epsilon: float, delta: float) -> float:
     while f(llo) > 0:
         llo -= 5.0
     return float(math.exp(brentq(f, llo, math.log(hi), xtol=1e-14, rtol=1e-14)))
+
+
+def epsilon_from_zcdp(rho: float, delta: float) -> float:
+    """ε of (ε, δ)-DP implied by ρ-zCDP alone (Canonne, Kamath, Steinke 2020, Prop. 12):
+    ``δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α``, i.e.
+    ``ε = min_{α>1} αρ + (α log(1 − 1/α) − log(α − 1) − log δ) / (α − 1)``.
+
+    Use it for mechanisms known only to be zCDP — the discrete Gaussian — where the exact
+    continuous-Gaussian curve of :func:`epsilon_from_delta` is not established. It is never
+    smaller than that curve and never larger than Bun–Steinke's ``ρ + 2 sqrt(ρ log(1/δ))``.
+    """
+    from scipy.optimize import minimize_scalar
+
+    r = _check_positive("rho", rho)
+    d = _check_positive("delta", delta)
+    if d >= 1:
+        raise BudgetError(f"delta must be below 1, got {delta!r}")
+
+    def eps(t: float) -> float:  # α = 1 + e^t
+        a = 1.0 + math.exp(t)
+        return a * r + (a * math.log1p(-1.0 / a) - t - math.log(d)) / (a - 1.0)
+
+    res = minimize_scalar(eps, bounds=(-30.0, 30.0), method="bounded", options={"xatol": 1e-12})
+    return max(float(res.fun), 0.0)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .plan.plan import PLAN_FORMAT, Plan
+from .privacy import epsilon_from_zcdp
 from .reconstruct.measurements import Measurements, query_labels
 from .workload import AttrSet
 
@@ -209,7 +210,10 @@ def write_release(
     if not 0 < float(level) < 1:
         raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
     plan: Plan = measurements.plan  # type: ignore[assignment]
-    epsilon = plan.epsilon(delta)  # validates delta
+    discrete = measurements.noise == "discrete_gaussian"
+    # discrete Gaussian noise is rho-zCDP (Canonne-Kamath-Steinke); the exact analytic curve and
+    # mu-GDP are established for the continuous Gaussian only
+    epsilon = epsilon_from_zcdp(plan.rho, delta) if discrete else plan.epsilon(delta)
     out = Path(out_dir)
     _prepare_target(out, overwrite)
     parent = out.absolute().parent
@@ -250,17 +254,22 @@ def write_release(
             "privacy": {
                 "rho": plan.rho,
                 "pcost": plan.pcost,
-                "mu": plan.mu,
+                "mu": None if discrete else plan.mu,
                 "epsilon": epsilon,
                 "delta": float(delta),
                 "definition": (
-                    "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact analytic "
-                    "Gaussian conversion); neighbouring datasets differ by adding or removing "
-                    "one record"
+                    "rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020); "
+                    "(epsilon, delta)-DP by their zCDP conversion; neighbouring datasets differ "
+                    "by adding or removing one record"
+                    if discrete
+                    else "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact "
+                    "analytic Gaussian conversion); neighbouring datasets differ by adding or "
+                    "removing one record"
                 ),
             },
             "mechanism": {
                 "noise": measurements.noise,
+                "randomness": measurements.randomness,
                 "planner": "ResidualPlanner" if plan.is_plain else "ResidualPlanner+",
             },
             "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
@@ -456,6 +465,9 @@ def load_release(folder: str | Path) -> Release:
                 f"measurements of {dom.names_of(key)} have shape {noisy[key].shape}, the plan "
                 f"expects {tuple(want)}"
             )
-    noise = manifest.get("mechanism", {}).get("noise", "gaussian")
-    meas = Measurements(plan=plan, noisy=noisy, noise=noise)
+    mech = manifest.get("mechanism", {})
+    meas = Measurements(
+        plan=plan, noisy=noisy, noise=mech.get("noise", "gaussian"),
+        randomness=mech.get("randomness", "unknown"),
+    )
     return Release(path=folder, manifest=manifest, plan=plan, measurements=meas)

@@ -34,6 +34,13 @@ import numpy as np
 __all__ = ["AttributeBasis", "ResidualMechanism", "apply_pinv", "identity_basis", "kron_apply"]
 
 
+def is_identity(S: np.ndarray) -> bool:
+    """True when ``S`` is (numerically, to 1e-12) the square identity matrix — the one test of
+    "ResidualPlanner's plain-marginal factors" used everywhere."""
+    S = np.asarray(S)
+    return S.ndim == 2 and S.shape[0] == S.shape[1] and np.allclose(S, np.eye(S.shape[0]), rtol=0, atol=1e-12)
+
+
 @dataclass(frozen=True, eq=False)
 class AttributeBasis:
     """Per-attribute factors of ResidualPlanner+ for one ``(W, S)`` pair (arrays read-only).
@@ -84,11 +91,8 @@ class AttributeBasis:
 
     @cached_property
     def is_identity(self) -> bool:
-        """True for ResidualPlanner's plain-marginal basis (W = S = I)."""
-        n = self.n
-        return self.W.shape == (n, n) and self.S.shape == (n, n) and bool(
-            np.array_equal(self.W, np.eye(n)) and np.array_equal(self.S, np.eye(n))
-        )
+        """True for ResidualPlanner's plain-marginal basis (W = S = I, see :func:`is_identity`)."""
+        return is_identity(self.W) and is_identity(self.S)
 
     @property
     def cov_factor(self) -> np.ndarray:

@@ -57,8 +57,8 @@ def round_plan(plan, rel_var_tol: float = 1e-4):
 
     Returns ``(rounded_plan, sigma_bar)`` where ``sigma_bar[i]`` is the :class:`Fraction` σ̄ of
     closure member ``i`` (``None`` where not measured). The rounded plan's privacy is computed from
-    ``float(σ̄²)``; floats round to nearest, so the reported cost can exceed the exact one by at
-    most one unit in the last place — never fall below it by more than that.
+    the largest float not above σ̄², so the reported privacy cost is never below the exact one
+    (it can exceed it by one unit in the last place).
     """
     if not 0 < rel_var_tol < 1:
         raise PlanError(f"rel_var_tol must be in (0, 1), got {rel_var_tol!r}")
@@ -75,7 +75,10 @@ def round_plan(plan, rel_var_tol: float = 1e-4):
         if np.isfinite(s2):
             sb = _rational_sigma(float(s2), rel_var_tol)
             sigma_bar[i] = sb
-            new[i] = float(sb * sb)
+            f = float(sb * sb)
+            if Fraction(f) > sb * sb:  # never report more noise than is added
+                f = float(np.nextafter(f, 0.0))
+            new[i] = f
         else:
             sigma_bar[i] = None
     rounded = type(plan)(plan.workload, new, plan.objective, plan.strategies)

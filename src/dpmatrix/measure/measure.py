@@ -9,6 +9,7 @@ the maximal table, and measured right away, so at most one maximal table is aliv
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -18,7 +19,11 @@ from ..errors import DataError
 from ..residual import apply_sub
 from ..workload import AttrSet
 
-__all__ = ["measure"]
+__all__ = ["InsecureRandomnessWarning", "measure"]
+
+
+class InsecureRandomnessWarning(UserWarning):
+    """Noise meant to be secure was drawn from a reproducible (seeded) source."""
 
 # maximal marginals counted per engine call (DuckDB batches them into GROUPING SETS)
 COUNT_BATCH = 16
@@ -63,6 +68,14 @@ def measure(
     from ..engines import engine_for, maximal_sets, project
     from ..reconstruct.measurements import Measurements
 
+    from ..plan.plan import Plan
+
+    if not isinstance(plan, Plan):
+        if hasattr(plan, "measure"):  # another planner (QuerySmasher) measures itself
+            return plan.measure(
+                data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
+            )
+        raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise not in ("gaussian", "discrete_gaussian"):
         raise DataError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
     sigma_bar = None
@@ -70,6 +83,16 @@ def measure(
         from .discrete import discrete_measure, round_plan
 
         plan, sigma_bar = round_plan(plan, rel_var_tol)
+    randomness = "numpy_generator"
+    if noise == "discrete_gaussian":
+        randomness = "os_csprng" if rng is None else "seeded_insecure"
+        if rng is not None:
+            warnings.warn(
+                "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
+                "secure; pass rng=None for the operating system's secure random source",
+                InsecureRandomnessWarning,
+                stacklevel=3,
+            )
     if rng is None and noise == "gaussian":
         rng = np.random.default_rng()
     elif rng is not None and not isinstance(rng, np.random.Generator):
@@ -96,7 +119,7 @@ def measure(
                     noisy[sub] = discrete_measure(mech, v, s_bar, rng)
                 bar.update(1)
         bar.close()
-        return Measurements(plan=plan, noisy=noisy, noise=noise)
+        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
     step = _count_batch(eng)
     cells = [plan.domain.cells(m) for m in top]
     start = 0
@@ -111,7 +134,7 @@ def measure(
         _measure_batch(plan, batch, eng.count(batch), done, rng, noisy)
         bar.update(len(batch))
     bar.close()
-    return Measurements(plan=plan, noisy=noisy, noise=noise)
+    return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
 
 
 def _count_batch(engine) -> int:

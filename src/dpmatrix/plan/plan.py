@@ -23,7 +23,7 @@ import pandas as pd
 from ..domain import Domain
 from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..privacy import Budget, PrivacyReport, resolve_pcost
-from ..residual import AttributeBasis, ResidualMechanism, identity_basis
+from ..residual import AttributeBasis, ResidualMechanism, identity_basis, is_identity
 from ..workload import AttrSet, Workload
 from .coefficients import Coefficients, compute_coefficients
 from .residual_basis import attribute_basis
@@ -91,7 +91,9 @@ class Plan(PrivacyReport):
 
     @property
     def pcost(self) -> float:
-        """Privacy cost: largest diagonal of Bᵀ Σ⁻¹ B of the whole mechanism (Definition 2)."""
+        """Privacy cost Σ_A p_A/σ²_A: the largest diagonal of Bᵀ Σ⁻¹ B of the whole mechanism
+        (Definition 2; exact for ResidualPlanner, Theorem 4.3; for RP+ strategies each factor β_i
+        is the attribute's largest diagonal, Theorem 7.1)."""
         return self.budget.pcost
 
     # -- structure ----------------------------------------------------------------------------
@@ -165,17 +167,26 @@ class Plan(PrivacyReport):
         x = np.where(self.measured, self.sigma2, np.inf)
         return max_query_variance(self.coefficients, x)
 
+    @property
+    def _optimized(self) -> np.ndarray:
+        """Workload marginals the plan was selected for (positive weight). A zero-weight marginal
+        may not be answerable at all; accuracy summaries are over the others."""
+        return self.workload.weights > 0
+
     def total_variance(self) -> float:
-        """Sum of the variances of every query (cell, for plain marginals) of the workload."""
-        return float(np.sum(self._workload_sums))
+        """Sum of the variances of every query (cell, for plain marginals) of the workload's
+        positive-weight marginals."""
+        return float(np.sum(self._workload_sums[self._optimized]))
 
     def rmse(self) -> float:
-        """sqrt(total variance over the workload / number of workload queries (cells))."""
-        return math.sqrt(self.total_variance() / float(np.sum(self.workload.n_queries)))
+        """sqrt(total variance / number of queries (cells)), over positive-weight marginals."""
+        n = float(np.sum(self.workload.n_queries[self._optimized]))
+        return math.sqrt(self.total_variance() / n)
 
     def max_variance(self) -> float:
-        """Largest variance of a workload query (a cell, for plain marginals)."""
-        return float(np.max(self._workload_cell_var))
+        """Largest variance of a query (a cell, for plain marginals) of a positive-weight
+        workload marginal."""
+        return float(np.max(self._workload_cell_var[self._optimized]))
 
     def query_variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Exact variance of every query of a workload marginal (Theorem 7.2), shaped like its
@@ -355,9 +366,10 @@ def plan(
 
     Workloads with prefix, range or custom query types are planned with ResidualPlanner+
     (paper §7): each such attribute gets a strategy ``S_i`` — ``strategies={"age": ...}`` with
-    ``"auto"`` (default: the best of an optimized p-identity strategy, the identity and W
-    itself), ``"optimize"``, ``"identity"``, ``"workload"`` or a matrix — turned into residual
-    factors by Algorithm 4. With identity queries everywhere this is exactly ResidualPlanner.
+    ``"auto"``/``"optimal"`` (default: the certified minimizer of the per-attribute cost
+    β·trace_in, QuerySmasher's eq. 4 on the centred workload), ``"pidentity"`` (HDMM's p-identity
+    idea: best of an optimized p-identity strategy, the identity and W), ``"identity"``,
+    ``"workload"`` or a matrix — turned into residual factors by Algorithm 4. With identity queries everywhere this is exactly ResidualPlanner.
 
     ``planner``: ``"residual"`` (default, ResidualPlanner / RP+ as above), ``"querysmasher"``
     (alias ``"qs"``) or ``"wff"`` — both take a :class:`~dpmatrix.workload.Workload` or a
@@ -442,6 +454,6 @@ def _mechanism_basis(S: np.ndarray) -> AttributeBasis:
     """Residual factors of a strategy (Algorithm 4). A strategy need not contain the total: the
     ∅ residual measures it, so S is paired with the workload ``[S; 1ᵀ]`` it answers."""
     n = S.shape[1]
-    if S.shape == (n, n) and np.array_equal(S, np.eye(n)):
+    if is_identity(S):
         return identity_basis(n)
     return attribute_basis(np.vstack([S, np.ones((1, n))]), S)

@@ -312,9 +312,10 @@ class Residual:
 class QuerySmasherPlan(PrivacyReport):
     """A QuerySmasher plan: one Gaussian mechanism per residual space, σ², exact variances.
 
-    Same public surface as :class:`~dpmatrix.plan.plan.Plan`: ``pcost``/``rho``/``mu``/
-    ``epsilon(delta)``, :meth:`rmse`, :meth:`max_variance`, :meth:`total_variance`,
-    :meth:`query_variance`, :meth:`to_dict`, :meth:`measure`; plus :meth:`table` and
+    Shares with :class:`~dpmatrix.plan.plan.Plan`: ``pcost``/``rho``/``mu``/``epsilon(delta)``,
+    :meth:`rmse`, :meth:`max_variance`, :meth:`total_variance`, :meth:`to_dict`, :meth:`measure`
+    (Gaussian noise only). Differs: :meth:`query_variance` takes a query-group index; no
+    ``variance(attrs)``/``from_dict``/release artifact yet. Adds :meth:`table` and
     :meth:`certificates` (duality gap of every optimally solved sub-workload).
     """
 
@@ -477,13 +478,27 @@ class QuerySmasherPlan(PrivacyReport):
                 f"{len(self.solutions)} distinct solves, pcost={self.pcost:.6g})")
 
     # -- measurement ---------------------------------------------------------------------------
-    def measure(self, data, rng: np.random.Generator | None = None, engine=None) -> "QSMeasurements":
+    def measure(
+        self,
+        data,
+        rng: np.random.Generator | None = None,
+        progress: bool = False,
+        noise: str = "gaussian",
+        rel_var_tol: float = 1e-4,
+        engine=None,
+    ) -> "QSMeasurements":
         """Run every residual mechanism on the marginal counts of ``data`` (an engine counts the
         maximal residual sets; smaller ones are sums of those).  Never forms the data vector."""
         from ..engines import engine_for, maximal_sets, project
         from ..errors import DataError
         from ..reconstruct.query_answers import QSMeasurements
 
+        if noise != "gaussian":
+            raise PlanError(
+                "QuerySmasher measures with continuous Gaussian noise only: its optimal strategies "
+                "are real-valued, so there is no exact integer (discrete Gaussian) form; use "
+                "dm.plan(..., planner='residual') on plain marginals for discrete noise"
+            )
         if rng is None:
             rng = np.random.default_rng()
         elif not isinstance(rng, np.random.Generator):

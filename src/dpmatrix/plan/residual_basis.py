@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from ..errors import WorkloadError
-from ..residual import AttributeBasis
+from ..residual import AttributeBasis, is_identity
 
 __all__ = [
     "subtraction_matrix",
@@ -56,12 +56,6 @@ def subtraction_pinv(n: int) -> np.ndarray:
     top = np.ones((1, n - 1))
     bottom = np.ones((n - 1, n - 1)) - n * np.eye(n - 1)
     return np.vstack([top, bottom]) / n
-
-
-def is_identity(S: np.ndarray) -> bool:
-    """True when ``S`` is (numerically) the square identity matrix."""
-    S = np.asarray(S)
-    return S.ndim == 2 and S.shape[0] == S.shape[1] and np.allclose(S, np.eye(S.shape[0]), rtol=0, atol=1e-12)
 
 
 def psd_cholesky(M: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:

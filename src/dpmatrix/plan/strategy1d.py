@@ -31,8 +31,10 @@ strategy of attribute ``i`` enters the optimal total only through ``beta_i · tr
 ``sqrt(beta_i trace_in_i)``), i.e. ``max col-norm²(P1) · ||W_c P1⁺||_F²``.  The HDMM loss
 above is a surrogate for it: centring can only shrink the trace factor
 (``||W_c P1⁺||_F ≤ ||W_c S⁺||_F``) and usually, but not always, the sensitivity factor; so
-:func:`strategy_matrix` with ``"auto"`` keeps whichever of {optimized, identity, W} has the
-smaller ``beta · trace_in``.
+:func:`strategy_matrix` with ``"pidentity"`` keeps whichever of {optimized, identity, W} has
+the smaller ``beta · trace_in``. Because that cost is exactly the low-dimensional
+matrix-mechanism objective for the centred workload, ``"auto"``/``"optimal"`` minimizes it
+directly (:func:`optimal_strategy`, certified by a duality gap) and is the default.
 """
 
 from __future__ import annotations
@@ -268,7 +270,7 @@ def strategy_matrix(W, strategy="auto", *, p: int | None = None, seed: int = 0, 
       * ``"identity"``: ``I_n``.   * ``"workload"``: ``S = W``.
       * a matrix with ``n`` columns whose rows can answer every centred query of ``W``.
     """
-    from .residual_basis import is_identity
+    from ..residual import is_identity
 
     W = np.asarray(W, dtype=float)
     if W.ndim != 2:

@@ -73,6 +73,10 @@ class Measurements:
     plan: object
     noisy: Mapping[AttrSet, np.ndarray] = field(repr=False)
     noise: str = "gaussian"
+    # where the noise came from: "os_csprng" (exact discrete noise from the OS's secure source),
+    # "numpy_generator" (floating-point Gaussian), "seeded_insecure" (discrete noise drawn from a
+    # user's seeded generator: reproducible, NOT secure)
+    randomness: str = "numpy_generator"
     _cache: "_ResidualCache" = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
 
     # -- building blocks ------------------------------------------------------------------------
@@ -81,7 +85,7 @@ class Measurements:
 
     def residual(self, attrs) -> np.ndarray:
         """``r_A``: unbiased estimate of the residual component of the marginal on ``A``."""
-        key = attrs if isinstance(attrs, tuple) and all(isinstance(a, int) for a in attrs) else self._key(attrs)
+        key = self._key(attrs)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -98,6 +102,13 @@ class Measurements:
     def estimate(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Unbiased estimate of the marginal on ``attrs``, shaped like the table (domain order)."""
         key = self._key(attrs)
+        for a in key:  # the cells must be estimable from every attribute's strategy
+            self.plan.cell_basis(a)
+        return self._combine(key)
+
+    def _combine(self, key: AttrSet) -> np.ndarray:
+        """``Σ_{A⊆M} r_A / Π_{j∈M∖A} n_j`` (Algorithm 2/6's ``q``). These are the cells when every
+        strategy spans its attribute; otherwise only ``(⊗ W_i) q`` is meaningful (Algorithm 6)."""
         sizes = self.plan.domain.sizes
         shape = tuple(sizes[a] for a in key)
         out = np.zeros(shape)
@@ -149,7 +160,7 @@ class Measurements:
         key, types = wk.sets[i], wk.types(i)
         if all(t == "identity" for t in types) and all(self.plan.bases[a].is_identity for a in key):
             return self.marginal(key, level)
-        cells = self.estimate(key)
+        cells = self._combine(key)
         mats = tuple(wk.query_matrix(a, t) for a, t in zip(key, types))
         est = kron_apply(mats, cells) if key else cells
         var = self.plan.query_variance(key)

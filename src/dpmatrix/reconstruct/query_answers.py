@@ -56,7 +56,10 @@ class QSMeasurements:
     def answer(self, i: int) -> np.ndarray:
         """Noisy answers to the queries of group ``i`` (shaped like its table of queries)."""
         g = self.plan.workload.groups[i]
-        return g.answer(self.marginal_estimate(g.attrs))
+        out = np.asarray(g.answer(self.marginal_estimate(g.attrs)), dtype=float)
+        # a query with a component in an unmeasured residual space (zero weight) has no
+        # unbiased answer: report it as missing rather than a biased number
+        return np.where(np.isfinite(self.variance(i)), out, np.nan)
 
     def variance(self, i: int) -> np.ndarray:
         return self.plan.query_variance(i)
