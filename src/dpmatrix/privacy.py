@@ -202,20 +202,30 @@ def resolve_pcost(
 
 
 class PrivacyReport:
-    """Mixin for anything with a privacy cost ``pcost``: reports it in every unit."""
+    """Mixin for anything with a privacy :class:`Budget` (``self.budget``): reports it in every
+    unit — ``pcost``, ``rho``, ``mu``, ``epsilon(delta)``, ``delta(epsilon)``."""
 
-    pcost: float
+    budget: Budget
+
+    @property
+    def pcost(self) -> float:
+        """Privacy cost (largest diagonal of Bᵀ Σ⁻¹ B, Definition 2)."""
+        return self.budget.pcost
 
     @property
     def rho(self) -> float:
         """ρ-zCDP parameter (pcost / 2)."""
-        return self.pcost / 2.0
+        return self.budget.rho
 
     @property
     def mu(self) -> float:
         """μ-Gaussian-DP parameter (sqrt(pcost))."""
-        return math.sqrt(self.pcost)
+        return self.budget.mu
 
     def epsilon(self, delta: float) -> float:
         """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
-        return epsilon_from_delta(delta, self.pcost)
+        return self.budget.epsilon(delta)
+
+    def delta(self, epsilon: float) -> float:
+        """δ of (ε, δ)-DP at ``epsilon``."""
+        return self.budget.delta(epsilon)

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
-from .plan.plan import PLAN_FORMAT, Plan
+from .plan.plan import PLAN_FORMAT, Plan, json_float
 from .privacy import epsilon_from_zcdp
 from .reconstruct.measurements import Measurements, query_labels
 from .workload import AttrSet
@@ -75,10 +75,6 @@ def _library_version() -> str:
     from . import __version__
 
     return __version__
-
-
-def _json_float(v: float) -> float | str:
-    return float(v) if math.isfinite(v) else "inf"
 
 
 def dump_json(obj: Any, indent: str = "") -> str:
@@ -242,7 +238,7 @@ def write_release(
                     "attributes": list(names),
                     "cells": int(wk.cells[i]),
                     "weight": float(wk.weights[i]),
-                    "max_variance": _json_float(float(info["max_variance"][i])),
+                    "max_variance": json_float(float(info["max_variance"][i])),
                     "files": files,
                 }
             )

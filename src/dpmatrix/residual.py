@@ -94,11 +94,6 @@ class AttributeBasis:
         """True for ResidualPlanner's plain-marginal basis (W = S = I, see :func:`is_identity`)."""
         return is_identity(self.W) and is_identity(self.S)
 
-    @property
-    def cov_factor(self) -> np.ndarray:
-        """``Γ Γᵀ`` (``r × r``): per-attribute factor of the residual noise covariance ``Σ_A``."""
-        return self.Gamma @ self.Gamma.T
-
 
 
 @lru_cache(maxsize=None)

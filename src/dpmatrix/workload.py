@@ -257,11 +257,6 @@ def _decode_rows(keys: np.ndarray, k: int, n_attrs: int) -> np.ndarray:
     return rows
 
 
-def _group_by_size(marginals) -> dict[int, np.ndarray]:
-    """Marginals grouped by number of attributes, as int arrays of shape (m_k, k)."""
-    return {k: rows for k, (_, rows) in _group_positions(marginals).items()}
-
-
 def _group_positions(marginals) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """``{k: (positions in the list, (m_k, k) rows)}`` for the marginals of each size k.
 

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["gamma_1d", "gamma_dense", "gamma_rows", "wff_noise", "wff_loss"]
+__all__ = ["gamma_1d", "gamma_dense", "gamma_rows", "wff_noise"]
 
 
 def gamma_dense(G: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
@@ -93,8 +93,3 @@ def wff_noise(gamma: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, float
     if S > 0:
         h[use] = S / np.sqrt(N * g[use])
     return h, S * S
-
-
-def wff_loss(gamma: np.ndarray) -> float:
-    """Weighted sum of variances of the WFF mechanism at privacy cost 1: ``(Σ_f sqrt(γ_f/N))²``."""
-    return wff_noise(gamma)[1]

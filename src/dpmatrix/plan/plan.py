@@ -273,7 +273,7 @@ class Plan(PrivacyReport):
             "strategies": strategies,
             "objective": self.objective,
             "residuals": [
-                {"attributes": list(self.domain.names_of(s)), "sigma2": _json_float(v)}
+                {"attributes": list(self.domain.names_of(s)), "sigma2": json_float(v)}
                 for s, v in zip(self.closure.sets, self.sigma2)
             ],
             "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu},
@@ -325,8 +325,12 @@ class Plan(PrivacyReport):
         )
 
 
-def _json_float(v: float) -> float | str:
-    return float(v) if math.isfinite(v) else "inf"
+def json_float(v: float) -> float | str:
+    """A float for JSON: finite values as numbers, ``inf``/``-inf``/``nan`` as strings."""
+    v = float(v)
+    if math.isfinite(v):
+        return v
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
 def _spmv_inf(m, x: np.ndarray) -> np.ndarray:

@@ -43,6 +43,7 @@ from ..residual import kron_apply
 from . import fourier as ff
 from .decompose import decompose_batch
 from .lowdim_optimal import LowDimMechanism, optimize_subworkload
+from .plan import json_float
 
 __all__ = ["QuerySmasherPlan", "plan_querysmasher", "SOLVERS"]
 
@@ -334,12 +335,12 @@ class QuerySmasherPlan(PrivacyReport):
     # -- privacy -------------------------------------------------------------------------------
     @property
     def budget(self) -> Budget:
-        return Budget(self.pcost)
-
-    @property
-    def pcost(self) -> float:
-        """Privacy cost Σ_{A'} pcost(M_{A'}) / σ²_{A'} (each mechanism has cost 1 at σ² = 1)."""
-        return float(sum(1.0 / r.sigma2 for r in self.residuals.values() if math.isfinite(r.sigma2)))
+        """Privacy cost Σ_{A'} pcost(M_{A'}) / σ²_{A'} (the splittable bound; the true cost of the
+        stacked mechanism can only be smaller)."""
+        return Budget(float(sum(
+            self.solutions[r.structure].pcost / r.sigma2
+            for r in self.residuals.values() if math.isfinite(r.sigma2)
+        )))  # fmt: skip
 
 
     @property
@@ -464,9 +465,9 @@ class QuerySmasherPlan(PrivacyReport):
             "n_groups": len(self.workload.groups),
             "n_queries": self.workload.n_queries,
             "residuals": [
-                {"attributes": list(self.domain.names_of(S)), "sigma2": _jf(r.sigma2),
+                {"attributes": list(self.domain.names_of(S)), "sigma2": json_float(r.sigma2),
                  "method": self.solutions[r.structure].method, "loss": r.loss(self.solutions),
-                 "gap": _jf(self.solutions[r.structure].gap)}
+                 "gap": json_float(self.solutions[r.structure].gap)}
                 for S, r in self.residuals.items()
             ],
             "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu},
@@ -525,10 +526,6 @@ class QuerySmasherPlan(PrivacyReport):
                         mech = self.solutions[res.structure]
                         omega[sub] = mech.measure(x, math.sqrt(res.sigma2), rng)
         return QSMeasurements(self, omega)
-
-
-def _jf(v: float):
-    return float(v) if math.isfinite(v) else ("nan" if math.isnan(v) else "inf")
 
 
 # =============================================================================================

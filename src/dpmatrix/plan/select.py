@@ -43,11 +43,6 @@ class Selection:
     loss: float
 
 
-def _pcost_of(p: np.ndarray, x: np.ndarray) -> float:
-    finite = np.isfinite(x)
-    return float(np.sum(p[finite] / x[finite]))
-
-
 def select_sum_var(coef: Coefficients, weights: np.ndarray) -> np.ndarray:
     """Unit-cost (pcost = 1) optimum of the weighted sum of variances (Lemma 2)."""
     v = np.asarray(coef.sum_var.T @ weights).ravel()

@@ -62,9 +62,6 @@ class _ResidualCache:
         self.items[key] = value
         self.floats += value.size
 
-    def __contains__(self, key: AttrSet) -> bool:
-        return key in self.items
-
 
 @dataclass(frozen=True, eq=False)
 class Measurements:
@@ -500,12 +497,6 @@ def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
         else:
             out.append(lab[lo] if lo == hi else f"{lab[lo]}..{lab[hi]}")
     return out
-
-
-def _z(level: float) -> float:
-    if not 0 < level < 1:
-        raise WorkloadError(f"confidence level must be strictly between 0 and 1, got {level!r}")
-    return float(norm.ppf(0.5 + level / 2))
 
 
 def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:
