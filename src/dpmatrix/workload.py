@@ -281,8 +281,6 @@ def _group_positions(marginals) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 IDENTITY = "identity"
 BUILTIN_TYPES = ("identity", "prefix", "range")
-_TYPE_ALIASES = {"marginal": "identity", "cells": "identity", "prefixes": "prefix", "ranges": "range",
-                 "all_ranges": "range"}
 
 
 def _default_type(attr) -> str:
@@ -611,8 +609,10 @@ def _type_key(domain: Domain, a: int, t, matrices: dict[str, np.ndarray]) -> str
     """Normalize a query type (name or matrix) to a key; user matrices are validated and stored."""
     name = domain.names[a]
     if isinstance(t, str):
-        key = _TYPE_ALIASES.get(t.lower(), t.lower())
-        if key not in BUILTIN_TYPES:
+        from .plan.attribute_queries import kind_name
+
+        key = kind_name(t)
+        if key is None:
             raise WorkloadError(
                 f"unknown query type {t!r} for attribute {name!r}: use one of "
                 f"{list(BUILTIN_TYPES)} or a matrix with {domain.sizes[a]} columns"

@@ -108,7 +108,20 @@ QUERY_KINDS = {
     "prefix": prefix,
     "range": all_ranges,
 }
-_ALIASES = {"marginal": "identity", "ranges": "range", "all_ranges": "range", "prefix_sum": "prefix"}
+ALIASES = {
+    "marginal": "identity",
+    "cells": "identity",
+    "prefixes": "prefix",
+    "prefix_sum": "prefix",
+    "ranges": "range",
+    "all_ranges": "range",
+}
+
+
+def kind_name(kind: str) -> str | None:
+    """The canonical name of a built-in query kind (resolving aliases), or ``None``."""
+    key = ALIASES.get(kind.lower(), kind.lower())
+    return key if key in QUERY_KINDS else None
 
 
 def query_matrix(kind, n: int) -> np.ndarray:
@@ -120,8 +133,8 @@ def query_matrix(kind, n: int) -> np.ndarray:
     """
     n = _check_size(n)
     if isinstance(kind, str):
-        key = _ALIASES.get(kind.lower(), kind.lower())
-        if key not in QUERY_KINDS:
+        key = kind_name(kind)
+        if key is None:
             raise WorkloadError(
                 f"unknown per-attribute query kind {kind!r}; use one of "
                 f"{sorted(QUERY_KINDS)} or pass an explicit matrix with {n} columns"

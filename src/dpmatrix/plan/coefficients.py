@@ -19,6 +19,7 @@ range queries it varies, and :meth:`Coefficients.query_variances` evaluates it e
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +29,7 @@ import scipy.sparse as sp
 from ..residual import AttributeBasis
 from ..workload import Workload, _subset_masks
 
-__all__ = ["Coefficients", "compute_coefficients"]
+__all__ = ["Coefficients", "compute_coefficients", "outer_variances"]
 
 BasisLookup = Callable[[int, str], AttributeBasis]
 
@@ -59,17 +60,12 @@ class Coefficients:
         (an array shaped like the table of queries, ``x`` indexed like the closure)."""
         key, bases = self._factors(i)
         closure = self.workload.closure
-        out = np.zeros(tuple(b.diag_in.size for b in bases))
-        for r in range(len(key) + 1):
-            for cols in itertools.combinations(range(len(key)), r):
-                xa = x[closure.index(tuple(key[c] for c in cols))]
-                if xa == 0:
-                    continue
-                term = np.array(xa)
-                for c, b in enumerate(bases):
-                    term = np.multiply.outer(term, b.diag_in if c in cols else b.diag_out)
-                out = out + term
-        return out
+        terms = (
+            (cols, x[closure.index(tuple(key[c] for c in cols))])
+            for r in range(len(key) + 1)
+            for cols in itertools.combinations(range(len(key)), r)
+        )
+        return outer_variances(bases, terms)
 
     def max_query_variance(self, i: int, x: np.ndarray) -> tuple[float, tuple[int, ...]]:
         """Largest query variance of workload marginal ``i`` and a query attaining it.
@@ -112,15 +108,32 @@ class Coefficients:
         return np.asarray(idx, dtype=np.int64), np.asarray(val)
 
 
-_PARETO: dict[int, tuple[AttributeBasis, np.ndarray]] = {}
+def outer_variances(bases, terms) -> np.ndarray:
+    """``Σ_A σ²_A ⊗_c (diag_in_c if c ∈ A else diag_out_c)`` (Theorems 4.4, 7.2): per-query
+    variances of a (generalized) marginal with per-attribute ``bases``, from ``(cols, σ²_A)``
+    pairs where ``cols`` are the positions (within the marginal) of the residual set's attributes.
+    """
+    out = np.zeros(tuple(b.diag_in.size for b in bases))
+    for cols, s2 in terms:
+        if s2 == 0:
+            continue
+        term = np.array(1.0)
+        for c, b in enumerate(bases):
+            term = np.multiply.outer(term, b.diag_in if c in cols else b.diag_out)
+        # an unmeasured residual (σ² = ∞) leaves queries without a component in it untouched
+        out = out + (s2 * term if np.isfinite(s2) else np.where(term > 0, np.inf, 0.0))
+    return out
+
+
+_PARETO: "weakref.WeakKeyDictionary[AttributeBasis, np.ndarray]" = weakref.WeakKeyDictionary()
 
 
 def _pareto(b: AttributeBasis) -> np.ndarray:
     """Indices of the rows of ``W`` whose ``(diag_in, diag_out)`` pair no other row dominates
-    (ties: the first one), cached per basis."""
-    hit = _PARETO.get(id(b))
-    if hit is not None and hit[0] is b:
-        return hit[1]
+    (ties: the first one), cached per basis for as long as the basis lives."""
+    hit = _PARETO.get(b)
+    if hit is not None:
+        return hit
     din, dout = np.asarray(b.diag_in), np.asarray(b.diag_out)
     order = np.lexsort((-dout, -din))  # by diag_in desc, then diag_out desc
     keep, best_out = [], -np.inf
@@ -129,7 +142,7 @@ def _pareto(b: AttributeBasis) -> np.ndarray:
             keep.append(j)
             best_out = dout[j]
     idx = np.array(sorted(keep), dtype=np.int64)
-    _PARETO[id(b)] = (b, idx)
+    _PARETO[b] = idx
     return idx
 
 

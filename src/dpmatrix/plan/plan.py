@@ -25,7 +25,7 @@ from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..privacy import Budget, PrivacyReport, resolve_pcost
 from ..residual import AttributeBasis, ResidualMechanism, identity_basis, is_identity
 from ..workload import AttrSet, Workload
-from .coefficients import Coefficients, compute_coefficients
+from .coefficients import Coefficients, compute_coefficients, outer_variances
 from .residual_basis import attribute_basis
 from .select import max_query_variance, select
 from .strategy1d import strategy_matrix
@@ -145,16 +145,11 @@ class Plan(PrivacyReport):
         """Per-cell variances of the reconstructed marginal on ``attrs`` (Theorem 4.4), as an array
         shaped like the marginal table (axes in domain order). Any closure member is accepted."""
         key = self._attrs(attrs)
-        shape = tuple(self.domain.sizes[a] for a in key)
-        out = np.zeros(shape)
-        for sub, s2 in self._subset_terms(key):
-            term = np.array(s2)
-            for a in key:
-                b = self.cell_basis(a)
-                f = b.diag_in if a in sub else b.diag_out
-                term = np.multiply.outer(term, f)
-            out = out + term
-        return out
+        bases = tuple(self.cell_basis(a) for a in key)
+        terms = (
+            (tuple(c for c, a in enumerate(key) if a in sub), s2) for sub, s2 in self._subset_terms(key)
+        )
+        return outer_variances(bases, terms)
 
     @cached_property
     def _workload_sums(self) -> np.ndarray:
