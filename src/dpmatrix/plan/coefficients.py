@@ -117,11 +117,12 @@ def outer_variances(bases, terms) -> np.ndarray:
     for cols, s2 in terms:
         if s2 == 0:
             continue
-        term = np.array(1.0)
+        finite = bool(np.isfinite(s2))
+        term = np.array(s2 if finite else 1.0)
         for c, b in enumerate(bases):
             term = np.multiply.outer(term, b.diag_in if c in cols else b.diag_out)
         # an unmeasured residual (σ² = ∞) leaves queries without a component in it untouched
-        out = out + (s2 * term if np.isfinite(s2) else np.where(term > 0, np.inf, 0.0))
+        out = out + (term if finite else np.where(term > 0, np.inf, 0.0))
     return out
 
 
