@@ -66,9 +66,8 @@ def measure(
     used only if given, as a reproducible but insecure byte source for tests.
     """
     from ..engines import engine_for, maximal_sets, project
-    from ..reconstruct.measurements import Measurements
-
     from ..plan.plan import Plan
+    from ..reconstruct.measurements import Measurements
 
     if not isinstance(plan, Plan):
         if hasattr(plan, "measure"):  # another planner (QuerySmasher) measures itself
@@ -78,13 +77,16 @@ def measure(
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise not in ("gaussian", "discrete_gaussian"):
         raise DataError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise DataError(
+            f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
     sigma_bar = None
     if noise == "discrete_gaussian":
         from .discrete import discrete_measure, round_plan
 
         plan, sigma_bar = round_plan(plan, rel_var_tol)
-    randomness = "numpy_generator"
-    if noise == "discrete_gaussian":
         randomness = "os_csprng" if rng is None else "seeded_insecure"
         if rng is not None:
             warnings.warn(
@@ -93,48 +95,42 @@ def measure(
                 InsecureRandomnessWarning,
                 stacklevel=3,
             )
-    if rng is None and noise == "gaussian":
-        rng = np.random.default_rng()
-    elif rng is not None and not isinstance(rng, np.random.Generator):
-        raise DataError(
-            f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
-            f"got {type(rng).__name__}"
-        )
+    else:
+        randomness = "numpy_generator"
+        if rng is None:
+            rng = np.random.default_rng()
     eng = engine if engine is not None else engine_for(data, plan.domain)
-    measured = tuple(s for s, m in zip(plan.closure.sets, plan.measured) if m)
-    top = maximal_sets(measured)
+    top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
     noisy: dict[AttrSet, np.ndarray] = {}
     done: set[AttrSet] = set()
     bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-    if sigma_bar is not None:
-        for start in range(0, len(top), COUNT_BATCH):
-            batch = top[start : start + COUNT_BATCH]
-            tables = eng.count(batch)
+    for batch, tables in _batches(plan, top, eng):
+        if sigma_bar is None:
+            _measure_batch(plan, batch, tables, done, rng, noisy)
+        else:
             for m in batch:
-                table = tables.pop(m)
                 for sub in _subsets_to_measure(plan, m, done):
-                    mech = plan.mechanism(sub)
-                    v = project(table, m, sub)
                     s_bar = sigma_bar[plan.closure.index(sub)]
-                    noisy[sub] = discrete_measure(mech, v, s_bar, rng)
-                bar.update(1)
-        bar.close()
-        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
+                    noisy[sub] = discrete_measure(plan.mechanism(sub), project(tables[m], m, sub), s_bar, rng)
+        bar.update(len(batch))
+    bar.close()
+    return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
+
+
+def _batches(plan, top: list[AttrSet], eng):
+    """Yield ``(maximal sets, their count tables)``: at most a batch of sets per engine call and
+    ``MEASURE_BATCH_CELLS`` cells (at least one set), so few tables are alive at a time."""
     step = _count_batch(eng)
     cells = [plan.domain.cells(m) for m in top]
     start = 0
     while start < len(top):
-        # a batch: at most `step` maximal sets and MEASURE_BATCH_CELLS cells (at least one set)
         stop, total = start + 1, cells[start]
         while stop < len(top) and stop - start < step and total + cells[stop] <= MEASURE_BATCH_CELLS:
             total += cells[stop]
             stop += 1
         batch = top[start:stop]
         start = stop
-        _measure_batch(plan, batch, eng.count(batch), done, rng, noisy)
-        bar.update(len(batch))
-    bar.close()
-    return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
+        yield batch, eng.count(batch)
 
 
 def _count_batch(engine) -> int:
