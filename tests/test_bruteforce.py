@@ -5,7 +5,6 @@ Bᵀ Σ⁻¹ B; reconstructed answers are the generalized-least-squares answers;
 formulas equal the explicit covariance; and a simulation agrees with the claimed variances.
 """
 
-import itertools
 
 import numpy as np
 import pandas as pd

@@ -10,7 +10,6 @@ import pytest
 import dpmatrix as dm
 import oracle
 from dpmatrix.measure.discrete import (
-    centering_matrix,
     discrete_measure,
     gamma_squared,
     integer_outputs,

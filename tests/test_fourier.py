@@ -5,7 +5,6 @@ and the WFF column of the paper's tables 2, 4, 5 (closed form: printed digits)."
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest

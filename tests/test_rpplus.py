@@ -11,7 +11,6 @@ import pytest
 import dpmatrix as dm
 import oracle
 from dpmatrix.plan.attribute_queries import all_ranges, prefix
-from dpmatrix.plan.strategy1d import strategy_matrix
 
 TYPES = ["identity", "prefix", "range"]
 

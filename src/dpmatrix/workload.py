@@ -13,7 +13,7 @@ Attribute sets are always stored as sorted tuples of attribute *positions* in th
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -158,6 +158,20 @@ class Closure:
         except (KeyError, TypeError, ValueError):
             return False
         return True
+
+    def subsets(self, key: AttrSet) -> list[tuple[tuple[int, ...], AttrSet, int]]:
+        """Every subset of the attribute set ``key`` (by size, then lexicographically) as
+        ``(positions within key, attribute set, position in the closure or −1)``."""
+        out = []
+        for r in range(len(key) + 1):
+            for cols in itertools.combinations(range(len(key)), r):
+                sub = tuple(key[c] for c in cols)
+                try:
+                    j = self.index(sub)
+                except KeyError:
+                    j = -1
+                out.append((cols, sub, j))
+        return out
 
     def index(self, attrs: Iterable[int]) -> int:
         """Position of one member; ``KeyError`` if it is not in the closure."""

@@ -18,7 +18,6 @@ range queries it varies, and :meth:`Coefficients.query_variances` evaluates it e
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,12 +58,7 @@ class Coefficients:
         """Exact variance of every query of workload marginal ``i`` for noise scales ``x``
         (an array shaped like the table of queries, ``x`` indexed like the closure)."""
         key, bases = self._factors(i)
-        closure = self.workload.closure
-        terms = (
-            (cols, x[closure.index(tuple(key[c] for c in cols))])
-            for r in range(len(key) + 1)
-            for cols in itertools.combinations(range(len(key)), r)
-        )
+        terms = ((cols, x[j]) for cols, _, j in self.workload.closure.subsets(key))
         return outer_variances(bases, terms)
 
     def max_query_variance(self, i: int, x: np.ndarray) -> tuple[float, tuple[int, ...]]:
@@ -78,33 +72,29 @@ class Coefficients:
         """
         key, bases = self._factors(i)
         keep = [_pareto(b) for b in bases]
-        closure = self.workload.closure
         out = np.zeros(tuple(len(k) for k in keep))
-        for r in range(len(key) + 1):
-            for cols in itertools.combinations(range(len(key)), r):
-                xa = x[closure.index(tuple(key[c] for c in cols))]
-                if xa == 0:
-                    continue
-                term = np.array(xa)
-                for c, b in enumerate(bases):
-                    f = b.diag_in if c in cols else b.diag_out
-                    term = np.multiply.outer(term, f[keep[c]])
-                out = out + term
+        for cols, _, j in self.workload.closure.subsets(key):
+            xa = x[j]
+            if xa == 0:
+                continue
+            term = np.array(xa)
+            for c, b in enumerate(bases):
+                f = b.diag_in if c in cols else b.diag_out
+                term = np.multiply.outer(term, f[keep[c]])
+            out = out + term
         j = np.unravel_index(int(np.argmax(out)), out.shape) if out.ndim else ()
         return float(out[j]), tuple(int(keep[c][jc]) for c, jc in enumerate(j))
 
     def query_row(self, i: int, q: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Closure positions and coefficients of the variance of query ``q`` of marginal ``i``."""
         key, bases = self._factors(i)
-        closure = self.workload.closure
         idx, val = [], []
-        for r in range(len(key) + 1):
-            for cols in itertools.combinations(range(len(key)), r):
-                v = 1.0
-                for c, b in enumerate(bases):
-                    v *= (b.diag_in if c in cols else b.diag_out)[q[c]]
-                idx.append(closure.index(tuple(key[c] for c in cols)))
-                val.append(v)
+        for cols, _, j in self.workload.closure.subsets(key):
+            v = 1.0
+            for c, b in enumerate(bases):
+                v *= (b.diag_in if c in cols else b.diag_out)[q[c]]
+            idx.append(j)
+            val.append(v)
         return np.asarray(idx, dtype=np.int64), np.asarray(val)
 
 

@@ -8,7 +8,6 @@ and published before measurement.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -131,15 +130,13 @@ class Plan(PrivacyReport):
 
     # -- accuracy (data-independent) ----------------------------------------------------------
     def _subset_terms(self, key: AttrSet) -> Iterator[tuple[AttrSet, float]]:
-        for r in range(len(key) + 1):
-            for sub in itertools.combinations(key, r):
-                try:
-                    i = self.closure.index(sub)
-                except KeyError:
-                    raise NotMeasuredError(
-                        f"{self.domain.names_of(key)} is not in the closure of the workload"
-                    ) from None
-                yield sub, float(self.sigma2[i])
+        """``(A, σ²_A)`` for every subset ``A`` of ``key`` (all must be in the closure)."""
+        for _, sub, i in self.closure.subsets(key):
+            if i < 0:
+                raise NotMeasuredError(
+                    f"{self.domain.names_of(key)} is not in the closure of the workload"
+                )
+            yield sub, float(self.sigma2[i])
 
     def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Per-cell variances of the reconstructed marginal on ``attrs`` (Theorem 4.4), as an array

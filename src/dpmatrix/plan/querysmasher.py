@@ -32,7 +32,7 @@ import hashlib
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from . import fourier as ff
 from .decompose import decompose_batch
 from .lowdim_optimal import LowDimMechanism, optimize_subworkload
 from .plan import json_float
+
+if TYPE_CHECKING:
+    from ..reconstruct.query_answers import QSMeasurements
 
 __all__ = ["QuerySmasherPlan", "plan_querysmasher", "SOLVERS"]
 
@@ -731,7 +734,6 @@ class _Builder:
                 else:
                     G = self.grams[t[1]].reshape(sizes + sizes)
                     # partial trace over every axis but p
-                    axes_l = list(range(k))
                     T = G
                     for q in reversed(range(k)):
                         if q == p:

@@ -20,7 +20,6 @@ utility-constrained form (eq. 2: minimize pcost s.t. loss ≤ bound) are support
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -101,12 +100,9 @@ def select_max_var(coef: Coefficients, weights: np.ndarray, max_rounds: int = 10
 
     for i in keep.tolist():
         key, bases = coef._factors(i)
-        for r in range(len(key) + 1):
-            for cols in itertools.combinations(range(len(key)), r):
-                q = tuple(
-                    int(np.argmax(b.diag_in if c in cols else b.diag_out)) for c, b in enumerate(bases)
-                )
-                add(i, q)
+        for cols, _, _ in coef.workload.closure.subsets(key):
+            q = tuple(int(np.argmax(b.diag_in if c in cols else b.diag_out)) for c, b in enumerate(bases))
+            add(i, q)
     for _ in range(max_rounds):
         n = len(rows)
         data = list(rows.values())
@@ -141,8 +137,7 @@ def max_query_variance(coef: Coefficients, x: np.ndarray) -> np.ndarray:
     xf = np.where(finite, x, 0.0)
     out = np.empty(len(wk))
     for i, key in enumerate(wk.sets):
-        subs = [c for r in range(len(key) + 1) for c in itertools.combinations(key, r)]
-        if all(finite[wk.closure.index(c)] for c in subs):
+        if all(finite[j] for _, _, j in wk.closure.subsets(key)):
             out[i] = coef.max_query_variance(i, xf)[0]
         else:
             out[i] = np.inf

@@ -109,13 +109,12 @@ class Measurements:
         sizes = self.plan.domain.sizes
         shape = tuple(sizes[a] for a in key)
         out = np.zeros(shape)
-        for r in range(len(key) + 1):
-            for sub in itertools.combinations(key, r):
-                res = self.residual(sub)
-                dropped = [a for a in key if a not in sub]
-                scale = float(np.prod([sizes[a] for a in dropped])) if dropped else 1.0
-                expand = tuple(sizes[a] if a in sub else 1 for a in key)
-                out = out + res.reshape(expand) / scale
+        for _, sub, _ in self.plan.closure.subsets(key):
+            res = self.residual(sub)
+            dropped = [a for a in key if a not in sub]
+            scale = float(np.prod([sizes[a] for a in dropped])) if dropped else 1.0
+            expand = tuple(sizes[a] if a in sub else 1 for a in key)
+            out = out + res.reshape(expand) / scale
         return out
 
     def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
@@ -228,11 +227,7 @@ class Measurements:
             for i in range(len(wk)):
                 key = wk.sets[i]
                 bar.update(1)
-                if not all(
-                    self.plan.measured[closure.index(sub)]
-                    for r in range(len(key) + 1)
-                    for sub in itertools.combinations(key, r)
-                ):
+                if not all(self.plan.measured[j] for _, _, j in closure.subsets(key)):
                     continue  # zero-weight marginal whose residuals were not measured
                 yield wk.names(i), self.answer(key, level)
         finally:
