@@ -292,5 +292,48 @@ def test_querysmasher_measure_dispatch_and_discrete_refusal():
     df = pd.DataFrame({"a0": [0, 1, 2, 2], "a1": [0, 3, 1, 2]})
     meas = dm.measure(plan, df, rng=np.random.default_rng(0))  # the module function dispatches
     assert np.all(np.isfinite(meas.answer(0)))
-    with pytest.raises(dm.PlanError, match="continuous Gaussian noise only"):
-        plan.measure(df, noise="discrete_gaussian")
+    with pytest.raises(dm.PlanError, match="real-valued optimized strategy"):
+        plan.measure(df, noise="discrete_gaussian")  # prefix queries: no integer form
+
+
+def test_querysmasher_discrete_gaussian_on_marginal_spaces():
+    """Plain-marginal residual spaces are ResidualPlanner's mechanism at σ²_RP = σ² Π κ_j:
+    same privacy cost; measured exactly by Algorithm 3; privacy re-scored from the rational σ̄."""
+    import math
+    from fractions import Fraction
+
+    import numpy as np
+    import pandas as pd
+
+    import dpmatrix as dm
+    from dpmatrix.plan.querysmasher import _marginal_factors
+
+    dom = dm.Domain.from_sizes([3, 4, 2])
+    plan = dm.plan(dm.Workload.marginals(dom, 2, upto=True), pcost=0.8, planner="querysmasher")
+    for S, res in plan.residuals.items():
+        mech = plan.solutions[res.structure]
+        kappa = _marginal_factors(mech)
+        assert kappa is not None
+        rp_cost = math.prod((n - 1) / n for n in res.sizes) / (res.sigma2 * math.prod(kappa))
+        assert mech.pcost / res.sigma2 == pytest.approx(rp_cost, rel=1e-9)
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({n: rng.integers(0, s, 600) for n, s in zip(dom.names, dom.sizes)})
+    meas = plan.measure(df, noise="discrete_gaussian")
+    assert (meas.noise, meas.randomness) == ("discrete_gaussian", "os_csprng")
+    assert 0.8 / (1 + 1e-4) <= meas.plan.pcost <= 0.8
+    # exact privacy of the integer mechanisms: Σ_S Π (n−1)/n / σ̄²_RP(S)
+    exact = Fraction(0)
+    for S, res in meas.plan.residuals.items():
+        kappa = math.prod(_marginal_factors(meas.plan.solutions[res.structure]))
+        sb2 = Fraction(res.sigma2) * Fraction(kappa)  # the float reported ≤ the rational used
+        exact += Fraction(math.prod((n - 1) / n for n in res.sizes)) / sb2
+    assert meas.plan.pcost == pytest.approx(float(exact), rel=1e-9)
+    for i, g in enumerate(plan.workload.groups):
+        if len(g.attrs) != 2:
+            continue
+        truth = df.groupby([dom.names[a] for a in g.attrs]).size().reindex(
+            pd.MultiIndex.from_product([range(dom.sizes[a]) for a in g.attrs]), fill_value=0
+        ).to_numpy()
+        est = np.ravel(meas.answer(i))
+        std = np.sqrt(np.ravel(meas.variance(i)))
+        assert np.all(np.abs(est - truth) < 6 * std)

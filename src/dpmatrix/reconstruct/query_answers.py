@@ -24,6 +24,8 @@ __all__ = ["QSMeasurements"]
 class QSMeasurements:
     plan: object
     omega: dict = field(repr=False)
+    noise: str = "gaussian"
+    randomness: str = "numpy_generator"
     _res: dict = field(default_factory=dict, repr=False)
 
     def residual(self, S: tuple[int, ...]) -> np.ndarray | None:
