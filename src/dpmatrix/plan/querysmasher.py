@@ -493,7 +493,6 @@ class QuerySmasherPlan(PrivacyReport):
     ) -> "QSMeasurements":
         """Run every residual mechanism on the marginal counts of ``data`` (an engine counts the
         maximal residual sets; smaller ones are sums of those).  Never forms the data vector."""
-        from ..engines import engine_for, maximal_sets, project
         from ..errors import DataError
         from ..reconstruct.query_answers import QSMeasurements
 
@@ -505,10 +504,22 @@ class QuerySmasherPlan(PrivacyReport):
             return self._measure_discrete(data, rng, rel_var_tol, engine)
         if rng is None:
             rng = np.random.default_rng()
-        eng = engine if engine is not None else engine_for(data, self.domain)
-        measured = [S for S, r in self.residuals.items() if math.isfinite(r.sigma2)]
-        top = maximal_sets(measured)
         omega: dict[tuple[int, ...], np.ndarray] = {}
+        for sub, x in self._residual_marginals(data, engine):
+            res = self.residuals[sub]
+            omega[sub] = self.solutions[res.structure].measure(
+                np.asarray(x, dtype=float), math.sqrt(res.sigma2), rng
+            )
+        return QSMeasurements(self, omega)
+
+    def _residual_marginals(self, data, engine):
+        """Yield ``(S, marginal table on S)`` for every measured residual space: only the maximal
+        sets are counted (16 per engine call), smaller ones are sums; never the data vector."""
+        from ..engines import engine_for, maximal_sets, project
+
+        eng = engine if engine is not None else engine_for(data, self.domain)
+        measured = {S for S, r in self.residuals.items() if math.isfinite(r.sigma2)}
+        top = maximal_sets(measured)
         done: set = set()
         for start in range(0, len(top), 16):
             batch = top[start : start + 16]
@@ -517,16 +528,10 @@ class QuerySmasherPlan(PrivacyReport):
                 table = tables.pop(m)
                 for r in range(len(m), -1, -1):
                     for sub in itertools.combinations(m, r):
-                        if sub in done or sub not in self.residuals:
+                        if sub in done or sub not in measured:
                             continue
                         done.add(sub)
-                        res = self.residuals[sub]
-                        if not math.isfinite(res.sigma2):
-                            continue
-                        x = np.asarray(project(table, m, sub), dtype=float)
-                        mech = self.solutions[res.structure]
-                        omega[sub] = mech.measure(x, math.sqrt(res.sigma2), rng)
-        return QSMeasurements(self, omega)
+                        yield sub, project(table, m, sub)
 
     def _measure_discrete(self, data, rng, rel_var_tol: float, engine) -> "QSMeasurements":
         """Exact discrete Gaussian noise where the factors allow (paper RP+ §5, Algorithm 3).
@@ -545,7 +550,6 @@ class QuerySmasherPlan(PrivacyReport):
         import warnings
         from fractions import Fraction
 
-        from ..engines import engine_for, maximal_sets, project
         from ..measure.discrete import _rational_sigma, discrete_measure
         from ..measure.measure import InsecureRandomnessWarning
         from ..reconstruct.query_answers import QSMeasurements
@@ -581,26 +585,12 @@ class QuerySmasherPlan(PrivacyReport):
             else:
                 new_res[S] = res
         plan = dataclasses.replace(self, residuals=new_res)
-        eng = engine if engine is not None else engine_for(data, self.domain)
-        top = maximal_sets(measured)
         omega: dict[tuple[int, ...], np.ndarray] = {}
-        done: set = set()
-        for start in range(0, len(top), 16):
-            batch = top[start : start + 16]
-            tables = eng.count(batch)
-            for m in batch:
-                table = tables.pop(m)
-                for r in range(len(m), -1, -1):
-                    for sub in itertools.combinations(m, r):
-                        if sub in done or sub not in measured:
-                            continue
-                        done.add(sub)
-                        sizes = self.residuals[sub].sizes
-                        rp = ResidualMechanism(sub, tuple(identity_basis(n) for n in sizes),
-                                               float(sbar[sub] ** 2))
-                        w = discrete_measure(rp, project(table, m, sub), sbar[sub], rng)
-                        mech = self.solutions[self.residuals[sub].structure]
-                        omega[sub] = kron_apply(mech.B, rp.residual(w))
+        for sub, x in self._residual_marginals(data, engine):
+            sizes = self.residuals[sub].sizes
+            rp = ResidualMechanism(sub, tuple(identity_basis(n) for n in sizes), float(sbar[sub] ** 2))
+            w = discrete_measure(rp, x, sbar[sub], rng)
+            omega[sub] = kron_apply(self.solutions[self.residuals[sub].structure].B, rp.residual(w))
         return QSMeasurements(plan, omega, noise="discrete_gaussian",
                               randomness="os_csprng" if rng is None else "seeded_insecure")
 
