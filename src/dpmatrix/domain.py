@@ -8,7 +8,6 @@ domain only tells the other phases the names and sizes.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -196,14 +195,9 @@ class Domain:
     @classmethod
     def from_json(cls, path: str | Path) -> "Domain":
         """Read a domain file (see :meth:`from_dict`)."""
-        path = Path(path)
-        try:
-            spec = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise DomainError(f"domain file {str(path)!r} does not exist") from None
-        except json.JSONDecodeError as exc:
-            raise DomainError(f"domain file {str(path)!r} is not valid JSON: {exc}") from None
-        return cls.from_dict(spec)
+        from .jsonfile import read_json
+
+        return cls.from_dict(read_json(path, DomainError, f"domain file {str(path)!r}"))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; plain sizes when no attribute has metadata (private-pgm form)."""

@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .plan.plan import PLAN_FORMAT, Plan, json_float
+from .jsonfile import read_json
 from .privacy import epsilon_from_zcdp
 from .reconstruct.measurements import Measurements, query_labels
 from .workload import AttrSet
@@ -391,14 +392,9 @@ def _read_manifest(folder: Path) -> dict:
     if not folder.is_dir():
         raise ReleaseError(f"{str(folder)!r} is not a folder (give the release folder)")
     path = folder / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReleaseError(f"{str(folder)!r} is not a dpmatrix release: no {MANIFEST}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ReleaseError(f"{str(path)!r} is not valid JSON: {exc}") from None
+    manifest = read_json(
+        path, ReleaseError, repr(str(path)), missing=f"{str(folder)!r} is not a dpmatrix release: no {MANIFEST}"
+    )
     if not isinstance(manifest, dict) or manifest.get("format") != RELEASE_FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else None
         raise ReleaseError(

@@ -36,7 +36,6 @@ not given a type: a released "marginal" is then exactly the table of counts.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,6 +44,7 @@ from typing import Any
 
 from .domain import Domain
 from .errors import WorkloadError
+from .jsonfile import read_json
 from .workload import AttrSet, Workload
 
 __all__ = ["WorkloadSpecError", "parse_workload", "parse_terms", "load_workload_file"]
@@ -268,16 +268,8 @@ def _add_json(b: _Builder, spec: Any, where: str) -> None:
 def load_workload_file(domain: Domain, path: str | Path, builder: _Builder | None = None) -> _Builder:
     """Add the marginals of a JSON workload file to a builder."""
     b = builder or _Builder(domain)
-    p = Path(path)
-    try:
-        spec = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise WorkloadSpecError(f"workload file {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadSpecError(f"cannot read workload file {str(p)!r}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise WorkloadSpecError(f"workload file {str(p)!r} is not valid JSON: {exc}") from None
-    _add_json(b, spec, f"workload file {str(p)!r}")
+    what = f"workload file {str(Path(path))!r}"
+    _add_json(b, read_json(path, WorkloadSpecError, what), what)
     return b
 
 

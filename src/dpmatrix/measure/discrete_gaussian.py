@@ -510,13 +510,18 @@ def sample_discrete_laplace(
         raise SamplerArgumentError(f"discrete Laplace scale t must be below 2**40, got {t}")
     size = _check_size(size)
     src = _as_source(rng)
+    return _fill(size, 0.5, lambda m: _laplace_candidates(src, t, m))
+
+
+def _fill(size: int, rate: float, draw) -> IntArray:
+    """``size`` accepted values from a rejection sampler: ``draw(m)`` turns ``m`` proposals
+    into the accepted ones; chunks are sized from the acceptance rate seen so far."""
     out = np.empty(size, dtype=np.int64)
     filled = 0
-    rate = 0.5
     while filled < size:
         need = size - filled
         m = min(_CHUNK, int(need / rate * 1.05) + 16)
-        got = _laplace_candidates(src, t, m)
+        got = draw(m)
         rate = max(0.05, got.shape[0] / m)
         take = min(need, got.shape[0])
         out[filled : filled + take] = got[:take]
@@ -583,12 +588,7 @@ def sample_discrete_gaussian(
     # |Y| up to y_fast keeps |Y|·b·t - a and its square inside int64.
     y_fast = ((1 << 31) - a) // bt if a < (1 << 31) and bt < (1 << 31) else -1
 
-    out = np.empty(size, dtype=np.int64)
-    filled = 0
-    rate = 0.4
-    while filled < size:
-        need = size - filled
-        m = min(_CHUNK, int(need / rate * 1.05) + 16)
+    def draw(m: int) -> IntArray:
         y = _laplace_candidates(src, t, m)
         ay = np.abs(y)
         if y_fast >= 0 and int(ay.max(initial=0)) <= y_fast:
@@ -604,12 +604,9 @@ def sample_discrete_gaussian(
             si = np.flatnonzero(~fast)
             e_obj = ay[si].astype(object) * bt - a
             accept[si] = src.bernoulli_exp(e_obj * e_obj, den)
-        got = y[accept]
-        rate = max(0.05, got.shape[0] / m)
-        take = min(need, got.shape[0])
-        out[filled : filled + take] = got[:take]
-        filled += take
-    return out
+        return y[accept]
+
+    return _fill(size, 0.4, draw)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -297,17 +297,13 @@ class Plan(PrivacyReport):
     def from_json(cls, text_or_path: str | Path) -> "Plan":
         """A plan from JSON text or from a file path."""
         if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
-            text = text_or_path
-        else:
             try:
-                text = Path(text_or_path).read_text()
-            except OSError as exc:
-                raise PlanError(f"cannot read plan file {str(text_or_path)!r}: {exc}") from None
-        try:
-            spec = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise PlanError(f"not a JSON plan: {exc}") from None
-        return cls.from_dict(spec)
+                return cls.from_dict(json.loads(text_or_path))
+            except json.JSONDecodeError as exc:
+                raise PlanError(f"not a JSON plan: {exc}") from None
+        from ..jsonfile import read_json
+
+        return cls.from_dict(read_json(text_or_path, PlanError, f"plan file {str(text_or_path)!r}"))
 
     def __repr__(self) -> str:
         return (

@@ -72,12 +72,15 @@ def _centre_basis(n: int) -> np.ndarray:
     return V[:, lam > 0.5].T
 
 
+@dataclass(eq=False, kw_only=True)
 class SubMechanism:
-    """Interface: Gaussian mechanism on one residual space, privacy cost 1 at σ² = 1."""
+    """Interface: Gaussian mechanism on one residual space, privacy cost 1 at σ² = 1.
 
-    sizes: tuple[int, ...]
-    method: str
-    loss: float  # weighted sum of variances of the (normalized) sub-workload at σ² = 1
+    Subclasses add their own positional fields (``sizes``, their strategy, ``method``); the
+    solver's report below is shared and keyword-only.
+    """
+
+    loss: float = math.nan  # weighted sum of variances of the (normalized) sub-workload at σ² = 1
     lower_bound: float = math.nan
     gap: float = math.nan
     converged: bool = True
@@ -92,11 +95,6 @@ class KronMech(SubMechanism):
     B: tuple[np.ndarray, ...]
     Bpinv: tuple[np.ndarray, ...]
     method: str
-    loss: float = math.nan
-    lower_bound: float = math.nan
-    gap: float = math.nan
-    converged: bool = True
-    iterations: int = 0
 
     @property
     def n_outputs(self) -> int:
@@ -143,11 +141,6 @@ class DenseMech(SubMechanism):
     sizes: tuple[int, ...]
     mech: LowDimMechanism
     method: str
-    loss: float = math.nan
-    lower_bound: float = math.nan
-    gap: float = math.nan
-    converged: bool = True
-    iterations: int = 0
 
     @property
     def n_outputs(self) -> int:
@@ -201,11 +194,6 @@ class FourierMech(SubMechanism):
     sizes: tuple[int, ...]
     h: np.ndarray
     method: str = "fourier"
-    loss: float = math.nan
-    lower_bound: float = math.nan
-    gap: float = math.nan
-    converged: bool = True
-    iterations: int = 0
 
     @property
     def _hv(self) -> np.ndarray:
