@@ -294,7 +294,6 @@ def _group_positions(marginals) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 
 IDENTITY = "identity"
-BUILTIN_TYPES = ("identity", "prefix", "range")
 
 
 def _default_type(attr) -> str:
@@ -623,13 +622,13 @@ def _type_key(domain: Domain, a: int, t, matrices: dict[str, np.ndarray]) -> str
     """Normalize a query type (name or matrix) to a key; user matrices are validated and stored."""
     name = domain.names[a]
     if isinstance(t, str):
-        from .plan.attribute_queries import kind_name
+        from .plan.attribute_queries import QUERY_KINDS, kind_name
 
         key = kind_name(t)
         if key is None:
             raise WorkloadError(
                 f"unknown query type {t!r} for attribute {name!r}: use one of "
-                f"{list(BUILTIN_TYPES)} or a matrix with {domain.sizes[a]} columns"
+                f"{sorted(QUERY_KINDS)} or a matrix with {domain.sizes[a]} columns"
             )
         return key
     from .plan.attribute_queries import validate_query_matrix

@@ -87,14 +87,7 @@ def measure(
         from .discrete import discrete_measure, round_plan
 
         plan, sigma_bar = round_plan(plan, rel_var_tol)
-        randomness = "os_csprng" if rng is None else "seeded_insecure"
-        if rng is not None:
-            warnings.warn(
-                "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
-                "secure; pass rng=None for the operating system's secure random source",
-                InsecureRandomnessWarning,
-                stacklevel=3,
-            )
+        randomness = discrete_randomness(rng)
     else:
         randomness = "numpy_generator"
         if rng is None:
@@ -115,6 +108,20 @@ def measure(
         bar.update(len(batch))
     bar.close()
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
+
+
+def discrete_randomness(rng: np.random.Generator | None) -> str:
+    """Where exact discrete noise comes from: the OS's secure source (``rng=None``), or a user's
+    seeded generator — reproducible but not secure, which is warned about and recorded."""
+    if rng is None:
+        return "os_csprng"
+    warnings.warn(
+        "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
+        "secure; pass rng=None for the operating system's secure random source",
+        InsecureRandomnessWarning,
+        stacklevel=4,
+    )
+    return "seeded_insecure"
 
 
 def _batches(plan, top: list[AttrSet], eng):

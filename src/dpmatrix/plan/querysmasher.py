@@ -535,11 +535,10 @@ class QuerySmasherPlan(PrivacyReport):
         form: they are refused, naming the first one.
         """
         import dataclasses
-        import warnings
         from fractions import Fraction
 
         from ..measure.discrete import _rational_sigma, discrete_measure
-        from ..measure.measure import InsecureRandomnessWarning
+        from ..measure.measure import discrete_randomness
         from ..reconstruct.query_answers import QSMeasurements
         from ..residual import ResidualMechanism, identity_basis
 
@@ -554,13 +553,7 @@ class QuerySmasherPlan(PrivacyReport):
                     "than plain marginals); measure this plan with noise='gaussian'"
                 )
             kappas[S] = math.prod(k)
-        if rng is not None:
-            warnings.warn(
-                "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
-                "secure; pass rng=None for the operating system's secure random source",
-                InsecureRandomnessWarning,
-                stacklevel=3,
-            )
+        randomness = discrete_randomness(rng)
         new_res, sbar = {}, {}
         for S, res in self.residuals.items():
             if S in measured:
@@ -579,8 +572,7 @@ class QuerySmasherPlan(PrivacyReport):
             rp = ResidualMechanism(sub, tuple(identity_basis(n) for n in sizes), float(sbar[sub] ** 2))
             w = discrete_measure(rp, x, sbar[sub], rng)
             omega[sub] = kron_apply(self.solutions[self.residuals[sub].structure].B, rp.residual(w))
-        return QSMeasurements(plan, omega, noise="discrete_gaussian",
-                              randomness="os_csprng" if rng is None else "seeded_insecure")
+        return QSMeasurements(plan, omega, noise="discrete_gaussian", randomness=randomness)
 
 
 def _marginal_factors(mech) -> tuple[float, ...] | None:
