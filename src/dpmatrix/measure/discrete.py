@@ -81,9 +81,7 @@ def round_plan(plan, rel_var_tol: float = 1e-4):
             new[i] = f
         else:
             sigma_bar[i] = None
-    rounded = type(plan)(plan.workload, new, plan.objective, plan.strategies)
-    rounded.__dict__["bases"] = plan.bases
-    return rounded, sigma_bar
+    return plan._with_sigma2(new), sigma_bar
 
 
 def gamma_squared(mech: ResidualMechanism, sigma_bar: Fraction) -> Fraction:

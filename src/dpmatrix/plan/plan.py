@@ -71,6 +71,16 @@ class Plan(PrivacyReport):
                 "not span every value; ask for the workload's queries (answer/query) instead"
             ) from None
 
+    def _with_sigma2(self, sigma2: np.ndarray, objective: str | None = None) -> "Plan":
+        """The same mechanisms with other noise scales: strategies, bases, query bases and
+        coefficients do not depend on σ², so the computed ones are shared, not recomputed."""
+        new = Plan(self.workload, np.asarray(sigma2, dtype=float), objective or self.objective,
+                   self.strategies)
+        for name in ("bases", "_query_bases", "coefficients"):
+            if name in self.__dict__:
+                new.__dict__[name] = self.__dict__[name]
+        return new
+
     @cached_property
     def coefficients(self) -> Coefficients:
         return compute_coefficients(self.workload, self.bases, self.query_basis)
@@ -395,12 +405,7 @@ def plan(
     coef = draft.coefficients
     sel = select(coef, workload.weights, objective, pcost=c, loss_bound=lb)
     name = objective if isinstance(objective, str) else getattr(objective, "__name__", "custom")
-    result = Plan(workload, sel.sigma2, name, strats)
-    result.__dict__["bases"] = draft.bases
-    result.__dict__["coefficients"] = Coefficients(
-        coef.p, coef.sum_var, coef.cell_var, coef.uniform, workload, result.query_basis
-    )
-    return result
+    return draft._with_sigma2(sel.sigma2, name)
 
 
 def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, loss_bound,
