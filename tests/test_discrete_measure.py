@@ -100,7 +100,10 @@ def test_discrete_release_end_to_end_and_errors():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({n: rng.integers(0, s, 200) for n, s in zip(dom.names, dom.sizes)})
     plan = dm.plan(dm.Workload.marginals(dom, 2), rho=1.0)
-    meas = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(5))
+    from dpmatrix.measure.measure import InsecureRandomnessWarning
+
+    with pytest.warns(InsecureRandomnessWarning):
+        meas = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(5))
     assert meas.noise == "discrete_gaussian"
     assert meas.plan.rho <= plan.rho
     t = meas.marginal(("a0", "a1"))

@@ -373,7 +373,10 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     rng = np.random.default_rng(args.seed) if (args.seed is not None or noise == "gaussian") else None
     engine = CountingBar(_open_engine(args, plan.domain, say), plan, not say.quiet)
     try:
-        meas = plan.measure(None, rng=rng, progress=not say.quiet, engine=engine, noise=noise)
+        meas = plan.measure(
+            None, rng=rng, progress=not say.quiet, engine=engine, noise=noise,
+            store=True if getattr(args, "spill", False) else None,
+        )  # fmt: skip
     finally:
         engine.close()
     del engine, rng
@@ -542,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data-format", choices=["csv", "parquet"], help="format of DATA if its suffix does not tell")
     r.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
     r.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 4GB (it spills to disk beyond)")
+    r.add_argument("--spill", action="store_true",
+                   help="keep the noisy answers in a temporary on-disk store instead of memory "
+                        "(plans with hundreds of millions of noisy numbers)")
     r.add_argument("--seed", type=int, help="TESTING ONLY: fix the noise (never written to the release)")
     _add_noise(r)
     _add_quiet(r)

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from ..errors import DataError
 from ..residual import apply_sub
 from ..workload import AttrSet
+from .store import MeasurementStore
 
 __all__ = ["InsecureRandomnessWarning", "measure"]
 
@@ -53,6 +54,7 @@ def measure(
     engine=None,
     noise: str = "gaussian",
     rel_var_tol: float = 1e-4,
+    store=None,
 ):
     """Noisy answers of every residual mechanism of ``plan`` on ``data``.
 
@@ -64,6 +66,10 @@ def measure(
     :mod:`dpmatrix.measure.discrete`); every σ is rounded up to a rational (variance increase at
     most ``rel_var_tol``) and the returned measurements carry the re-scored plan. ``rng`` is then
     used only if given, as a reproducible but insecure byte source for tests.
+    ``store``: keep the noisy answers on disk instead of in memory (for plans whose measurements
+    do not fit in RAM, e.g. 7.7 GB at d = 200): a folder path (kept; must not hold a store yet),
+    or ``True`` for a temporary folder removed with the measurements. See
+    :mod:`dpmatrix.measure.store`.
     """
     from ..engines import engine_for, maximal_sets, project
     from ..plan.plan import Plan
@@ -71,6 +77,8 @@ def measure(
 
     if not isinstance(plan, Plan):
         if hasattr(plan, "measure"):  # another planner (QuerySmasher) measures itself
+            if store is not None and store is not False:
+                raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
             return plan.measure(
                 data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
             )
@@ -94,7 +102,10 @@ def measure(
             rng = np.random.default_rng()
     eng = engine if engine is not None else engine_for(data, plan.domain)
     top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
-    noisy: dict[AttrSet, np.ndarray] = {}
+    if store is None or store is False:
+        noisy: dict[AttrSet, np.ndarray] | MeasurementStore = {}
+    else:
+        noisy = MeasurementStore(plan, store)
     done: set[AttrSet] = set()
     bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
     for batch, tables in _batches(plan, top, eng):
@@ -107,6 +118,8 @@ def measure(
                     noisy[sub] = discrete_measure(plan.mechanism(sub), project(tables[m], m, sub), s_bar, rng)
         bar.update(len(batch))
     bar.close()
+    if isinstance(noisy, MeasurementStore):
+        noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
 
 
@@ -148,7 +161,7 @@ def _count_batch(engine) -> int:
     return NUMPY_COUNT_BATCH if isinstance(engine, NumpyEngine) else COUNT_BATCH
 
 
-def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noisy: dict) -> None:
+def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noisy) -> None:
     """Gaussian measurement of every not-yet-measured subset of the maximal sets ``batch``.
 
     Vectorized over residual sets of equal shape: the maximal tables with the same per-attribute
@@ -210,5 +223,10 @@ def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noi
         omega = signal + scale * noise
         for row, j in enumerate(members):
             out[j] = omega[row]
-    for (t, cols, sub, i), omega in zip(items, out):
-        noisy[sub] = omega
+    order = range(len(items))  # a dict keeps the order of the one-set-at-a-time algorithm
+    if isinstance(noisy, MeasurementStore):
+        # closure order: a store on disk then holds each batch's marginals of one size back to
+        # back, which reconstruction reads in one go
+        order = sorted(order, key=lambda j: items[j][3])
+    for j in order:
+        noisy[items[j][2]] = out[j]

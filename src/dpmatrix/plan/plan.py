@@ -251,13 +251,16 @@ class Plan(PrivacyReport):
         noise: str = "gaussian",
         rel_var_tol: float = 1e-4,
         engine=None,
+        store=None,
     ):
         """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
-        :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise)."""
+        :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise;
+        ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
         from ..measure.measure import measure
 
         return measure(
-            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
+            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
+            store=store,
         )
 
     # -- serialization ------------------------------------------------------------------------

@@ -76,6 +76,16 @@ class Measurements:
     randomness: str = "numpy_generator"
     _cache: "_ResidualCache" = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
 
+    @classmethod
+    def from_store(cls, folder, plan) -> "Measurements":
+        """Measurements kept on disk by ``plan.measure(data, store=folder)``, re-opened with the
+        same plan (e.g. ``Plan.from_json``) for reconstruction in another session."""
+        from ..measure.store import open_store
+
+        store = open_store(folder, plan)
+        return cls(plan=plan, noisy=store, noise=store.meta.get("noise", "gaussian"),
+                   randomness=store.meta.get("randomness", "numpy_generator"))
+
     # -- building blocks ------------------------------------------------------------------------
     def _key(self, attrs) -> AttrSet:
         return self.plan.domain.resolve(attrs)
@@ -367,20 +377,28 @@ class Measurements:
         attrs = [int(a) for a in rows[0, list(cols)]] if cols else []
         bases = tuple(plan.bases[a] for a in attrs)
         if not cacheable:
-            stack = np.stack([self.noisy[sets[i]] for i in ci.tolist()])
-            return apply_pinv(bases, stack)
+            return apply_pinv(bases, self._noisy_stack(ci, sets))
         uniq, inv = np.unique(ci, return_inverse=True)
         have = {u: cache.get(u) for u in uniq.tolist()}  # kept locally: a put may empty the cache
         missing = [u for u, r in have.items() if r is None]
         if missing:
-            got = apply_pinv(bases, np.stack([self.noisy[sets[u]] for u in missing]))
+            got = apply_pinv(bases, self._noisy_stack(np.asarray(missing, dtype=np.int64), sets))
             for u, r in zip(missing, got):
                 have[u] = r
                 cache.put(u, r)
         return np.stack([have[u] for u in uniq.tolist()])[np.asarray(inv).reshape(-1)]
 
+    def _noisy_stack(self, positions: np.ndarray, sets) -> np.ndarray:
+        """Noisy vectors of the closure members at ``positions`` (one shape), stacked."""
+        stack = getattr(self.noisy, "stack", None)
+        if stack is not None:  # on-disk store: contiguous runs in one read
+            return stack(positions)
+        return np.stack([self.noisy[sets[i]] for i in positions.tolist()])
+
     def __repr__(self) -> str:
-        n = sum(v.size for v in self.noisy.values())
+        n = getattr(self.noisy, "n_values", None)
+        if n is None:
+            n = sum(v.size for v in self.noisy.values())
         return f"Measurements({len(self.noisy)} residual mechanisms, {n} noisy numbers, noise={self.noise!r})"
 
 
