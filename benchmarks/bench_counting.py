@@ -41,7 +41,7 @@ def make_records(rows: int, attrs: int, size: int, seed: int = 0) -> tuple[Domai
     """Uniform random codes: ``rows`` records of ``attrs`` attributes of ``size`` values."""
     domain = Domain.from_sizes([size] * attrs)
     rng = np.random.default_rng(seed)
-    codes = rng.integers(0, size, size=(rows, attrs), dtype=np.uint8)
+    codes = rng.integers(0, size, size=(rows, attrs), dtype=np.uint8 if size <= 256 else np.uint16)
     return domain, pd.DataFrame(codes, columns=list(domain.names))
 
 
