@@ -354,6 +354,23 @@ def algorithm4(S: np.ndarray, tol: float = 1e-10):
     return P2.T.copy(), np.eye(r)
 
 
+def split_residual(S: np.ndarray, tol: float = 1e-10):
+    """The "split" residual of a strategy S (dpmatrix's alternative to Algorithm 4), written
+    from its definition: P = S^T S is the precision of S x + N(0, I); the total 1^T x is
+    estimated from it with variance 1^T P^+ 1, i.e. precision c = 1 / (1^T P^+ 1); the rest of
+    the information is P - c 1 1^T (PSD by Cauchy-Schwarz). Returns (Sub, Gamma) with
+    Sub^T Sub = P - c 1 1^T (Cholesky, zero pivots dropped) and Gamma = I.
+    """
+    S = np.atleast_2d(np.asarray(S, dtype=float))
+    n = S.shape[1]
+    P = S.T @ S
+    one = np.ones(n)
+    c = 1.0 / (one @ np.linalg.pinv(P) @ one)
+    L = cholesky_psd(P - c * np.outer(one, one), tol=tol)
+    keep = [j for j in range(n) if L[j, j] > 0.0]
+    return L[:, keep].T.copy(), np.eye(len(keep))
+
+
 def residual_matrix_plus(sizes: Sequence[int], A: Iterable[int], subs: Sequence[np.ndarray]) -> np.ndarray:
     """RP+ residual matrix ([RP+] Sec. 7.2): R_A = kron(V_i), V_i = Sub_i if i in A
     else 1_{n_i}^T.  ``subs[i]`` is attribute i's subtraction matrix (Algorithm 4)."""

@@ -93,7 +93,7 @@ def test_identity_reduces_to_residual_planner(n):
     assert np.allclose(b.diag_out, 1 / n**2)
     assert np.allclose(b.resid_cov, np.eye(n) - 1 / n)
     # section 4.3 closed-form pseudo-inverse of Sub_n
-    assert np.allclose(b.Sub_pinv, np.linalg.pinv(subtraction_matrix(n)))
+    assert np.allclose(b.Sub_inv, np.linalg.pinv(subtraction_matrix(n)))
 
 
 def test_prefix_with_itself_hand_values_n2():

@@ -55,7 +55,7 @@ def test_identity_closed_forms_equal_products():
     z = rng.standard_normal((6, 4, 1, 3))
     assert np.array_equal(apply_sub(bases, z, "Gamma"), kron_apply(tuple(b.Gamma for b in bases), z))
     w = rng.standard_normal((6, 3, 0, 2))
-    np.testing.assert_allclose(apply_pinv(bases, w), kron_apply(tuple(b.Sub_pinv for b in bases), w),
+    np.testing.assert_allclose(apply_pinv(bases, w), kron_apply(tuple(b.Sub_inv for b in bases), w),
                                rtol=1e-12, atol=1e-12)
     w = rng.standard_normal((5, 3, 2))
     two = (identity_basis(4), identity_basis(3))

@@ -275,6 +275,7 @@ def write_release(
             "domain": spec["domain"],
             "workload": spec["workload"],
             "strategies": spec["strategies"],
+            "construction": spec["construction"],
             "objective": spec["objective"],
             "residuals": spec["residuals"],
             "measurements": {"file": MEASUREMENTS, "residual_sets": n_sets, "noisy_values": n_values},
@@ -416,6 +417,7 @@ def load_release(folder: str | Path) -> Release:
         spec = {
             "format": manifest.get("plan_format", PLAN_FORMAT),
             **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
+            "construction": manifest.get("construction", "centred"),
         }
         plan = Plan.from_dict(spec)
     except KeyError as exc:

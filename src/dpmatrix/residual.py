@@ -16,11 +16,17 @@ From the factors follow, in closed form,
 
 * the privacy cost ``pcost(M_A) = Π_{i∈A} β_i / σ²_A`` with ``β_i`` the largest diagonal of
   ``Sub_iᵀ (Γ_iΓ_iᵀ)⁻¹ Sub_i`` (Theorems 4.3 and 7.1);
-* the residual estimate ``r_A = (⊗ Sub_i⁺) ω``, an unbiased estimate of the projection of ``v_A``
-  on the residual space of ``A`` (centred along every attribute of ``A``), with covariance
-  ``σ²_A ⊗_{i∈A} K_i``, ``K_i = Sub_i⁺ Γ_i Γ_iᵀ Sub_i⁺ᵀ``;
-* the marginal on any closure member ``A`` as ``Σ_{A'⊆A} r_{A'} / Π_{j∈A∖A'} n_j`` (broadcast
-  along the attributes of ``A∖A'``; Algorithm 2 / Theorem 4.4).
+* the residual estimate ``r_A = (⊗ G_i) ω`` with covariance ``σ²_A ⊗_{i∈A} K_i``,
+  ``K_i = G_i Γ_i Γ_iᵀ G_iᵀ``;
+* the marginal on any closure member ``A`` as ``Σ_{A'⊆A} r_{A'} ⊗_{j∈A∖A'} a_j`` (``a_j``
+  broadcast along the attributes of ``A∖A'``; Algorithm 2 / Theorem 4.4 / Algorithm 6).
+
+``[a_i, G_i]`` is the (pseudo-)inverse of the per-attribute measurement ``T_i = [1ᵀ; Sub_i]``:
+every cell vector ``x`` with ``T_i x`` known is ``a_i (1ᵀx) + G_i (Sub_i x)``. For the paper's
+Algorithm 4 (``Sub_i 1 = 0``) this is ``a_i = 1/n_i`` and ``G_i = Sub_i⁺`` — the residual
+estimate is centred along every attribute and the marginal is ``Σ r_{A'} / Π n_j``. The *split*
+construction (:mod:`dpmatrix.plan.residual_basis`) keeps the strategy's own way of estimating the
+total, so ``a_i`` is not uniform and ``Sub_i 1 ≠ 0``; the formulas above cover both.
 """
 
 from __future__ import annotations
@@ -49,16 +55,22 @@ class AttributeBasis:
     ----------
     n : domain size of the attribute.
     W, S : the base workload (``m × n``) and the strategy replacement (``k × n``).
-    Sub : ``r × n`` subtraction matrix (Algorithm 4), ``Sub 1 = 0``.
+    Sub : ``r × n`` subtraction matrix (Algorithm 4: ``Sub 1 = 0``; split: ``Subᵀ Sub =
+        SᵀS − c 11ᵀ``, see :mod:`dpmatrix.plan.residual_basis`).
     Gamma : noise factor; the residual noise covariance factor is ``Gamma Gammaᵀ`` (``r × r``).
-    Sub_pinv : ``n × r`` pseudo-inverse of ``Sub`` (used by reconstruction, Algorithm 6).
+    Sub_inv : ``G``, ``n × r``: with ``total_inv`` the (pseudo-)inverse ``[a, G]`` of
+        ``[1ᵀ; Sub]`` (reconstruction, Algorithm 6); ``Sub⁺`` for Algorithm 4.
+    total_inv : ``a``, length ``n``: how the total ``1ᵀx`` enters the cells; ``1/n`` for
+        Algorithm 4.
     beta : Theorem 7.1 privacy-cost factor, ``max diag(Subᵀ (Γ Γᵀ)⁻¹ Sub)``.
-    resid_cov : ``n × n`` matrix ``Sub⁺ Γ Γᵀ Sub⁺ᵀ`` — covariance, per unit σ², of the
+    resid_cov : ``n × n`` matrix ``G Γ Γᵀ Gᵀ`` — covariance, per unit σ², of the
         reconstructed data-space vector from this attribute's residual.
-    trace_in : ``||W Sub⁺ Γ||_F²`` (attribute in the residual set).
-    trace_out : ``||W 1||² / n²`` (attribute in the query but not in the residual set).
-    diag_in : ``diag(W Sub⁺ Γ Γᵀ Sub⁺ᵀ Wᵀ)`` (length m).
-    diag_out : ``(W 1 / n)²`` (length m).
+    trace_in : ``||W G Γ||_F²`` (attribute in the residual set).
+    trace_out : ``||W a||²`` (attribute in the query but not in the residual set;
+        ``||W 1||² / n²`` for Algorithm 4).
+    diag_in : ``diag(W G Γ Γᵀ Gᵀ Wᵀ)`` (length m).
+    diag_out : ``(W a)²`` (length m).
+    construction : ``"centred"`` (Algorithm 4) or ``"split"``.
     """
 
     n: int
@@ -66,13 +78,15 @@ class AttributeBasis:
     S: np.ndarray
     Sub: np.ndarray
     Gamma: np.ndarray
-    Sub_pinv: np.ndarray
+    Sub_inv: np.ndarray
+    total_inv: np.ndarray
     beta: float
     resid_cov: np.ndarray
     trace_in: float
     trace_out: float
     diag_in: np.ndarray
     diag_out: np.ndarray
+    construction: str = "centred"
 
     @property
     def r(self) -> int:
@@ -94,6 +108,10 @@ class AttributeBasis:
         """True for ResidualPlanner's plain-marginal basis (W = S = I, see :func:`is_identity`)."""
         return is_identity(self.W) and is_identity(self.S)
 
+    @cached_property
+    def uniform_total(self) -> bool:
+        """True when the total enters every cell equally (``a = 1/n``: Algorithm 4, RP)."""
+        return self.construction == "centred" or self.is_identity
 
 
 @lru_cache(maxsize=None)
@@ -136,7 +154,7 @@ def kron_apply(mats: tuple[np.ndarray, ...], tensor: np.ndarray) -> np.ndarray:
 
 
 def apply_pinv(bases: tuple["AttributeBasis", ...], omega: np.ndarray) -> np.ndarray:
-    """``r = (⊗ Sub_i⁺) ω`` over the trailing axes of ``omega`` (leading axes are a batch).
+    """``r = (⊗ G_i) ω`` (``G_i = Sub_i⁺`` for Algorithm 4) over the trailing axes of ``omega`` (leading axes are a batch).
 
     For ResidualPlanner's identity bases ``Sub_n⁺ = (1/n) [1ᵀ; 11ᵀ − n I]`` is applied in closed
     form, ``r_0 = s/n``, ``r_{i+1} = (s − n ω_i)/n`` with ``s = Σ ω`` along the axis — O(n)
@@ -145,7 +163,7 @@ def apply_pinv(bases: tuple["AttributeBasis", ...], omega: np.ndarray) -> np.nda
     identity — ResidualPlanner+ strategies — use :func:`kron_apply` on all factors.)"""
     out = np.asarray(omega, dtype=float)
     if not all(b.is_identity for b in bases):
-        return kron_apply(tuple(b.Sub_pinv for b in bases), out)
+        return kron_apply(tuple(b.Sub_inv for b in bases), out)
     lead = out.ndim - len(bases)
     for i, b in enumerate(bases):
         ax = lead + i
@@ -223,5 +241,5 @@ class ResidualMechanism:
         return signal + math.sqrt(self.sigma2) * noise
 
     def residual(self, omega: np.ndarray) -> np.ndarray:
-        """``r_A = (⊗ Sub_i⁺) ω``: unbiased estimate of the residual component of ``v_A``."""
+        """``r_A = (⊗ G_i) ω``: the residual set's term of the reconstructed marginal."""
         return apply_pinv(self.bases, omega)

@@ -1,24 +1,45 @@
 """Per-attribute residual basis of ResidualPlanner+ (paper section 7, Algorithm 4, Thms 7.1/7.2).
 
 For one attribute with base workload ``W`` (``m × n``) and strategy replacement ``S``
-(``k × n``), Algorithm 4 builds a *subtraction matrix* ``Sub`` (``r × n``, ``Sub 1 = 0``)
-and a noise factor ``Γ`` so that the residual mechanism of an attribute set ``A`` is
+(``k × n``), a *subtraction matrix* ``Sub`` (``r × n``) and a noise factor ``Γ`` are built so
+that the residual mechanism of an attribute set ``A`` is
 
     M_A(x) = (⊗_{i∈A} Sub_i ⊗_{i∉A} 1ᵀ) x + N(0, σ²_A ⊗_{i∈A} Γ_i Γ_iᵀ).
 
+Two constructions of ``Sub`` from ``S`` are offered (``construction=``):
+
+* ``"centred"`` — the paper's Algorithm 4: centre the strategy, ``P1 = S (I − 11ᵀ/n)``, and
+  take ``Sub = P2ᵀ`` from a Cholesky factor of ``P1ᵀP1`` (``Sub 1 = 0``, ``Γ = I``).
+* ``"split"`` — split the strategy's information: with ``P = SᵀS`` (the precision of
+  ``S x + N(0, I)``) and ``c = 1 / (1ᵀ P⁺ 1)`` (the precision with which ``S`` measures the
+  total ``1ᵀx``), ``P = c 11ᵀ + (P − c 11ᵀ)`` where ``P − c 11ᵀ ⪰ 0`` (Cauchy–Schwarz) has
+  rank ``rank S − 1`` and null vector ``P⁺1``; ``Sub`` is a Cholesky factor of it, ``Γ = I``.
+  Measuring the total with variance ``1/c`` and ``Sub x + N(0, I)`` has exactly the Fisher
+  information ``P`` and the privacy cost ``max diag P`` of ``S x + N(0, I)``: in one dimension
+  nothing is lost. Algorithm 4 instead replaces ``P`` by ``CPC`` (``C`` the centring), which
+  equals ``P − c 11ᵀ`` only when ``P 1 ∝ 1``; otherwise it changes both the sensitivity and
+  the variances. Because the rows of ``Sub`` are not orthogonal to ``1``, the total enters the
+  cells through ``a = c P⁺ 1`` instead of ``1/n`` (below). Checked against explicit matrices
+  (privacy cost as the largest diagonal of ``Bᵀ Σ⁻¹ B``, generalized least squares) in the
+  tests; for a single Kronecker-product workload (paper tables 10, 11) the split construction
+  with the optimal 1-D strategies attains HDMM's optimal error, which Algorithm 4 does not.
+
 Everything the planner needs about the attribute then reduces to a few numbers / vectors,
-collected in :class:`AttributeBasis`:
+collected in :class:`AttributeBasis`. With ``T = [1ᵀ; Sub]`` and ``[a, G] = T⁺``
+(``a = 1/n``, ``G = Sub⁺`` for Algorithm 4), every query row ``w`` in the row space of ``T`` is
+``w = (w·a) 1ᵀ + (w G) Sub``, so:
 
 * privacy cost (Theorem 7.1): ``pcost(M_A) = Π_{i∈A} beta_i / σ²_A`` with
-  ``beta_i = max diag(Sub_iᵀ (Γ_i Γ_iᵀ)⁻¹ Sub_i)``;
+  ``beta_i = max diag(Sub_iᵀ (Γ_i Γ_iᵀ)⁻¹ Sub_i)`` (exact: the diagonal of a Kronecker product
+  is the product of the diagonals, each maximized at its own value);
 * variance of a generalized marginal ``Q_Ã = ⊗_{i∈Ã} W_i ⊗_{i∉Ã} 1ᵀ`` (Theorem 7.2):
-  ``Cov = Σ_{A⊆Ã} σ²_A ⊗_i Ψ_{A,i} Ψ_{A,i}ᵀ`` with ``Ψ = W Sub⁺ Γ`` (i ∈ A),
-  ``Ψ = W 1/n`` (i ∈ Ã∖A), ``Ψ = 1`` (i ∉ Ã).  Hence the sum of variances is
-  ``Σ_A σ²_A Π_{i∈A} trace_in_i Π_{j∈Ã∖A} trace_out_j`` and the cell variances are
+  ``Cov = Σ_{A⊆Ã} σ²_A ⊗_i Ψ_{A,i} Ψ_{A,i}ᵀ`` with ``Ψ = W G Γ`` (i ∈ A),
+  ``Ψ = W a`` (i ∈ Ã∖A), ``Ψ = 1`` (i ∉ Ã).  Hence the sum of variances is
+  ``Σ_A σ²_A Π_{i∈A} trace_in_i Π_{j∈Ã∖A} trace_out_j`` and the query variances are
   ``Σ_A σ²_A ⊗_{i∈A} diag_in_i ⊗_{j∈Ã∖A} diag_out_j``.
 
-For ``S = I`` (categorical attribute, identity workload) this is exactly ResidualPlanner:
-``Sub = Γ = Sub_n``, ``beta = (n-1)/n``, ``trace_in = n-1``, ``trace_out = 1/n``,
+For ``S = I`` (categorical attribute, identity workload) both constructions are exactly
+ResidualPlanner: ``Sub = Γ = Sub_n``, ``beta = (n-1)/n``, ``trace_in = n-1``, ``trace_out = 1/n``,
 ``diag_in = (n-1)/n``, ``diag_out = 1/n²``.
 """
 
@@ -31,7 +52,11 @@ import numpy as np
 from ..errors import WorkloadError
 from ..residual import AttributeBasis, is_identity
 
+CONSTRUCTIONS = ("centred", "split")
+
 __all__ = [
+    "CONSTRUCTIONS",
+    "construction_name",
     "subtraction_matrix",
     "subtraction_pinv",
     "psd_cholesky",
@@ -82,17 +107,46 @@ def psd_cholesky(M: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.nda
     return L, kept
 
 
-def subtraction_and_gamma(S) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 4: subtraction matrix ``Sub`` and noise factor ``Γ`` from a strategy ``S``.
+def construction_name(construction: str) -> str:
+    """Canonical name of a residual construction (``"centered"`` is accepted for ``"centred"``)."""
+    name = str(construction).lower()
+    name = {"centered": "centred", "algorithm4": "centred"}.get(name, name)
+    if name not in CONSTRUCTIONS:
+        raise WorkloadError(
+            f"unknown residual construction {construction!r}; use 'centred' (the paper's "
+            "Algorithm 4) or 'split' (the strategy's total measured separately, nothing lost)"
+        )
+    return name
 
-    * ``S`` the identity → ``(Sub_n, Sub_n)`` (ResidualPlanner, section 4.2).
-    * otherwise ``P1 = S - S 1 1ᵀ / n``; Cholesky ``P1ᵀ P1 = L Lᵀ`` (pivot-free, skipping the
-      zero pivots that the null vector ``1`` forces); ``P2`` = the linearly independent
-      (non-zero) columns of ``L``; ``Sub = P2ᵀ`` (``r × n``), ``Γ = I_r``.
+
+def _factor_rows(M: np.ndarray, rank: int) -> np.ndarray:
+    """``Sub`` (``rank × n``) with ``Subᵀ Sub = M`` for a symmetric PSD ``M`` of the given rank:
+    the non-zero columns of a pivot-free Cholesky factor (an eigen-factor if the Cholesky
+    threshold mis-classified a pivot of a badly conditioned ``M``)."""
+    M = (M + M.T) / 2
+    L, kept = psd_cholesky(M)
+    P2 = L[:, kept]
+    if P2.shape[1] != rank or (rank and not np.allclose(P2 @ P2.T, M, rtol=1e-7, atol=1e-9 * max(1.0, np.abs(M).max()))):
+        w, V = np.linalg.eigh(M)
+        idx = np.argsort(w)[::-1][:rank]
+        P2 = V[:, idx] * np.sqrt(np.maximum(w[idx], 0.0))
+    return P2.T.copy()
+
+
+def subtraction_and_gamma(S, construction: str = "centred") -> tuple[np.ndarray, np.ndarray]:
+    """Subtraction matrix ``Sub`` and noise factor ``Γ`` from a strategy ``S``.
+
+    * ``S`` the identity → ``(Sub_n, Sub_n)`` (ResidualPlanner, section 4.2), either construction.
+    * ``"centred"`` (Algorithm 4): ``P1 = S - S 1 1ᵀ / n``; Cholesky ``P1ᵀ P1 = L Lᵀ``
+      (pivot-free, skipping the zero pivots that the null vector ``1`` forces); ``P2`` = the
+      linearly independent (non-zero) columns of ``L``; ``Sub = P2ᵀ`` (``r × n``), ``Γ = I_r``.
       So ``Subᵀ Sub = P1ᵀ P1``: measuring ``Sub x + N(0, σ² I)`` is equivalent to measuring
       the centred strategy ``P1 x + N(0, σ² I)`` (same Fisher information), with ``r = rank P1``
       linearly independent rows.
+    * ``"split"``: ``P = SᵀS``, ``c = 1/(1ᵀ P⁺ 1)``, ``Subᵀ Sub = P − c 11ᵀ`` (Cholesky as
+      above, ``r = rank S − 1``), ``Γ = I_r``. Needs ``1`` in the row space of ``S``.
     """
+    name = construction_name(construction)
     S = np.asarray(S, dtype=float)
     if S.ndim != 2 or S.shape[1] < 1:
         raise WorkloadError(f"strategy must be a 2-D matrix with one column per value; got shape {S.shape}")
@@ -102,23 +156,24 @@ def subtraction_and_gamma(S) -> tuple[np.ndarray, np.ndarray]:
     if is_identity(S):
         Sub = subtraction_matrix(n)
         return Sub, Sub.copy()
-    P1 = S - np.outer(S @ np.ones(n), np.ones(n)) / n
-    M = P1.T @ P1
-    M = (M + M.T) / 2
-    L, kept = psd_cholesky(M)
-    P2 = L[:, kept]
-    r = P2.shape[1]
-    # Safety net: the rank must agree with an SVD rank of P1; if the Cholesky threshold
-    # mis-classified a pivot (badly conditioned S), fall back to an eigen-factor
-    # (still Subᵀ Sub = P1ᵀ P1, Sub 1 = 0, but not triangular).
-    rank = np.linalg.matrix_rank(P1) if P1.size else 0
-    if r != rank or (r and not np.allclose(P2 @ P2.T, M, rtol=1e-7, atol=1e-9 * max(1.0, np.abs(M).max()))):
-        w, V = np.linalg.eigh(M)
-        idx = np.argsort(w)[::-1][:rank]
-        P2 = V[:, idx] * np.sqrt(np.maximum(w[idx], 0.0))
-        r = rank
-    Sub = P2.T.copy()
-    return Sub, np.eye(r)
+    if name == "centred":
+        P1 = S - np.outer(S @ np.ones(n), np.ones(n)) / n
+        rank = np.linalg.matrix_rank(P1) if P1.size else 0
+        Sub = _factor_rows(P1.T @ P1, rank)
+        return Sub, np.eye(Sub.shape[0])
+    P = S.T @ S
+    Pp = np.linalg.pinv(P, rcond=1e-12, hermitian=True)
+    ones = np.ones(n)
+    u = Pp @ ones
+    if np.linalg.norm(P @ u - ones) > 1e-8 * np.sqrt(n):
+        raise WorkloadError(
+            "the split residual construction needs a strategy whose rows span the total (the "
+            "all-ones row); add the total to the strategy or use construction='centred'"
+        )
+    c = 1.0 / float(ones @ u)
+    rank = np.linalg.matrix_rank(S) - 1
+    Sub = _factor_rows(P - c * np.ones((n, n)), rank)
+    return Sub, np.eye(Sub.shape[0])
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -127,24 +182,28 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _build(W: np.ndarray, S: np.ndarray) -> AttributeBasis:
+def _build(W: np.ndarray, S: np.ndarray, construction: str) -> AttributeBasis:
     n = W.shape[1]
-    Sub, Gamma = subtraction_and_gamma(S)
+    Sub, Gamma = subtraction_and_gamma(S, construction)
     r = Sub.shape[0]
-    if r == 0:
-        Sub_pinv = np.zeros((n, 0))
-    elif is_identity(S):
-        Sub_pinv = subtraction_pinv(n)
-    else:
-        Sub_pinv = np.linalg.pinv(Sub)
     ones = np.ones(n)
-    Wc = W - np.outer(W @ ones, ones) / n
-    # W must be answerable: its centred part must lie in the row space of Sub.
-    if r:
-        back = Wc @ Sub_pinv @ Sub
+    if construction == "centred" or is_identity(S):
+        # Sub 1 = 0: [1ᵀ; Sub]⁺ = [1/n, Sub⁺]
+        if r == 0:
+            G = np.zeros((n, 0))
+        elif is_identity(S):
+            G = subtraction_pinv(n)
+        else:
+            G = np.linalg.pinv(Sub)
+        a = np.full(n, 1.0 / n)
+        Wc = W - np.outer(W @ ones, ones) / n
+        back = Wc @ G @ Sub if r else np.zeros_like(Wc)
+        err = np.linalg.norm(Wc - back)
     else:
-        back = np.zeros_like(Wc)
-    err = np.linalg.norm(Wc - back)
+        Tp = np.linalg.pinv(np.vstack([ones, Sub]))
+        a, G = Tp[:, 0].copy(), Tp[:, 1:].copy()
+        err = np.linalg.norm(W - np.outer(W @ a, ones) - W @ G @ Sub)
+    # W must be answerable: every query must lie in the row space of [1ᵀ; Sub]
     if err > 1e-8 * max(1.0, np.linalg.norm(W)):
         raise WorkloadError(
             "strategy does not support the workload: some query, after removing its total "
@@ -156,36 +215,45 @@ def _build(W: np.ndarray, S: np.ndarray) -> AttributeBasis:
         beta = float(np.max(np.diag(Sub.T @ np.linalg.solve(GGt, Sub))))
     else:
         beta = 0.0
-    Psi = W @ Sub_pinv @ Gamma
-    resid_cov = Sub_pinv @ GGt @ Sub_pinv.T
-    w1 = W @ ones
+    Psi = W @ G @ Gamma
+    resid_cov = G @ GGt @ G.T
+    if construction == "split" and not is_identity(S):
+        wa = W @ a
+        trace_out = float(wa @ wa)
+    else:
+        w1 = W @ ones
+        wa = w1 / n
+        trace_out = float(w1 @ w1) / n**2
     return AttributeBasis(
         n=n,
         W=_ro(W),
         S=_ro(S),
         Sub=_ro(Sub),
         Gamma=_ro(Gamma),
-        Sub_pinv=_ro(Sub_pinv),
+        Sub_inv=_ro(G),
+        total_inv=_ro(a),
         beta=beta,
         resid_cov=_ro((resid_cov + resid_cov.T) / 2),
         trace_in=float(np.sum(Psi**2)),
-        trace_out=float(w1 @ w1) / n**2,
+        trace_out=trace_out,
         diag_in=_ro(np.sum(Psi**2, axis=1)),
-        diag_out=_ro((w1 / n) ** 2),
+        diag_out=_ro(wa**2),
+        construction="centred" if is_identity(S) else construction,
     )
 
 
 @functools.lru_cache(maxsize=256)
-def _cached(wshape, wbytes, sshape, sbytes) -> AttributeBasis:
+def _cached(wshape, wbytes, sshape, sbytes, construction) -> AttributeBasis:
     W = np.frombuffer(wbytes, dtype=float).reshape(wshape).copy()
     S = np.frombuffer(sbytes, dtype=float).reshape(sshape).copy()
-    return _build(W, S)
+    return _build(W, S, construction)
 
 
-def attribute_basis(W, S=None) -> AttributeBasis:
+def attribute_basis(W, S=None, construction: str = "centred") -> AttributeBasis:
     """Per-attribute ResidualPlanner+ factors for base workload ``W`` and strategy ``S``.
 
     ``S`` defaults to ``W`` (paper section 7.4: "if S_i is missing, we set S_i = W_i").
+    ``construction``: ``"centred"`` (Algorithm 4, default) or ``"split"`` (module docstring).
     Results are cached on the bytes of the two matrices; the returned arrays are read-only.
     Raises :class:`WorkloadError` if a matrix is malformed or ``S`` cannot answer ``W``.
     """
@@ -204,4 +272,4 @@ def attribute_basis(W, S=None) -> AttributeBasis:
         raise WorkloadError("strategy matrix contains non-finite entries (NaN or inf)")
     Wa = np.ascontiguousarray(Wa)
     Sa = np.ascontiguousarray(Sa)
-    return _cached(Wa.shape, Wa.tobytes(), Sa.shape, Sa.tobytes())
+    return _cached(Wa.shape, Wa.tobytes(), Sa.shape, Sa.tobytes(), construction_name(construction))

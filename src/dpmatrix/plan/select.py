@@ -164,8 +164,9 @@ def _solve(prob) -> None:
 
 def select_custom(
     coef: Coefficients, loss: Callable, pcost: float | None, loss_bound: float | None
-) -> np.ndarray:
-    """Optimum of a user-supplied convex loss of the per-marginal cell variances."""
+) -> Selection:
+    """Optimum of a user-supplied convex loss of the per-marginal cell variances (and the loss
+    reached)."""
     import cvxpy as cp
 
     # per-marginal average query variance (SoV / number of queries, paper §7.5); for plain
@@ -197,7 +198,7 @@ def select_custom(
     _solve(prob)
     out = np.full(len(coef.p), np.inf)
     out[used] = np.asarray(x.value, dtype=float)
-    return out
+    return Selection(out, float(expr.value))
 
 
 def select(
@@ -209,8 +210,7 @@ def select(
 ) -> Selection:
     """Noise scales for a privacy budget (``pcost``) or an accuracy bound (``loss_bound``)."""
     if callable(objective):
-        x = select_custom(coef, objective, pcost, loss_bound)
-        return Selection(x, float("nan"))
+        return select_custom(coef, objective, pcost, loss_bound)
     if objective == "sum_var":
         unit = select_sum_var(coef, weights)
         unit_loss = float(weights @ (coef.sum_var @ np.where(np.isfinite(unit), unit, 0.0)))

@@ -57,6 +57,9 @@ __all__ = [
     "optimized_strategy",
     "strategy_loss",
     "rp_attribute_cost",
+    "l2_strategy",
+    "maxvar_strategy",
+    "default_strategy_kind",
     "strategy_matrix",
 ]
 
@@ -230,7 +233,7 @@ def optimized_strategy(W, p: int | None = None, *, seed: int = 0, restarts: int 
     return _optimized_cached(W.shape, W.tobytes(), p, int(seed), int(restarts), bool(center))
 
 
-_KINDS = ("auto", "optimal", "pidentity", "optimize", "identity", "workload")
+_KINDS = ("auto", "optimal", "l2", "maxvar", "pidentity", "optimize", "identity", "workload")
 
 
 def optimal_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
@@ -253,14 +256,58 @@ def optimal_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
     return S
 
 
-def strategy_matrix(W, strategy="auto", *, p: int | None = None, seed: int = 0, restarts: int = 5) -> np.ndarray:
+def l2_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
+    """The optimal Gaussian strategy for ``W`` itself: ``min ||W S⁺||_F² · max_j ||S_{:,j}||²``
+    (QuerySmasher eq. 4 on the uncentred ``W``; HDMM's convex 1-D optimizer with L2
+    sensitivity, the paper's section 9). Certified to a relative duality gap ``tol`` by
+    :func:`~dpmatrix.plan.lowdim_optimal.optimize_subworkload`; its rows span ``W`` (so the
+    total, as every workload matrix contains it). With the split residual construction the
+    1-D mechanism it defines is kept whole, so a single Kronecker-product workload gets
+    HDMM's optimal error. Read-only; cached by the solver."""
+    from .lowdim_optimal import optimize_subworkload
+
+    S = np.array(optimize_subworkload(np.asarray(W, dtype=float), tol=tol).B)
+    S.setflags(write=False)
+    return S
+
+
+def maxvar_strategy(W) -> np.ndarray:
+    """The max-variance-optimal Gaussian strategy for ``W`` (fitness-for-use, Problem 1, with
+    equal targets): minimizes ``max_j var_j · max_j ||S_{:,j}||²``; see
+    :mod:`~dpmatrix.plan.maxvar_strategy`. Read-only; cached by the solver."""
+    from .maxvar_strategy import optimize_maxvar_strategy
+
+    S = np.array(optimize_maxvar_strategy(np.asarray(W, dtype=float)).B)
+    S.setflags(write=False)
+    return S
+
+
+def default_strategy_kind(construction: str = "centred", objective: str = "sum_var") -> str:
+    """What ``"auto"``/``"optimal"`` means for a non-identity workload: the certified optimum of
+    Algorithm 4's per-attribute factor (``construction="centred"``); for the split construction,
+    the optimal strategy for ``W`` itself under the objective (``"maxvar"`` for ``max_var``,
+    ``"l2"`` otherwise)."""
+    if construction != "split":
+        return "centred_optimal"
+    return "maxvar" if objective == "max_var" else "l2"
+
+
+def strategy_matrix(
+    W, strategy="auto", *, p: int | None = None, seed: int = 0, restarts: int = 5,
+    construction: str = "centred", objective: str = "sum_var",
+) -> np.ndarray:
     """The strategy replacement ``S_i`` for base workload ``W`` (``m × n``).
 
     ``strategy``:
       * ``"auto"`` (default): the identity if ``W`` is the identity (ResidualPlanner's case),
         otherwise ``"optimal"``.
-      * ``"optimal"``: :func:`optimal_strategy`, the certified minimizer of the per-attribute
-        factor ``beta · trace_in`` (QuerySmasher eq. 4 on the centred ``W``).
+      * ``"optimal"``: the best per-attribute strategy for the residual ``construction`` and
+        the ``objective`` (:func:`default_strategy_kind`): for Algorithm 4 (``"centred"``)
+        :func:`optimal_strategy`, the certified minimizer of the per-attribute factor
+        ``beta · trace_in`` (QuerySmasher eq. 4 on the centred ``W``); for ``"split"``,
+        ``"l2"`` (sums of variances) or ``"maxvar"`` (maximum variance).
+      * ``"l2"``: :func:`l2_strategy`, the optimal Gaussian strategy for ``W`` itself.
+      * ``"maxvar"``: :func:`maxvar_strategy`, the max-variance-optimal strategy for ``W``.
       * ``"pidentity"``: the candidate among {optimized p-identity with ``p = auto_p(n)`` (or the
         given ``p``), identity, ``W``} with the smallest ``beta · trace_in``
         (:func:`rp_attribute_cost`) — HDMM's OPT_0 idea as in the paper's section 9.
@@ -286,8 +333,16 @@ def strategy_matrix(W, strategy="auto", *, p: int | None = None, seed: int = 0, 
             raise WorkloadError(f"unknown strategy {strategy!r}; use one of {list(_KINDS)} or a matrix with {n} columns")
         if kind == "identity":
             return np.eye(n)
-        if kind == "optimal" or (kind == "auto" and not is_identity(W)):
-            return optimal_strategy(W)
+        if kind == "auto" and is_identity(W):
+            return np.eye(n)
+        if kind in ("auto", "optimal"):
+            kind = default_strategy_kind(construction, objective)
+            if kind == "centred_optimal":
+                return optimal_strategy(W)
+        if kind == "l2":
+            return l2_strategy(W)
+        if kind == "maxvar":
+            return maxvar_strategy(W)
         if kind == "workload":
             return W.copy()
         if kind == "optimize":

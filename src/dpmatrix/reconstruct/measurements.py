@@ -1,15 +1,17 @@
 """Reconstruction: unbiased, mutually consistent answers with exact variances (post-processing).
 
-The noisy output ``ω_A`` of each residual mechanism gives ``r_A = (⊗ Sub_i⁺) ω_A``, an unbiased
-estimate of the residual component of the marginal on ``A``. The marginal on any closure member
-``M`` is then (Algorithm 2, Theorem 4.4)::
+The noisy output ``ω_A`` of each residual mechanism gives ``r_A = (⊗ G_i) ω_A`` (``G_i =
+Sub_i⁺`` for the paper's Algorithm 4: an unbiased estimate of the residual component of the
+marginal on ``A``). The marginal on any closure member ``M`` is then (Algorithm 2, Theorem 4.4,
+Algorithm 6)::
 
-    x̂_M = Σ_{A ⊆ M} r_A / Π_{j ∈ M∖A} n_j        (r_A broadcast along the attributes of M∖A)
+    x̂_M = Σ_{A ⊆ M} r_A ⊗_{j ∈ M∖A} a_j        (a_j = 1/n_j for Algorithm 4: r_A / Π n_j)
 
-which is the unique linear unbiased estimate from the measurements — in particular the best
-linear unbiased (generalized least squares) one — and the answers to two marginals agree on
-their common sub-marginals. Its covariance is
-``Σ_{A⊆M} σ²_A ⊗_{i∈A} K_i ⊗_{j∈M∖A} (11ᵀ/n_j²)`` (``K_i`` the residual covariance factor),
+(``r_A`` broadcast along the attributes of ``M∖A``; ``[a_j, G_j]`` inverts ``[1ᵀ; Sub_j]``, see
+:mod:`dpmatrix.residual`), which is the unique linear unbiased estimate from the measurements —
+in particular the best linear unbiased (generalized least squares) one — and the answers to two
+marginals agree on their common sub-marginals. Its covariance is
+``Σ_{A⊆M} σ²_A ⊗_{i∈A} K_i ⊗_{j∈M∖A} a_j a_jᵀ`` (``K_i`` the residual covariance factor),
 whose diagonal gives the per-cell variances without any matrix inversion.
 """
 
@@ -114,17 +116,25 @@ class Measurements:
         return self._combine(key)
 
     def _combine(self, key: AttrSet) -> np.ndarray:
-        """``Σ_{A⊆M} r_A / Π_{j∈M∖A} n_j`` (Algorithm 2/6's ``q``). These are the cells when every
-        strategy spans its attribute; otherwise only ``(⊗ W_i) q`` is meaningful (Algorithm 6)."""
+        """``Σ_{A⊆M} r_A ⊗_{j∈M∖A} a_j`` (Algorithm 2/6's ``q``; ``/ Π n_j`` for Algorithm 4).
+        These are the cells when every strategy spans its attribute; otherwise only
+        ``(⊗ W_i) q`` is meaningful (Algorithm 6)."""
         sizes = self.plan.domain.sizes
+        bases = self.plan.bases
         shape = tuple(sizes[a] for a in key)
         out = np.zeros(shape)
         for _, sub, _ in self.plan.closure.subsets(key):
             res = self.residual(sub)
             dropped = [a for a in key if a not in sub]
-            scale = float(np.prod([sizes[a] for a in dropped])) if dropped else 1.0
             expand = tuple(sizes[a] if a in sub else 1 for a in key)
-            out = out + res.reshape(expand) / scale
+            term = res.reshape(expand)
+            uniform = [a for a in dropped if bases[a].uniform_total]
+            if uniform:
+                term = term / float(np.prod([sizes[a] for a in uniform]))
+            for j, a in enumerate(key):
+                if a in dropped and not bases[a].uniform_total:
+                    term = term * bases[a].total_inv.reshape(tuple(-1 if e == j else 1 for e in range(len(key))))
+            out = out + term
         return out
 
     def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
@@ -147,7 +157,12 @@ class Measurements:
             term = np.array([[s2]])
             for a in key:
                 n = sizes[a]
-                f = bases[a].resid_cov if a in sub else np.full((n, n), 1.0 / n**2)
+                if a in sub:
+                    f = bases[a].resid_cov
+                elif bases[a].uniform_total:
+                    f = np.full((n, n), 1.0 / n**2)
+                else:
+                    f = np.outer(bases[a].total_inv, bases[a].total_inv)
                 term = np.kron(term, f)
             out += term
         return out
@@ -189,8 +204,7 @@ class Measurements:
         estimate = 0.0
         variance = 0.0
         for sub, s2 in self.plan._subset_terms(key):
-            drop = tuple(j for j, a in enumerate(key) if a not in sub)
-            qa = q.sum(axis=drop) / float(np.prod([shape[j] for j in drop])) if drop else q
+            qa = _contract_totals(q, key, sub, self.plan.bases)
             bases = tuple(self.plan.bases[a] for a in sub)
             _check_answerable(self.plan.domain, sub, bases, qa)
             estimate += float(np.sum(qa * self.residual(sub)))
@@ -433,15 +447,29 @@ class QueryAnswer:
         return QueryAnswer(self.estimate, self.variance, level)
 
 
+def _contract_totals(q: np.ndarray, key: AttrSet, sub: AttrSet, bases) -> np.ndarray:
+    """``q`` contracted with ``a_j`` along every attribute of ``key`` not in ``sub`` (the mean
+    over those axes for Algorithm 4's ``a_j = 1/n_j``): the weights of ``r_sub`` in ``q · x̂``."""
+    drop = tuple(j for j, a in enumerate(key) if a not in sub)
+    if not drop:
+        return q
+    if all(bases[key[j]].uniform_total for j in drop):
+        return q.sum(axis=drop) / float(np.prod([q.shape[j] for j in drop]))
+    out = q
+    for j in reversed(drop):  # highest axis first: lower axis numbers stay valid
+        out = np.tensordot(out, bases[key[j]].total_inv, axes=([j], [0]))
+    return out
+
+
 def _check_answerable(domain, sub, bases, qa) -> None:
-    """The centred query must lie in the span of the residual factors (ResidualPlanner+ with a
-    strategy that does not span every value cannot answer every query)."""
+    """The query must lie in the span of ``[1ᵀ; Sub]`` along every attribute (ResidualPlanner+
+    with a strategy that does not span every value cannot answer every query)."""
     for axis, (a, b) in enumerate(zip(sub, bases)):
         if b.is_identity:
             continue
         m = np.moveaxis(qa, axis, -1).reshape(-1, b.n)
-        m = m - m.mean(axis=1, keepdims=True)
-        back = m @ b.Sub_pinv @ b.Sub
+        m = m - np.outer(m @ b.total_inv, np.ones(b.n))
+        back = m @ b.Sub_inv @ b.Sub
         if np.linalg.norm(m - back) > 1e-8 * max(1.0, float(np.linalg.norm(m))):
             raise NotMeasuredError(
                 f"the query is not answerable from the measurements: on {domain.names[a]!r} it is "
