@@ -87,6 +87,21 @@ def test_plan_prints_variances_and_privacy_without_data(capsys, tmp_path):
     np.testing.assert_allclose(table["max_variance"], [plan.variance(("age", "sex")).max(), plan.variance("race").max()])
 
 
+def test_plan_residual_construction_option(capsys, tmp_path):
+    base = ["plan", "--domain", ADULT_DOMAIN, "--workload", "all:1;age=prefix", "--rho", "0.5",
+            "--objective", "sum_var", "--format", "json"]  # fmt: skip
+    got = {}
+    for c in ("centred", "split", "auto"):
+        rc, out, _ = run(capsys, *base, "--construction", c, "--save", tmp_path / f"{c}.json")
+        assert rc == 0
+        got[c] = dm.Plan.from_json(tmp_path / f"{c}.json")
+    assert got["centred"].construction == "centred" and got["split"].construction == "split"
+    assert got["auto"].rmse() == pytest.approx(min(got["centred"].rmse(), got["split"].rmse()), rel=1e-12)
+    with pytest.raises(SystemExit) as exc:  # argparse usage error
+        run(capsys, *base, "--construction", "diagonal")
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
 # -- release + query -----------------------------------------------------------------------------
 def test_release_and_query_labelled_marginal(capsys, data, tmp_path):
     out_dir = tmp_path / "rel"

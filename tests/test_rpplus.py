@@ -129,6 +129,13 @@ TABLE8 = {
 #   "pidentity" (HDMM's OPT_0 idea, L2 p-identity) — within [−0.5 %, +4 %]:
 #     Adult +1.3 / +2.5 / +3.6 / −0.2 %, CPS +1.2 / +2.1 / +2.4 / +2.3 %,
 #     Loans +1.2 / +2.3 / +3.3 / +1.6 %
+#   split construction (optimal Gaussian 1-D strategies for W):
+#     Adult −0.6 / −2.0 / −4.2 / −7.6 %, CPS −3.1 / −8.4 / −10.1 / −9.8 %,
+#     Loans −1.0 / −2.8 / −5.4 / −6.8 %
+#   default ("auto", the better of the two per workload): Adult −1.3 (centred) / −2.5 (centred)
+#     / −4.2 / −7.6 %, CPS −3.1 / −8.4 / −10.1 / −9.8 %, Loans −1.2 (centred) / −2.8 / −5.4 /
+#     −6.8 % — always below the paper; "within 2 %" holds only for the 1-way rows, because the
+#     paper's own 1-D strategies are 3-8 % from optimal (see the structure test at the end).
 
 
 def table8_workloads(sizes, n_numeric):
@@ -145,6 +152,18 @@ def test_table8_optimal_strategies_never_above_paper(dataset):
     for wk, value in zip(table8_workloads(sizes, nnum), paper):
         got = dm.plan(wk, pcost=1, construction="centred").rmse()
         assert -0.075 < got / value - 1 <= 0.0005, (dataset, got, value)
+
+
+@pytest.mark.parametrize("dataset", list(TABLE8))
+def test_table8_default_is_the_better_construction(dataset):
+    sizes, nnum, paper = TABLE8[dataset]
+    for wk, value in zip(table8_workloads(sizes, nnum), paper):
+        got = dm.plan(wk, pcost=1)
+        centred = dm.plan(wk, pcost=1, construction="centred").rmse()
+        split = dm.plan(wk, pcost=1, construction="split").rmse()
+        assert got.rmse() == pytest.approx(min(centred, split), rel=1e-12)
+        assert got.construction == ("split" if split < centred else "centred")
+        assert -0.11 < got.rmse() / value - 1 < -0.005, (dataset, got.rmse(), value)
 
 
 @pytest.mark.parametrize("dataset", ["CPS"])  # Loans (4 × n=101) is checked the same way but takes ~40 s
@@ -269,3 +288,126 @@ def test_custom_query_matrix_and_json_round_trip():
     assert back.max_variance() == pytest.approx(plan.max_variance(), rel=1e-12)
     np.testing.assert_allclose(back.query_variance(("a0", "a1")), plan.query_variance(("a0", "a1")))
     assert back.workload.types(1) == ("range",)
+
+
+# ---------------------------------------------------------------- what the paper's numbers are
+
+def test_tables_10_to_12_are_algorithm4_with_a_suboptimal_1d_factor():
+    # Structure check of the paper's RP+ columns. Under Algorithm 4 a single d-way Kronecker
+    # workload with base W on every attribute has, by Lemma 2,
+    #     RMSE = (sqrt(c) + sqrt(t_out))^d / m^(d/2),   t_out = ||W 1||²/n², m = rows of W,
+    # where c = β·trace_in is the only number the 1-D strategy decides. Solving for c from the
+    # paper's d = 3 value must then predict its d = 4 and 5 values (to the printed digits) —
+    # it does, for every n: the paper used Algorithm 4 and our closed form. The implied c(n)
+    # lies above the certified optimum c*(n) (ours) by 0.2-8 %, which is why our RP+ column is
+    # lower than the paper's: the paper's 1-D strategies are not optimal for Algorithm 4, and
+    # how they were obtained is not published in enough detail to reproduce them (the
+    # authors' public code, HDMM's convex optimizer on the uncentred W, gives +16-117 %).
+    from dpmatrix.plan.lowdim_optimal import optimize_subworkload
+    from dpmatrix.plan.strategy1d import centered
+
+    ns = [2, 4, 8, 16, 32, 64]
+    rp10 = {3: [1.39, 2.25, 3.64, 5.77, 8.87, 13.18], 4: [1.55, 2.95, 5.59, 10.34, 18.37, 31.13],
+            5: [1.73, 3.86, 8.60, 18.54, 38.03, 73.54]}
+    rp11 = {3: [1.50, 2.54, 4.01, 5.89, 8.23, 11.09], 4: [1.71, 3.47, 6.37, 10.64, 16.62, 24.73],
+            5: [1.96, 4.74, 10.12, 19.23, 33.56, 55.16]}
+    for make, table in ((all_ranges, rp10), (prefix, rp11)):
+        for i, n in enumerate(ns):
+            W = make(n)
+            m = W.shape[0]
+            t_out = float(np.sum((W @ np.ones(n)) ** 2)) / n**2
+            c = ((table[3][i] * m**1.5) ** (1 / 3) - np.sqrt(t_out)) ** 2
+            for d in (4, 5):
+                predicted = (np.sqrt(c) + np.sqrt(t_out)) ** d / m ** (d / 2)
+                # d = 3 is printed to 2 decimals: propagate half a unit of the last digit
+                slack = 0.005 * d / 3 * table[d][i] / table[3][i] + 0.005
+                assert abs(predicted - table[d][i]) <= slack, (make.__name__, n, d, predicted, table[d][i])
+            c_star = optimize_subworkload(centered(W), sizes=(n,), tol=1e-6).loss
+            assert c >= c_star * (1 - 0.005), (make.__name__, n, c, c_star)
+    # table 12 (k-way prefix sums, d = 5, n = 10): the union of k-way marginals has the Lemma 2
+    # total (Σ_j C(5,j) sqrt(C(5-j,k-j) c^j t_out^(k-j)))² over C(5,k)·10^k queries; c from the
+    # 1-way value predicts the 2- to 5-way values
+    from math import comb
+
+    W = prefix(10)
+    t_out = float(np.sum((W @ np.ones(10)) ** 2)) / 100
+
+    def rmse12(c, k):
+        root = sum(comb(5, j) * np.sqrt(comb(5 - j, k - j) * c**j * t_out ** (k - j)) for j in range(k + 1))
+        return np.sqrt(root**2 / (comb(5, k) * 10**k))
+
+    paper12 = [2.94, 5.84, 9.00, 11.48, 12.58]
+    lo, hi = 1.0, 100.0  # bisection for c from the 1-way value (rmse12 increases with c)
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rmse12(mid, 1) < paper12[0] else (lo, mid)
+    for k in range(2, 6):
+        assert abs(rmse12(lo, k) - paper12[k - 1]) <= 0.005 * paper12[k - 1] / paper12[0] * k + 0.005, k
+    assert lo > optimize_subworkload(centered(W), sizes=(10,), tol=1e-6).loss * 1.05  # +8 %
+
+
+def _certified_maxvar_bound(W):
+    """A lower bound on min over Gaussian mechanisms of (max query variance × privacy cost) for
+    the 1-D workload W, computed here from its definition: for any query weights λ and cell
+    weights μ on the simplices, t* ≥ ||diag(λ)^½ W diag(μ)^½||_*² (weak duality, see
+    dpmatrix.plan.maxvar_strategy). The library only supplies good weights; the bound holds for
+    any weights, whatever their origin."""
+    from dpmatrix.plan.maxvar_strategy import optimize_maxvar_strategy
+
+    sol = optimize_maxvar_strategy(W)
+    lam = np.asarray(sol.query_weights) / np.sum(sol.query_weights)
+    mu = np.asarray(sol.cell_weights) / np.sum(sol.cell_weights)
+    M = np.sqrt(lam)[:, None] * W * np.sqrt(mu)[None, :]
+    return float(np.sum(np.linalg.svd(M, compute_uv=False))) ** 2 * (1 - 1e-9)
+
+
+def test_table9_has_entries_no_gaussian_mechanism_can_reach():
+    # Table 9 (max variance of the prefix-sum workloads at privacy cost 1), RP+ column. A
+    # workload containing the generalized marginal W_1 ⊗ W_2 ⊗ W_3 (prefix, prefix, identity...)
+    # has max variance ≥ that marginal's own optimum, which is at least Π_i t*(W_i)'s dual bound:
+    # product weights λ_1⊗λ_2⊗λ_3, μ_1⊗μ_2⊗μ_3 make the nuclear norm factor, and uniform weights
+    # on a marginalized attribute contribute ||(1/√N)1ᵀ||_* = 1. Our bounds:
+    b100, b50, b101 = (_certified_maxvar_bound(prefix(n)) for n in (100, 50, 101))
+    assert 5.04 < b100 < 5.05 and 4.15 < b50 < 4.16 and 5.05 < b101 < 5.06
+    # identity on k values: λ, μ uniform give ||I/k||_* = 1, so the factor is 1 (and 1 is attained)
+    # CPS 3-way contains prefix(100) ⊗ prefix(50) ⊗ identity(7): ≥ 20.94 > the printed 12.814
+    assert b100 * b50 > 12.814 * 1.6
+    # Loans 3-way and ≤3-way contain prefix(101)^⊗3: ≥ 129.4 > the printed 90.632 and 124.318
+    assert b101**3 > 124.318 > 90.632
+    # so "within 5 %" of these entries is impossible for any correct mechanism; what a correct
+    # ResidualPlanner+ reaches is far above the others too (test below). The paper's numbers are
+    # consistent with a privacy cost taken from the noise factor Γ = Sub (leverage scores ≤ 1)
+    # while the variances assumed Γ = I, as in one version of the authors' public code.
+    # Sanity of the product rule used above, on an explicit Kronecker product:
+    from dpmatrix.plan.maxvar_strategy import optimize_maxvar_strategy
+
+    kron = optimize_maxvar_strategy(np.kron(prefix(4), prefix(3)), tol=1e-7)
+    assert kron.max_variance == pytest.approx(
+        optimize_maxvar_strategy(prefix(4), tol=1e-7).max_variance
+        * optimize_maxvar_strategy(prefix(3), tol=1e-7).max_variance, rel=1e-5)
+
+
+TABLE9 = {
+    "CPS": (CPS, 2, [7.158, 24.193, 12.814, 28.526]),
+    "Loans": (LOANS, 4, [14.631, 66.074, 90.632, 124.318]),
+    "Adult": (ADULT, 5, [16.247, 88.718, 139.103, 165.942]),
+}
+# Measured max variances (privacy cost 1), rows 1-way / 2-way / 3-way / ≤3-way:
+#   Algorithm 4 ("centred", certified optimal strategies): CPS 12.446 / 63.918 / 118.872 /
+#     131.639, Loans 26.036 / 311.121 / 2275.478 / 2275.478, Adult 29.854 / 414.130 / 3558.663 /
+#     3558.663;
+#   default ("auto", here always the split construction with max-variance-optimal strategies):
+#     CPS 9.879 / 35.639 / 57.845 / 63.723, Loans 23.272 / 235.986 / 1381.304 / 1381.304,
+#     Adult 27.297 / 330.682 / 2354.850 / 2354.850 — 10-52 % below Algorithm 4, and all above
+#     the paper (+38 % / +47 % / +351 % / +123 % for CPS).
+
+
+@pytest.mark.parametrize("dataset", ["CPS"])  # Loans/Adult are measured the same way (~10 s)
+def test_table9_default_split_beats_algorithm4_max_variance(dataset):
+    sizes, nnum, paper = TABLE9[dataset]
+    for wk, value in zip(table8_workloads(sizes, nnum), paper):
+        centred = dm.plan(wk, pcost=1, objective="max_var", construction="centred")
+        best = dm.plan(wk, pcost=1, objective="max_var")
+        assert best.construction == "split"
+        assert best.max_variance() < 0.81 * centred.max_variance()
+        assert best.max_variance() > value  # see the infeasibility test above

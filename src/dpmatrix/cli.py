@@ -153,6 +153,12 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
         help="max_var (default): minimize the largest weighted cell variance; sum_var: minimize "
         "the weighted total variance",
     )  # fmt: skip
+    p.add_argument(
+        "--construction", choices=["auto", "centred", "split"], default="auto",
+        help="residual construction for prefix/range queries: centred (the paper's Algorithm 4), "
+        "split (each attribute's 1-D mechanism kept whole), or auto (default: plan both, keep "
+        "the better); plain marginals are the same either way",
+    )  # fmt: skip
 
 
 def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
@@ -214,14 +220,16 @@ def _make_plan(args: argparse.Namespace, domain: Domain):
     from .plan.plan import plan as make_plan
 
     wk = _workload(args, domain)
-    return make_plan(wk, objective=args.objective, **_budget_kwargs(args))
+    return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
+                     **_budget_kwargs(args))
 
 
 def _describe_plan(plan, say: Out, delta: float) -> None:
     wk = plan.workload
+    kept = "" if plan.is_plain else f" ({plan.construction} residual construction)"
     say(
         f"workload: {len(wk)} marginals, {int(wk.cells.sum()):,} cells, objective "
-        f"{plan.objective}; {int(plan.measured.sum())} residual mechanisms"
+        f"{plan.objective}; {int(plan.measured.sum())} residual mechanisms{kept}"
     )
     say(fmt_privacy(plan.rho, plan.mu, plan.epsilon(delta), delta))
     say(
@@ -468,7 +476,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rargs = argparse.Namespace(
         data=str(path), plan=None, workload=f"all:<={args.k}", marginals=None, workload_file=None,
         query_types=None, attributes=None, rho=args.rho, epsilon=None, delta=None, mu=None,
-        objective=args.objective, engine="duckdb", data_format=None, delimiter=None,
+        objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
         on_unknown="error", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
         seed=args.seed,
     )  # fmt: skip
