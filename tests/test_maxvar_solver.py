@@ -281,6 +281,38 @@ def test_cholesky_and_pcg_agree():
     assert a["primal_objective"] == pytest.approx(b["primal_objective"], rel=2e-9)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_primal_space_newton_system_agrees(seed):
+    # the same Newton step with dlam eliminated (n x n system; dense and, past 2000 variables,
+    # sparse LU) reaches the same certified optimum as CG and as an independent solver
+    rng = np.random.default_rng(100 + seed)
+    m, n = int(rng.integers(5, 60)), int(rng.integers(2, 40))
+    p, C = random_instance(rng, m, n, rng.uniform(0.05, 0.5))
+    _, a = solve_min_cost(p, C, linear_solver="primal", tol=1e-9)
+    assert a["status"] == "optimal" and a["linear_solver"] == "primal"
+    assert a["primal_objective"] == pytest.approx(cvxpy_optimum(p, C), rel=1e-6)
+    prob = build_marginal_maxvar_problem((3, 4, 5, 2, 6, 3, 2, 4, 5, 3, 2, 2, 3, 4, 2, 3, 2, 5, 4, 3, 2, 3, 4, 2),
+                                         upto_k(24, 3))
+    assert prob.C.shape[1] > 2000  # the sparse-LU branch
+    _, b = solve_min_cost(prob.p, prob.C, linear_solver="primal", tol=1e-9)
+    _, c = solve_min_cost(prob.p, prob.C, linear_solver="pcg", tol=1e-9)
+    assert b["primal_objective"] == pytest.approx(c["primal_objective"], rel=2e-9)
+
+
+def test_degenerate_rpplus_problem_switches_to_the_primal_system():
+    # ResidualPlanner+ with max-variance-optimal strategies equalizes the query variances, so
+    # many constraints are active together and CG stalls; 'auto' then factors the primal system
+    import dpmatrix as dm
+
+    dom = dm.Domain.from_sizes([10] * 12)
+    wk = dm.Workload.marginals(dom, 3, upto=True, query_types={a: "range" for a in dom.names})
+    plan = dm.plan(wk, pcost=1, objective="max_var", construction="split")
+    cent = dm.plan(wk, pcost=1, objective="max_var", construction="centred")
+    assert plan.max_variance() == pytest.approx(plan.loss(), rel=1e-9)
+    # the two constructions are different mechanisms; both optimal for their own coefficients
+    assert plan.max_variance() != pytest.approx(cent.max_variance(), rel=1e-3)
+
+
 def test_asymmetric_medium_instance_converges():
     rng = np.random.default_rng(11)
     sizes = rng.integers(2, 40, size=25)
@@ -333,4 +365,4 @@ def test_bad_pcost_and_options():
     with pytest.raises(ValueError, match="tol"):
         solve_min_cost(p, C, tol=0.0)
     with pytest.raises(ValueError, match="linear_solver"):
-        solve_min_cost(p, C, linear_solver="lu")
+        solve_min_cost(p, C, linear_solver="qr")

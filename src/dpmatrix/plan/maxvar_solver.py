@@ -226,14 +226,16 @@ def _max_step(v: np.ndarray, dv: np.ndarray) -> float:
 
 
 def _pcg(matvec, b, minv, x0, rtol, maxiter):
-    """Preconditioned conjugate gradients for an SPD operator (vectorised numpy).
+    """Preconditioned conjugate gradients for an SPD operator (vectorised numpy); ``minv`` is
+    the inverse of a diagonal preconditioner (a vector) or a function applying an SPD one.
 
     Stops when the *preconditioned* residual norm ``sqrt(r^T M^{-1} r)`` is ``rtol`` times that
     of the right-hand side.  This is invariant under the diagonal scaling, which matters here:
     rows of the reduced system differ by many orders of magnitude near the optimum, and a plain
     residual norm is dominated by the (harmless) inactive rows.
     """
-    bz = float(b @ (minv * b))
+    apply = minv if callable(minv) else (lambda r: minv * r)
+    bz = float(b @ apply(b))
     if bz == 0.0:
         return np.zeros_like(b), 0
     if x0 is None:
@@ -242,7 +244,7 @@ def _pcg(matvec, b, minv, x0, rtol, maxiter):
     else:
         x = x0.copy()
         r = b - matvec(x)
-    z = minv * r
+    z = apply(r)
     pdir = z.copy()
     rz = float(r @ z)
     it = 0
@@ -255,13 +257,33 @@ def _pcg(matvec, b, minv, x0, rtol, maxiter):
         alpha = rz / pap
         x += alpha * pdir
         r -= alpha * ap
-        z = minv * r
+        z = apply(r)
         rz_new = float(r @ z)
         pdir *= rz_new / rz
         pdir += z
         rz = rz_new
         it += 1
     return x, it
+
+
+def _spd_solver(K: sp.csc_matrix):
+    """Solver for the sparse symmetric positive definite primal Newton matrix: a dense
+    Cholesky for small or dense matrices, else a sparse LU (SuperLU, fill-reducing COLAMD
+    order) — the matrix couples only variables that share a constraint, plus the few
+    (low-order) sets that appear in every constraint."""
+    n = K.shape[0]
+    if n <= 2000 or K.nnz > 0.2 * n * n:
+        D = K.toarray()
+        try:
+            fac = scipy.linalg.cho_factor(D, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            D[np.diag_indices(n)] += 1e-12 * np.max(np.diag(D))
+            fac = scipy.linalg.cho_factor(D, lower=True, check_finite=False)
+        return lambda b: scipy.linalg.cho_solve(fac, b, check_finite=False)
+    import scipy.sparse.linalg as spla
+
+    lu = spla.splu(K, permc_spec="COLAMD")
+    return lu.solve
 
 
 def solve_min_cost(
@@ -282,8 +304,13 @@ def solve_min_cost(
     (``"cholesky"`` or ``"pcg"``), ``cg_iterations`` and ``time``.  See the module docstring.
 
     ``linear_solver``: ``"pcg"`` (matrix-free preconditioned CG on the reduced system),
-    ``"cholesky"`` (dense factorisation of the ``m x m`` reduced matrix; only for small ``m``)
-    or ``"auto"`` (PCG, falling back to Cholesky for ``m <= 4000`` if CG stalls).
+    ``"cholesky"`` (dense factorisation of the ``m x m`` reduced matrix; only for small ``m``),
+    ``"primal"`` (dense factorisation of the ``n x n`` primal-space matrix
+    ``H + Cᵀ diag(lam/s) C``: the same Newton step with ``dlam`` eliminated instead of ``dx``;
+    for few variables and many constraints; sparse LU past 2000 variables) or ``"auto"`` (PCG;
+    if CG stalls, the primal system when ``n <= 50000``, else Cholesky when ``m <= 4000``). PCG stalls on degenerate
+    problems where many constraints are active together — e.g. ResidualPlanner+ workloads whose
+    1-D strategies equalize all query variances (max-variance-optimal strategies).
     """
     t_start = time.perf_counter()
     if not (0 < tol < 1):
@@ -297,11 +324,13 @@ def solve_min_cost(
     m = Ck.shape[0]
     CT = Ck.T.tocsr()
     C2 = Ck.multiply(Ck).tocsr()
-    if linear_solver not in ("auto", "pcg", "cholesky"):
-        raise ValueError("linear_solver must be 'auto', 'pcg' or 'cholesky'")
+    if linear_solver not in ("auto", "pcg", "cholesky", "primal"):
+        raise ValueError("linear_solver must be 'auto', 'pcg', 'cholesky' or 'primal'")
     dense = linear_solver == "cholesky"
-    # 'auto' uses PCG and switches to a dense Cholesky if CG ever fails to converge and the
-    # reduced system is small enough to factor (m <= 4000)
+    primal_space = linear_solver == "primal"
+    # 'auto' uses PCG and switches to a factorisation when CG stalls: of the n x n primal
+    # system if there are not too many variables (n <= 50000), else of the m x m reduced one
+    can_primal = linear_solver == "auto" and n <= 50_000
     can_fallback = linear_solver == "auto" and m <= 4000
 
     def Cx(v):
@@ -365,7 +394,27 @@ def solve_min_cost(
         hinv = x**3 / (2.0 * p)
         r_d = u - p / x**2
         dvec = s / lam
-        if dense:
+        if primal_space:
+            # exact inverse of the reduced matrix through the n x n primal one (Woodbury):
+            # (C H⁻¹ Cᵀ + S Λ⁻¹)⁻¹ = D − D C (H + Cᵀ D C)⁻¹ Cᵀ D,  D = Λ S⁻¹; used as the
+            # preconditioner of CG, which then converges in a few iterations and keeps the
+            # accuracy control of the reduced system
+            dlam = lam / s
+            K = (CT @ sp.diags(dlam) @ Ck + sp.diags(1.0 / hinv)).tocsc()
+            psolve = _spd_solver(K)
+            cg_rtol = max(1e-12, min(1e-2, 1e-2 * gap))
+
+            def precond(r):
+                dr = dlam * r
+                return dr - dlam * Cx(psolve(CTy(dr)))
+
+            def matvec(v):
+                return Cx(hinv * CTy(v)) + dvec * v
+
+            def solve(rhs, x0=None):
+                return _pcg(matvec, rhs, precond, x0, cg_rtol, cg_max_iter)
+
+        elif dense:
             Ch = Ck.multiply(np.sqrt(hinv)[None, :]).tocsr()
             K = (Ch @ Ch.T).toarray()
             K[np.diag_indices(m)] += dvec
@@ -406,7 +455,9 @@ def solve_min_cost(
         r_c = lam * s + dl_a * ds_a - sigma * mu
         dx, dl, ds, k2 = direction(r_c, dl_a)
         cg_total += k1 + k2
-        if not dense and can_fallback and max(k1, k2) >= cg_max_iter:
+        if not dense and not primal_space and can_primal and max(k1, k2) >= 200:
+            primal_space = True
+        elif not dense and not primal_space and can_fallback and max(k1, k2) >= cg_max_iter:
             dense = True
         dl_prev = dl
         # fraction to the boundary.  0.95 rather than the 0.99-0.999 common for LPs: letting a
@@ -439,7 +490,7 @@ def solve_min_cost(
         "dual_bound": best_lower,
         "rel_gap": (primal - best_lower) / primal,
         "lam": lam_full,
-        "linear_solver": "cholesky" if dense else "pcg",  # the one used last
+        "linear_solver": "primal" if primal_space else ("cholesky" if dense else "pcg"),  # the last one
         "cg_iterations": cg_total,
         "time": time.perf_counter() - t_start,
     }
