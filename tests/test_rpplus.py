@@ -375,9 +375,11 @@ def test_table9_has_entries_no_gaussian_mechanism_can_reach():
     # Loans 3-way and ≤3-way contain prefix(101)^⊗3: ≥ 129.4 > the printed 90.632 and 124.318
     assert b101**3 > 124.318 > 90.632
     # so "within 5 %" of these entries is impossible for any correct mechanism; what a correct
-    # ResidualPlanner+ reaches is far above the others too (test below). The paper's numbers are
-    # consistent with a privacy cost taken from the noise factor Γ = Sub (leverage scores ≤ 1)
-    # while the variances assumed Γ = I, as in one version of the authors' public code.
+    # ResidualPlanner+ reaches is far above the others too (test below). We could not find how
+    # the printed values were computed: one version of the authors' public code takes the
+    # privacy cost from Γ = Sub (leverage scores ≤ 1) but the variances from Γ = I, which
+    # underestimates the cost, yet recomputing that way gives CPS 4.68 / 9.94 / 12.43 / 13.56,
+    # not the printed 7.158 / 24.193 / 12.814 / 28.526.
     # Sanity of the product rule used above, on an explicit Kronecker product:
     from dpmatrix.plan.maxvar_strategy import optimize_maxvar_strategy
 
