@@ -377,10 +377,13 @@ def plan(
 
     Workloads with prefix, range or custom query types are planned with ResidualPlanner+
     (paper §7): each such attribute gets a strategy ``S_i`` — ``strategies={"age": ...}`` with
-    ``"auto"``/``"optimal"`` (default: the certified minimizer of the per-attribute cost
-    β·trace_in, QuerySmasher's eq. 4 on the centred workload), ``"pidentity"`` (HDMM's p-identity
-    idea: best of an optimized p-identity strategy, the identity and W), ``"identity"``,
-    ``"workload"`` or a matrix — turned into residual factors by ``construction``:
+    ``"auto"``/``"optimal"`` (default: for Algorithm 4 the certified minimizer of its
+    per-attribute cost β·trace_in, QuerySmasher's eq. 4 on the centred workload; for the split
+    construction ``"l2"`` or, with ``max_var``, ``"maxvar"``), ``"l2"`` (the optimal Gaussian
+    strategy for the attribute's queries), ``"maxvar"`` (the max-variance-optimal one,
+    fitness-for-use Problem 1), ``"pidentity"`` (HDMM's p-identity idea: best of an optimized
+    p-identity strategy, the identity and W), ``"identity"``, ``"workload"`` or a matrix —
+    turned into residual factors by ``construction``:
     ``"centred"`` (the paper's Algorithm 4) or ``"split"`` (the strategy's total measured
     separately, so each attribute's 1-D mechanism is kept whole; with it ``"optimal"`` means
     the optimal Gaussian strategy for the attribute's queries under the objective, see
