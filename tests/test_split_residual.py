@@ -167,3 +167,19 @@ def test_json_round_trip_keeps_the_construction(tmp_path):
     rel = dm.load_release(tmp_path / "rel")
     assert rel.plan.construction == "split"
     np.testing.assert_allclose(rel.measurements.estimate(("a0", "a1")), meas.estimate(("a0", "a1")))
+
+
+def test_auto_compares_both_only_where_it_is_cheap():
+    from dpmatrix.plan.plan import AUTO_MAX_SETS, _constructions
+
+    small = dm.Workload.marginals(dm.Domain.from_sizes([5] * 4), 2, query_types={"a0": "prefix"})
+    assert _constructions(small, "auto", None, "max_var") == ("centred", "split")
+    assert _constructions(small, "auto", None, "sum_var") == ("centred", "split")
+    assert _constructions(small, "split", None, "max_var") == ("split",)
+    big = dm.Workload.marginals(dm.Domain.from_sizes([3] * 35), 3, upto=True, query_types={"a0": "range"})
+    assert len(big.closure) > AUTO_MAX_SETS
+    assert _constructions(big, "auto", None, "max_var") == ("centred",)
+    assert _constructions(big, "auto", None, "sum_var") == ("centred", "split")  # closed form
+    plain = dm.Workload.marginals(dm.Domain.from_sizes([3] * 4), 2)
+    assert _constructions(plain, "auto", None, "sum_var") == ("centred",)
+    assert _constructions(plain, "auto", {"a0": np.eye(3) * 2}, "sum_var") == ("centred", "split")

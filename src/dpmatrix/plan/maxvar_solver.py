@@ -218,6 +218,12 @@ def dual_bound(p: np.ndarray, C: sp.csr_matrix, lam: np.ndarray) -> tuple[float,
 # --------------------------------------------------------------------------------------------
 
 
+# iterations without a 10 % gain in the certified gap after which the solver stops ("stalled")
+_STALL = 40
+# iterations without a 10 % gain after which 'auto' switches to the exactly preconditioned CG
+_SWITCH = 8
+
+
 def _max_step(v: np.ndarray, dv: np.ndarray) -> float:
     neg = dv < 0
     if not np.any(neg):
@@ -298,7 +304,8 @@ def solve_min_cost(
     """Solve ``min sum_j p_j / x_j  s.t.  C x <= 1, x > 0`` to relative duality gap ``tol``.
 
     Returns ``(x, info)``.  ``x`` is feasible (``max(C x) = 1`` up to rounding).  ``info`` has
-    ``status`` (``"optimal"`` or ``"max_iter"``), ``iterations``, ``primal_objective`` (an
+    ``status`` (``"optimal"``, ``"max_iter"`` or ``"stalled"``: no 10 % gain of the certified
+    gap in 40 iterations — rounding limits the steps; the bounds are still rigorous), ``iterations``, ``primal_objective`` (an
     upper bound, ``sum p/x``), ``dual_bound`` (a certified lower bound ``max_t g(t lam)``),
     ``rel_gap = (primal - dual) / primal``, ``lam`` (the multipliers), ``linear_solver``
     (``"cholesky"`` or ``"pcg"``), ``cg_iterations`` and ``time``.  See the module docstring.
@@ -354,6 +361,7 @@ def solve_min_cost(
     status = "max_iter"
     dl_prev = None
     gap = math.inf
+    gaps: list[float] = []
     steps = (0.0, 0.0)
     while True:
         # ---- bounds and stopping test
@@ -387,6 +395,18 @@ def solve_min_cost(
             status = "optimal"
             break
         if it >= max_iter:
+            break
+        gaps.append(gap)
+        if (not primal_space and can_primal and len(gaps) > _SWITCH
+                and gap > 0.9 * gaps[-1 - _SWITCH]):
+            # progress stopped: inexact CG directions near a degenerate optimum; precondition
+            # with the exact inverse from now on
+            primal_space = True
+        if len(gaps) > _STALL and gap > 0.9 * gaps[-1 - _STALL]:
+            # no progress for _STALL iterations: rounding limits the Newton steps (seen on
+            # degenerate problems with many constraints active together); the bounds so far
+            # are still rigorous, so stop and report the certified gap
+            status = "stalled"
             break
         it += 1
 

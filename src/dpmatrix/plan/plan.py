@@ -392,7 +392,9 @@ def plan(
     dominates: the split wins on workloads mixing a few numeric attributes with categorical
     ones (paper tables 8-12, by up to 52 % in maximum variance), Algorithm 4 on many-attribute
     all-range workloads. ``plan.construction`` says which was kept. With identity queries
-    everywhere both are exactly ResidualPlanner (planned once).
+    everywhere both are exactly ResidualPlanner (planned once); for ``max_var`` and custom
+    objectives on more than ``AUTO_MAX_SETS`` (5,000) residual sets "auto" plans Algorithm 4
+    only (each comparison costs a convex solve; ask for ``"split"`` explicitly).
 
     ``planner``: ``"residual"`` (default, ResidualPlanner / RP+ as above), ``"querysmasher"``
     (alias ``"qs"``) or ``"wff"`` — both take a :class:`~dpmatrix.workload.Workload` or a
@@ -424,7 +426,7 @@ def plan(
     obj_name = objective if isinstance(objective, str) else "custom"
     name = objective if isinstance(objective, str) else getattr(objective, "__name__", "custom")
     best = None
-    candidates = _constructions(workload, construction, strategies)
+    candidates = _constructions(workload, construction, strategies, objective)
     for cons in candidates:
         try:
             strats = choose_strategies(workload, strategies, construction=cons, objective=obj_name)
@@ -444,15 +446,24 @@ def plan(
     return best[1]
 
 
-def _constructions(workload: Workload, construction: str, strategies) -> tuple[str, ...]:
+# "auto" compares both constructions for objectives other than sum_var only up to this many
+# residual sets: each needs its own convex solve, and the split's max-variance problems are
+# degenerate (many constraints active together), so they cost more at scale
+AUTO_MAX_SETS = 5000
+
+
+def _constructions(workload: Workload, construction: str, strategies, objective) -> tuple[str, ...]:
     """Residual constructions to plan with: one, or both for ``"auto"`` when they can differ
-    (some attribute has non-identity queries or a given strategy)."""
+    (some attribute has non-identity queries or a given strategy) and comparing is cheap (the
+    closed-form ``sum_var``, or at most :data:`AUTO_MAX_SETS` residual sets)."""
     if str(construction).lower() != "auto":
         return (construction_name(construction),)
     plain = workload.is_plain and not any(
         not (isinstance(v, str) and v.lower() in ("auto", "identity")) for v in (strategies or {}).values()
     )
-    return ("centred",) if plain else ("centred", "split")
+    if plain or (objective != "sum_var" and len(workload.closure) > AUTO_MAX_SETS):
+        return ("centred",)
+    return ("centred", "split")
 
 
 def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, loss_bound,

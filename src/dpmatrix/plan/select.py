@@ -20,6 +20,8 @@ utility-constrained form (eq. 2: minimize pcost s.t. loss ≤ bound) are support
 
 from __future__ import annotations
 
+import warnings
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,13 +55,20 @@ def select_sum_var(coef: Coefficients, weights: np.ndarray) -> np.ndarray:
     return x
 
 
+ACCEPT_GAP = 1e-6
+
+
 def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     """argmin Σ p/x s.t. C x ≤ 1, x > 0 (every column of C has a positive entry), by the
     certified interior-point solver of :mod:`dpmatrix.plan.maxvar_solver`."""
     from .maxvar_solver import solve_min_cost
 
-    x, info = solve_min_cost(p, C, tol=1e-9)
-    if info["status"] != "optimal":
+    with warnings.catch_warnings():  # judged here, not by the solver's own warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        x, info = solve_min_cost(p, C, tol=1e-9)
+    # the target gap is 1e-9; a solve that stalls on rounding (degenerate problems, e.g. RP+
+    # with max-variance-optimal strategies) is accepted when its certified gap is below 1e-6
+    if info["status"] != "optimal" and not info["rel_gap"] <= ACCEPT_GAP:
         raise PlanError(
             f"the max-variance solver stopped without reaching the optimum (relative duality gap "
             f"{info['rel_gap']:.2e} after {info['iterations']} iterations)"
