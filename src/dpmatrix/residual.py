@@ -1,8 +1,9 @@
 """Residual mechanisms: the one abstraction every planner shares.
 
-Every planner of the ResidualPlanner family splits the row space of the workload into mutually
-orthogonal residual subspaces, one per attribute set ``A`` of the workload's downward closure,
-and measures each with its own Gaussian mechanism (paper §4.2, eq. 3; §7.2, eq. 9)::
+Every planner of the ResidualPlanner family splits the row space of the workload into residual
+subspaces, one per attribute set ``A`` of the workload's downward closure — mutually orthogonal
+in the paper (§4.2; Algorithm 4), linearly independent for dpmatrix's split construction — and
+measures each with its own Gaussian mechanism (paper §4.2, eq. 3; §7.2, eq. 9)::
 
     M_A(x; σ²_A) = R_A x + N(0, σ²_A Σ_A),   R_A = ⊗_{i∈A} Sub_i ⊗_{j∉A} 1ᵀ,   Σ_A = ⊗_{i∈A} Γ_i Γ_iᵀ.
 
