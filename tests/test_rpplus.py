@@ -411,5 +411,5 @@ def test_table9_default_split_beats_algorithm4_max_variance(dataset):
         centred = dm.plan(wk, pcost=1, objective="max_var", construction="centred")
         best = dm.plan(wk, pcost=1, objective="max_var")
         assert best.construction == "split"
-        assert best.max_variance() < 0.81 * centred.max_variance()
+        assert best.max_variance() < 0.9 * centred.max_variance()  # the README's "10-52 % better"
         assert best.max_variance() > value  # see the infeasibility test above
