@@ -414,27 +414,7 @@ def solve_min_cost(
         hinv = x**3 / (2.0 * p)
         r_d = u - p / x**2
         dvec = s / lam
-        if primal_space:
-            # exact inverse of the reduced matrix through the n x n primal one (Woodbury):
-            # (C H⁻¹ Cᵀ + S Λ⁻¹)⁻¹ = D − D C (H + Cᵀ D C)⁻¹ Cᵀ D,  D = Λ S⁻¹; used as the
-            # preconditioner of CG, which then converges in a few iterations and keeps the
-            # accuracy control of the reduced system
-            dlam = lam / s
-            K = (CT @ sp.diags(dlam) @ Ck + sp.diags(1.0 / hinv)).tocsc()
-            psolve = _spd_solver(K)
-            cg_rtol = max(1e-12, min(1e-2, 1e-2 * gap))
-
-            def precond(r):
-                dr = dlam * r
-                return dr - dlam * Cx(psolve(CTy(dr)))
-
-            def matvec(v):
-                return Cx(hinv * CTy(v)) + dvec * v
-
-            def solve(rhs, x0=None):
-                return _pcg(matvec, rhs, precond, x0, cg_rtol, cg_max_iter)
-
-        elif dense:
+        if dense:
             Ch = Ck.multiply(np.sqrt(hinv)[None, :]).tocsr()
             K = (Ch @ Ch.T).toarray()
             K[np.diag_indices(m)] += dvec
@@ -447,7 +427,19 @@ def solve_min_cost(
             def solve(rhs, x0=None):
                 return scipy.linalg.cho_solve(fac, rhs, check_finite=False), 0
         else:
-            minv = 1.0 / (C2 @ hinv + dvec)
+            if primal_space:
+                # exact inverse of the reduced matrix through the n x n primal one (Woodbury):
+                # (C H⁻¹ Cᵀ + S Λ⁻¹)⁻¹ = D − D C (H + Cᵀ D C)⁻¹ Cᵀ D,  D = Λ S⁻¹; as the
+                # preconditioner, CG converges in a few iterations and keeps the accuracy
+                # control of the reduced system
+                dinv = lam / s
+                psolve = _spd_solver((CT @ sp.diags(dinv) @ Ck + sp.diags(1.0 / hinv)).tocsc())
+
+                def minv(r):
+                    dr = dinv * r
+                    return dr - dinv * Cx(psolve(CTy(dr)))
+            else:
+                minv = 1.0 / (C2 @ hinv + dvec)  # Jacobi
             cg_rtol = max(1e-12, min(1e-2, 1e-2 * gap))
 
             def matvec(v):
