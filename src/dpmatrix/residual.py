@@ -109,10 +109,11 @@ class AttributeBasis:
         """True for ResidualPlanner's plain-marginal basis (W = S = I, see :func:`is_identity`)."""
         return is_identity(self.W) and is_identity(self.S)
 
-    @cached_property
+    @property
     def uniform_total(self) -> bool:
-        """True when the total enters every cell equally (``a = 1/n``: Algorithm 4, RP)."""
-        return self.construction == "centred" or self.is_identity
+        """True when the total enters every cell equally (``a = 1/n``: Algorithm 4, RP — the
+        identity basis is built as "centred" by either construction)."""
+        return self.construction == "centred"
 
 
 @lru_cache(maxsize=None)

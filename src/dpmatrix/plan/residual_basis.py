@@ -187,7 +187,9 @@ def _build(W: np.ndarray, S: np.ndarray, construction: str) -> AttributeBasis:
     Sub, Gamma = subtraction_and_gamma(S, construction)
     r = Sub.shape[0]
     ones = np.ones(n)
-    if construction == "centred" or is_identity(S):
+    # for S = I both constructions are ResidualPlanner's (Sub 1 = 0): labelled "centred"
+    centred = construction == "centred" or is_identity(S)
+    if centred:
         # Sub 1 = 0: [1ᵀ; Sub]⁺ = [1/n, Sub⁺]
         if r == 0:
             G = np.zeros((n, 0))
@@ -217,13 +219,13 @@ def _build(W: np.ndarray, S: np.ndarray, construction: str) -> AttributeBasis:
         beta = 0.0
     Psi = W @ G @ Gamma
     resid_cov = G @ GGt @ G.T
-    if construction == "split" and not is_identity(S):
-        wa = W @ a
-        trace_out = float(wa @ wa)
-    else:
+    if centred:
         w1 = W @ ones
         wa = w1 / n
         trace_out = float(w1 @ w1) / n**2
+    else:
+        wa = W @ a
+        trace_out = float(wa @ wa)
     return AttributeBasis(
         n=n,
         W=_ro(W),
@@ -238,7 +240,7 @@ def _build(W: np.ndarray, S: np.ndarray, construction: str) -> AttributeBasis:
         trace_out=trace_out,
         diag_in=_ro(np.sum(Psi**2, axis=1)),
         diag_out=_ro(wa**2),
-        construction="centred" if is_identity(S) else construction,
+        construction="centred" if centred else "split",
     )
 
 
