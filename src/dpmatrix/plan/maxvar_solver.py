@@ -272,6 +272,15 @@ def _pcg(matvec, b, minv, x0, rtol, maxiter):
     return x, it
 
 
+def _cho_factor(K: np.ndarray):
+    """Dense Cholesky of an SPD matrix, with a 1e-12 relative ridge if rounding made it fail."""
+    try:
+        return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        K[np.diag_indices(K.shape[0])] += 1e-12 * np.max(np.diag(K))
+        return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+
+
 def _spd_solver(K: sp.csc_matrix):
     """Solver for the sparse symmetric positive definite primal Newton matrix: a dense
     Cholesky for small or dense matrices, else a sparse LU (SuperLU, fill-reducing COLAMD
@@ -279,12 +288,7 @@ def _spd_solver(K: sp.csc_matrix):
     (low-order) sets that appear in every constraint."""
     n = K.shape[0]
     if n <= 2000 or K.nnz > 0.2 * n * n:
-        D = K.toarray()
-        try:
-            fac = scipy.linalg.cho_factor(D, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            D[np.diag_indices(n)] += 1e-12 * np.max(np.diag(D))
-            fac = scipy.linalg.cho_factor(D, lower=True, check_finite=False)
+        fac = _cho_factor(K.toarray())
         return lambda b: scipy.linalg.cho_solve(fac, b, check_finite=False)
     import scipy.sparse.linalg as spla
 
@@ -305,19 +309,21 @@ def solve_min_cost(
 
     Returns ``(x, info)``.  ``x`` is feasible (``max(C x) = 1`` up to rounding).  ``info`` has
     ``status`` (``"optimal"``, ``"max_iter"`` or ``"stalled"``: no 10 % gain of the certified
-    gap in 40 iterations — rounding limits the steps; the bounds are still rigorous), ``iterations``, ``primal_objective`` (an
+    gap in 40 iterations — rounding limits the steps; the bounds are still rigorous),
+    ``iterations``, ``primal_objective`` (an
     upper bound, ``sum p/x``), ``dual_bound`` (a certified lower bound ``max_t g(t lam)``),
     ``rel_gap = (primal - dual) / primal``, ``lam`` (the multipliers), ``linear_solver``
     (``"cholesky"`` or ``"pcg"``), ``cg_iterations`` and ``time``.  See the module docstring.
 
     ``linear_solver``: ``"pcg"`` (matrix-free preconditioned CG on the reduced system),
     ``"cholesky"`` (dense factorisation of the ``m x m`` reduced matrix; only for small ``m``),
-    ``"primal"`` (dense factorisation of the ``n x n`` primal-space matrix
-    ``H + Cᵀ diag(lam/s) C``: the same Newton step with ``dlam`` eliminated instead of ``dx``;
-    for few variables and many constraints; sparse LU past 2000 variables) or ``"auto"`` (PCG;
-    if CG stalls, the primal system when ``n <= 50000``, else Cholesky when ``m <= 4000``). PCG stalls on degenerate
-    problems where many constraints are active together — e.g. ResidualPlanner+ workloads whose
-    1-D strategies equalize all query variances (max-variance-optimal strategies).
+    ``"primal"`` (CG preconditioned by the exact inverse of the reduced matrix, obtained by
+    Woodbury from a factorisation of the ``n x n`` primal matrix ``H + Cᵀ diag(lam/s) C`` —
+    dense Cholesky, sparse LU past 2000 variables; for few variables and many constraints) or
+    ``"auto"`` (Jacobi-preconditioned CG; after 8 iterations without progress, or if CG
+    stalls, the primal preconditioner when ``n <= 50000``, else Cholesky when ``m <= 4000``).
+    Jacobi CG stalls on degenerate problems where many constraints are active together — e.g.
+    ResidualPlanner+ workloads whose 1-D strategies equalize all query variances.
     """
     t_start = time.perf_counter()
     if not (0 < tol < 1):
@@ -418,11 +424,7 @@ def solve_min_cost(
             Ch = Ck.multiply(np.sqrt(hinv)[None, :]).tocsr()
             K = (Ch @ Ch.T).toarray()
             K[np.diag_indices(m)] += dvec
-            try:
-                fac = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
-            except np.linalg.LinAlgError:
-                K[np.diag_indices(m)] += 1e-12 * np.max(np.diag(K))
-                fac = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+            fac = _cho_factor(K)
 
             def solve(rhs, x0=None):
                 return scipy.linalg.cho_solve(fac, rhs, check_finite=False), 0
