@@ -347,7 +347,8 @@ def strategy_matrix(
             return W.copy()
         if kind == "optimize":
             return optimized_strategy(W, p, seed=seed, restarts=restarts)
-        # auto on the identity: ResidualPlanner; pidentity: best of p-identity / identity / W
+        # pidentity (the only kind left): best of p-identity / identity / W; on the identity
+        # workload that is the identity (ResidualPlanner)
         if is_identity(W):
             return np.eye(n)
         p_auto = auto_p(n) if p is None else p
