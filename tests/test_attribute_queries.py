@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from dpmatrix.errors import WorkloadError
-from dpmatrix.plan.attribute_queries import (
+from dpmatrix.linalg.attribute_queries import (
     all_ranges,
     identity,
     prefix,

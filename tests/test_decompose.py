@@ -7,7 +7,7 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from dpmatrix.plan.decompose import (
+from dpmatrix.planners.querysmasher.decompose import (
     all_subsets,
     decompose,
     decompose_batch,

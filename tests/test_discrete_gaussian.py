@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 from dpmatrix.errors import BudgetError, DPMatrixError
-from dpmatrix.measure.discrete_gaussian import (
+from dpmatrix.mechanisms.samplers import (
     RandomSource,
     SamplerArgumentError,
     SecureRandom,

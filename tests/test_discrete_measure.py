@@ -9,13 +9,9 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.measure.discrete import (
-    discrete_measure,
-    gamma_squared,
-    integer_outputs,
-    round_plan,
-)
-from dpmatrix.residual import ResidualMechanism, identity_basis
+from dpmatrix.measure.discrete import discrete_measure, gamma_squared, integer_outputs, round_plan
+from dpmatrix.mechanisms.residual import ResidualMechanism
+from dpmatrix.mechanisms.basis import identity_basis
 
 
 def test_example_3():
@@ -100,7 +96,7 @@ def test_discrete_release_end_to_end_and_errors():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({n: rng.integers(0, s, 200) for n, s in zip(dom.names, dom.sizes)})
     plan = dm.plan(dm.Workload.marginals(dom, 2), rho=1.0)
-    from dpmatrix.measure.measure import InsecureRandomnessWarning
+    from dpmatrix.measure.measure_plan import InsecureRandomnessWarning
 
     with pytest.warns(InsecureRandomnessWarning):
         meas = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(5))
@@ -119,7 +115,7 @@ def test_discrete_release_end_to_end_and_errors():
 
 
 def test_randomness_is_recorded_and_a_seeded_source_warns():
-    from dpmatrix.measure.measure import InsecureRandomnessWarning
+    from dpmatrix.measure.measure_plan import InsecureRandomnessWarning
 
     dom = dm.Domain.from_sizes([3, 2])
     df = pd.DataFrame({"a0": [0, 1, 2, 2], "a1": [0, 1, 1, 0]})

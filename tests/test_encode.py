@@ -15,10 +15,10 @@ from dpmatrix.encode import (
     InferredDomainWarning,
     RemappedValuesWarning,
     encode_frame,
-    infer_domain,
     label_key,
 )
 from dpmatrix.engines.base import marginals_from_maximal
+from dpmatrix.engines.infer import infer_domain
 from dpmatrix.engines.duckdb_engine import DuckDBEngine
 from dpmatrix.engines.numpy_engine import NumpyEngine
 from dpmatrix.errors import DataError, DomainError, UnknownAttributeError

@@ -10,12 +10,7 @@ import pandas as pd
 import pytest
 
 from dpmatrix.domain import Domain
-from dpmatrix.engines.base import (
-    CountEngine,
-    marginals_from_maximal,
-    maximal_sets,
-    project,
-)
+from dpmatrix.engines.base import CountEngine, marginals_from_maximal, maximal_sets, project
 from dpmatrix.engines.duckdb_engine import DuckDBEngine
 from dpmatrix.engines.numpy_engine import NumpyEngine
 from dpmatrix.errors import DataError, WorkloadError

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.plan import fourier as ff
-from dpmatrix.plan.querysmasher import plan_querysmasher
+from dpmatrix.linalg import fourier as ff
+from dpmatrix.planners.querysmasher.plan import plan_querysmasher
 from dpmatrix.queries import QueryWorkload, circular_range_rows
 
 import oracle
@@ -85,7 +85,7 @@ def test_wff_bruteforce_pcost_and_variances():
     for i, g in enumerate(wk.groups):
         Qf = g.dense() @ oracle.marginal_query(sizes, g.attrs)
         var = np.diag(oracle.gls_covariance(Qf, B, Sigma))
-        np.testing.assert_allclose(p.query_variance(i).reshape(-1), var, rtol=1e-8)
+        np.testing.assert_allclose(p.group_variance(i).reshape(-1), var, rtol=1e-8)
 
 
 def _hybrid(cat, num, k, upto=False):

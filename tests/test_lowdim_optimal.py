@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from dpmatrix.errors import PlanError
-from dpmatrix.plan.decompose import decompose_batch
-from dpmatrix.plan.lowdim_optimal import (
+from dpmatrix.planners.querysmasher.decompose import decompose_batch
+from dpmatrix.solvers.lowdim_optimal import (
     LowDimMechanism,
     clear_cache,
     optimize_subworkload,

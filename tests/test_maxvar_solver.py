@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpmatrix.plan.maxvar_solver import (
-    build_marginal_maxvar_problem,
+from dpmatrix.planners.residual.maxvar_problem import build_marginal_maxvar_problem
+from dpmatrix.solvers.maxvar_solver import (
     dual_bound,
     solve_max_variance,
     solve_min_cost,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.plan.maxvar_strategy import (
+from dpmatrix.solvers.maxvar_strategy import (
     MaxVarStrategy,
     clear_cache,
     maxvar_lower_bound,

@@ -11,8 +11,8 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.engines import NumpyEngine
-from dpmatrix.plan.lowdim_optimal import optimize_subworkload
-from dpmatrix.plan.querysmasher import DenseMech, FourierMech, KronMech, plan_querysmasher
+from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
+from dpmatrix.planners.querysmasher.plan import DenseMech, FourierMech, KronMech, plan_querysmasher
 from dpmatrix.queries import QueryWorkload, affine_queries
 
 import oracle
@@ -65,11 +65,11 @@ def test_bruteforce_pcost_variances_loss(max_exact_cells):
     for i, g in enumerate(wk.groups):
         Qf = g.dense() @ oracle.marginal_query(SIZES, g.attrs)
         var = np.diag(oracle.gls_covariance(Qf, B, Sigma))  # best linear unbiased, brute force
-        np.testing.assert_allclose(p.query_variance(i).reshape(-1), var, rtol=1e-7)
+        np.testing.assert_allclose(p.group_variance(i).reshape(-1), var, rtol=1e-7)
         loss += float(np.sum(g.weight_array().reshape(-1) * var))
     assert p.weighted_loss() == pytest.approx(loss, rel=1e-7)
     n = wk.n_queries
-    allvar = np.concatenate([p.query_variance(i).reshape(-1) for i in range(len(wk.groups))])
+    allvar = np.concatenate([p.group_variance(i).reshape(-1) for i in range(len(wk.groups))])
     assert p.rmse() == pytest.approx(math.sqrt(allvar.sum() / n), rel=1e-9)
     assert p.max_variance() == pytest.approx(allvar.max(), rel=1e-9)
 
@@ -107,9 +107,9 @@ def test_empirical_variance_matches():
     data = pd.DataFrame([[0, 1], [2, 3], [1, 1]], columns=dom.names)
     rng = np.random.default_rng(1)
     ans = np.array([p.measure(data, rng=rng).answer(0) for _ in range(3000)])
-    np.testing.assert_allclose(ans.var(axis=0), p.query_variance(0), rtol=0.12)
+    np.testing.assert_allclose(ans.var(axis=0), p.group_variance(0), rtol=0.12)
     truth = wk.groups[0].answer(NumpyEngine(data, dom).count([(0, 1)])[(0, 1)])
-    assert np.all(np.abs(ans.mean(axis=0) - truth) < 4 * np.sqrt(p.query_variance(0) / 3000))
+    assert np.all(np.abs(ans.mean(axis=0) - truth) < 4 * np.sqrt(p.group_variance(0) / 3000))
 
 
 @pytest.mark.parametrize("n,expected", [(2, (3 + math.sqrt(5)) / 2), (3, (22 + 8 * math.sqrt(7)) / 9)])
@@ -139,7 +139,7 @@ def test_marginals_equal_residual_planner():
     assert qs.rmse() == pytest.approx(rp.rmse(), rel=1e-10)
     assert qs.max_variance() == pytest.approx(rp.max_variance(), rel=1e-9)
     for i in range(len(wk)):
-        np.testing.assert_allclose(qs.query_variance(i), rp.query_variance(wk.sets[i]), rtol=1e-9)
+        np.testing.assert_allclose(qs.group_variance(i), rp.query_variance(wk.sets[i]), rtol=1e-9)
 
 
 @pytest.mark.parametrize("types", [
@@ -288,8 +288,8 @@ def test_zero_weight_queries_unanswerable_have_infinite_variance():
     dom = dm.Domain.from_sizes([3, 3])
     wk = QueryWorkload(dom).add_kron((0,), ["prefix"]).add_explicit((0, 1), affine_queries(3, 3), weight=0.0)
     p = plan_querysmasher(wk)
-    assert np.all(np.isfinite(p.query_variance(0)))
-    assert np.all(np.isinf(p.query_variance(1)))
+    assert np.all(np.isfinite(p.group_variance(0)))
+    assert np.all(np.isinf(p.group_variance(1)))
     assert math.isinf(p.rmse())
 
 
@@ -318,7 +318,7 @@ def test_querysmasher_discrete_gaussian_on_marginal_spaces():
     import pandas as pd
 
     import dpmatrix as dm
-    from dpmatrix.plan.querysmasher import _marginal_factors
+    from dpmatrix.planners.querysmasher.plan import _marginal_factors
 
     dom = dm.Domain.from_sizes([3, 4, 2])
     plan = dm.plan(dm.Workload.marginals(dom, 2, upto=True), pcost=0.8, planner="querysmasher")

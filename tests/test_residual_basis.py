@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dpmatrix.errors import WorkloadError
-from dpmatrix.plan.attribute_queries import all_ranges, identity, prefix
-from dpmatrix.plan.residual_basis import (
+from dpmatrix.linalg.attribute_queries import all_ranges, identity, prefix
+from dpmatrix.mechanisms.basis import (
     attribute_basis,
     psd_cholesky,
     subtraction_and_gamma,

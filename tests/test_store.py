@@ -11,9 +11,9 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import DataError
-from dpmatrix.measure import store as store_mod
-from dpmatrix.measure.measure import InsecureRandomnessWarning
-from dpmatrix.measure.store import MeasurementStore, open_store
+from dpmatrix.reconstruct import store as store_mod
+from dpmatrix.measure.measure_plan import InsecureRandomnessWarning
+from dpmatrix.reconstruct.store import MeasurementStore, open_store
 
 
 def _setup(d=6, n=4, rows=300, seed=0):

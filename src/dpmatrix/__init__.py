@@ -23,16 +23,17 @@ from .errors import (
     UnknownAttributeError,
     WorkloadError,
 )
-from .measure.measure import measure
-from .plan.plan import Plan, plan
-from .plan.querysmasher import QuerySmasherPlan, plan_querysmasher
+from .measure.measure_plan import measure
+from .planners.dispatch import plan
+from .planners.querysmasher.plan import QuerySmasherPlan, plan_querysmasher
+from .planners.residual.plan import Plan
 from .privacy import Budget
 from .queries import QueryWorkload
 from .reconstruct.measurements import Measurements, QueryAnswer
 from .release import Release, load_release, write_release
+from .version import __version__
 from .workload import Workload
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Attribute",

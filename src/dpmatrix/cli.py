@@ -26,9 +26,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import __version__
 from .domain import Domain
-from .errors import DataError, DPMatrixError
+from .encode import POLICIES, encode_frame
+from .engines import DuckDBEngine, NumpyEngine, maximal_sets
+from .engines.duckdb_engine import detect_format
+from .engines.infer import infer_domain
+from .errors import DPMatrixError, DataError, DomainError
+from .planners.dispatch import plan as make_plan
+from .planners.residual.plan import Plan
+from .release import DEFAULT_DELTA, is_release, load_release, prepare_target, write_release
+from .version import __version__
+from .workload_spec import parse_workload
 
 EXIT_USAGE = 2
 
@@ -179,8 +187,6 @@ def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _report_delta(args: argparse.Namespace) -> float:
-    from .release import DEFAULT_DELTA
-
     d = getattr(args, "delta", None)
     if d is None:
         return DEFAULT_DELTA
@@ -190,8 +196,6 @@ def _report_delta(args: argparse.Namespace) -> float:
 
 
 def _read_domain(path: str) -> Domain:
-    from .errors import DomainError
-
     try:
         return Domain.from_json(path)
     except DomainError as exc:
@@ -202,8 +206,6 @@ def _read_domain(path: str) -> Domain:
 
 
 def _workload(args: argparse.Namespace, domain: Domain):
-    from .workload_spec import parse_workload
-
     if args.workload is None and args.marginals is None and args.workload_file is None:
         raise CLIError('no workload: give --workload (e.g. "all:<=2"), --marginals or --workload-file')
     return parse_workload(
@@ -217,8 +219,6 @@ def _workload(args: argparse.Namespace, domain: Domain):
 
 
 def _make_plan(args: argparse.Namespace, domain: Domain):
-    from .plan.plan import plan as make_plan
-
     wk = _workload(args, domain)
     return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
                      **_budget_kwargs(args))
@@ -271,8 +271,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 # -- release -------------------------------------------------------------------------------------
 def _on_unknown(text: str) -> str | dict[str, str]:
-    from .encode import POLICIES
-
     text = text.strip()
     if "=" not in text:
         if text not in POLICIES:
@@ -289,9 +287,6 @@ def _on_unknown(text: str) -> str | dict[str, str]:
 
 
 def _open_engine(args: argparse.Namespace, domain: Domain, say: Out):
-    from .engines import DuckDBEngine, NumpyEngine
-    from .engines.duckdb_engine import detect_format
-
     path = Path(args.data)
     if not any(ch in args.data for ch in "*?[") and not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")
@@ -307,8 +302,6 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out):
             csv_options=csv_options, memory_limit=args.memory_limit,
         )  # fmt: skip
     # in-memory engine: the whole file is loaded with pandas (small data only)
-    from .encode import encode_frame
-
     try:
         if fmt == "csv":
             raw = pd.read_csv(args.data, sep=args.delimiter or ",", usecols=lambda c: c in domain)
@@ -325,8 +318,6 @@ class CountingBar:
 
     def __init__(self, engine: Any, plan: Any, enabled: bool):
         from tqdm.auto import tqdm
-
-        from .engines import maximal_sets
 
         measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
         self._engine = engine
@@ -355,9 +346,6 @@ class CountingBar:
 
 def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
     """Plan (or load a plan), measure the data, write the release; returns the Measurements."""
-    from .plan.plan import Plan
-    from .release import _prepare_target, write_release
-
     delta = _report_delta(args)
     if args.seed is not None:
         warn_line(SEED_WARNING)
@@ -374,7 +362,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
             raise CLIError("give --domain D.json (or a saved --plan)")
         plan = _make_plan(args, domain)
     _describe_plan(plan, say, delta)
-    _prepare_target(Path(args.out), overwrite)  # fail before touching the data
+    prepare_target(Path(args.out), overwrite)  # fail before touching the data
     noise = getattr(args, "noise", "gaussian")
     # Gaussian: a fresh OS-seeded generator; discrete Gaussian: the OS CSPRNG (rng=None), unless a
     # testing seed was given
@@ -420,8 +408,6 @@ def _print_table(df: pd.DataFrame, fmt: str) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .release import load_release
-
     say = Out(args.quiet or args.format != "table")
     rel = load_release(args.release)
     p = rel.privacy
@@ -466,8 +452,6 @@ def shipped_adult() -> tuple[Domain, Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .release import is_release
-
     dom, path = shipped_adult()
     say = Out(args.quiet)
     say(f"dpmatrix {__version__} demo: release of the shipped UCI Adult data ({len(dom)} attributes)")
@@ -492,8 +476,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # -- infer-domain --------------------------------------------------------------------------------
 def cmd_infer_domain(args: argparse.Namespace) -> int:
-    from .encode import infer_domain
-
     path = Path(args.data)
     if not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")

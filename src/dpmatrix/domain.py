@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DomainError, UnknownAttributeError
+from .errors import DomainError, UnknownAttributeError, WorkloadError
+from .jsonfile import read_json
 
 KINDS = ("categorical", "ordinal")
 
@@ -106,7 +107,7 @@ class Attribute:
         if self.bins is not None and code < len(self.bins) - 1:
             lo, hi = self.bins[code], self.bins[code + 1]
             close = "]" if code == len(self.bins) - 2 else ")"
-            return f"[{_fmt_edge(lo)}, {_fmt_edge(hi)}{close}"
+            return f"[{fmt_edge(lo)}, {fmt_edge(hi)}{close}"
         return str(code)
 
     @property
@@ -117,7 +118,7 @@ class Attribute:
         return None
 
 
-def _fmt_edge(e: float) -> str:
+def fmt_edge(e: float) -> str:
     return str(int(e)) if float(e).is_integer() else repr(float(e))
 
 
@@ -195,8 +196,6 @@ class Domain:
     @classmethod
     def from_json(cls, path: str | Path) -> "Domain":
         """Read a domain file (see :meth:`from_dict`)."""
-        from .jsonfile import read_json
-
         return cls.from_dict(read_json(path, DomainError, f"domain file {str(path)!r}"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,8 +277,6 @@ class Domain:
                 raise UnknownAttributeError(f"attributes are named by strings, got {a!r}")
         if len(set(out)) != len(out):
             dup = sorted({self.names[i] for i in out if out.count(i) > 1})
-            from .errors import WorkloadError
-
             raise WorkloadError(f"attribute(s) {dup} listed more than once in {tuple(attrs)!r}")
         return tuple(sorted(out))
 

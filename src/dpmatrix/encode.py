@@ -40,14 +40,10 @@ import pandas as pd
 
 from .domain import OTHER_LABEL, Attribute, Domain
 from .errors import DataError, DomainError
-from .engines.base import (
-    code_dtype,
-    fmt_values,
-    missing_columns_message,
-    null_message,
-    raise_problems,
-    rows,
-)
+
+#: How many offending values an error message shows.
+MAX_SHOWN = 5
+
 
 OnUnknown = Literal["error", "clip", "other"]
 POLICIES: tuple[str, ...] = ("error", "clip", "other")
@@ -277,250 +273,84 @@ def encode_frame(
 
 
 # -- DuckDB SQL path -----------------------------------------------------------------------------
-def quote_ident(name: str) -> str:
-    """SQL identifier quoting (DuckDB)."""
-    return '"' + str(name).replace('"', '""') + '"'
 
 
-def quote_str(value: str) -> str:
-    """SQL string literal."""
-    return "'" + str(value).replace("'", "''") + "'"
+# -- messages about bad data values, shared by the encoder and every data engine --------------
 
 
-def _sql_double(x: float) -> str:
-    return f"CAST({quote_str(repr(float(x)))} AS DOUBLE)"
+def fmt_value(v: Any) -> str:
+    """Uniform rendering of an offending value (same for numpy and DuckDB results)."""
+    if isinstance(v, (bytes, str)):
+        return repr(v if isinstance(v, str) else v.decode())
+    if isinstance(v, (bool, np.bool_)):
+        return repr(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return str(int(f)) if f.is_integer() else repr(f)
+    return repr(v)
 
 
-_INT_TYPES = (
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-    "UBIGINT", "UHUGEINT",
-)  # fmt: skip
+def fmt_values(values: Sequence[Any], n_distinct: int | None = None) -> str:
+    shown = ", ".join(fmt_value(v) for v in list(values)[:MAX_SHOWN])
+    if n_distinct is not None and n_distinct > MAX_SHOWN:
+        shown += f", ... ({n_distinct} distinct values)"
+    return shown
 
 
-def sql_type_class(column_type: str) -> str:
-    """``"int"``, ``"float"``, ``"bool"``, ``"str"`` or ``"other"`` for a DuckDB type name."""
-    t = column_type.upper()
-    if t in _INT_TYPES:
-        return "int"
-    if t in ("FLOAT", "DOUBLE", "REAL") or t.startswith("DECIMAL"):
-        return "float"
-    if t == "BOOLEAN":
-        return "bool"
-    if t == "VARCHAR":
-        return "str"
-    return "other"
+def rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
-def sql_number(column_sql: str, column_type: str) -> str:
-    """DOUBLE value of a column (NULL when missing, non-numeric or NaN)."""
-    cls = sql_type_class(column_type)
-    x = f"CAST({column_sql} AS DOUBLE)" if cls in ("int", "float", "bool") else (
-        f"TRY_CAST({column_sql} AS DOUBLE)"
+def missing_columns_message(missing: Sequence[str], present: Sequence[str]) -> str:
+    have = ", ".join(repr(c) for c in present[:30]) + (" ..." if len(present) > 30 else "")
+    return (
+        f"the data lack column(s) required by the domain: {', '.join(map(repr, missing))} "
+        f"(the data have: {have or 'no columns'})"
     )
-    if cls == "int" or cls == "bool":
-        return x
-    return f"(CASE WHEN isnan({x}) THEN NULL ELSE {x} END)"
 
 
-def sql_label_key(column_sql: str, column_type: str) -> str:
-    """SQL twin of :func:`label_key`."""
-    cls = sql_type_class(column_type)
-    if cls == "str":
-        return column_sql
-    if cls == "bool":
-        return f"(CASE WHEN {column_sql} THEN 'True' ELSE 'False' END)"
-    if cls == "int":
-        return f"CAST({column_sql} AS VARCHAR)"
-    if cls == "float":
-        x = f"CAST({column_sql} AS DOUBLE)"
-        return (
-            f"(CASE WHEN isnan({x}) THEN NULL WHEN {x} = floor({x}) AND abs({x}) < 1e15 "
-            f"THEN CAST(CAST({x} AS BIGINT) AS VARCHAR) ELSE CAST({x} AS VARCHAR) END)"
-        )
-    return f"CAST({column_sql} AS VARCHAR)"
+def null_message(column: str, n: int) -> str:
+    return f"column {column!r}: {rows(n)} with a missing value (NaN/None/NULL)"
 
 
-@dataclass(frozen=True)
-class EncodedSQL:
-    """SQL expressions encoding one raw column: ``code`` (final code, NULL when the row has no
-    code), ``base`` (code before clip/other), ``missing`` (row has a missing value)."""
-
-    code: str
-    base: str
-    missing: str
+def non_integer_message(column: str, n: int, values: Sequence[Any], n_distinct: int) -> str:
+    return (
+        f"column {column!r}: {rows(n)} with a non-integer value, e.g. "
+        f"{fmt_values(values, n_distinct)}"
+    )
 
 
-def sql_encode(
-    attr: Attribute, column_sql: str, column_type: str, policy: str = "error"
-) -> EncodedSQL:
-    """The mapping of :func:`encode_column` as DuckDB SQL (CASE / list_position)."""
-    kind = mapping_kind(attr)
-    cls = sql_type_class(column_type)
-    missing = f"({column_sql} IS NULL)"
-    if cls == "float":
-        missing = f"({column_sql} IS NULL OR isnan(CAST({column_sql} AS DOUBLE)))"
-    clip_expr = None
-    if kind == "labels":
-        labels = ", ".join(quote_str(lab) for lab in attr.labels)  # type: ignore[union-attr]
-        base = f"(list_position([{labels}]::VARCHAR[], {sql_label_key(column_sql, column_type)}) - 1)"
-    else:
-        v = sql_number(column_sql, column_type)
-        if kind == "bins":
-            e = attr.bins  # type: ignore[assignment]
-            k = len(e) - 1
-            parts = [f"WHEN {v} IS NULL OR {v} < {_sql_double(e[0])} OR {v} > {_sql_double(e[-1])} THEN NULL"]
-            parts += [f"WHEN {v} < {_sql_double(e[i + 1])} THEN {i}" for i in range(k - 1)]
-            base = f"(CASE {' '.join(parts)} ELSE {k - 1} END)"
-            lo, hi, top = _sql_double(e[0]), _sql_double(e[-1]), k - 1
-            clip_expr = f"(CASE WHEN {v} < {lo} THEN 0 WHEN {v} > {hi} THEN {top} ELSE {base} END)"
-        else:
-            top = attr.size - 1
-            integral = f"{v} = floor({v})"
-            base = (
-                f"(CASE WHEN {integral} AND {v} >= 0 AND {v} <= {top} "
-                f"THEN CAST({v} AS INTEGER) END)"
-            )
-            clip_expr = (
-                f"(CASE WHEN {integral} AND {v} < 0 THEN 0 "
-                f"WHEN {integral} AND {v} > {top} THEN {top} ELSE {base} END)"
-            )
-    code = base
-    if policy == "clip" and clip_expr is not None:
-        code = clip_expr
-    elif policy == "other" and attr.other_code is not None:
-        code = f"COALESCE({base}, {attr.other_code})"
-    return EncodedSQL(code=code, base=base, missing=missing)
+def out_of_range_message(
+    column: str, size: int, n: int, values: Sequence[Any], n_distinct: int
+) -> str:
+    return (
+        f"column {column!r}: {rows(n)} with a code outside 0..{size - 1}: "
+        f"{fmt_values(values, n_distinct)}"
+    )
 
 
-# -- infer a domain (opt-in) ---------------------------------------------------------------------
-INFER_WARNING = (
-    "infer_domain: this domain is derived from the private data. Which values occur (every label, "
-    "the minimum and maximum that set the bins) is itself information about individual records "
-    "(a rare value reveals that someone has it) and is NOT covered by the differential-privacy "
-    "guarantee of anything released with this domain. Prefer a domain written from public "
-    "knowledge (a codebook, a questionnaire, published category lists), or spend privacy budget "
-    "to choose it; save and review the inferred domain before use."
+CODES_HINT = (
+    "Data must hold integer codes 0..size-1 per attribute (map raw values with "
+    "dpmatrix.encode.encode_frame / encoding='raw', or fix the domain)."
 )
 
 
-def _infer_attribute(
-    name: str,
-    distinct: Sequence[Any],
-    numeric: bool,
-    integral: bool,
-    vmin: float | None,
-    vmax: float | None,
-    max_labels: int,
-    n_bins: int,
-) -> Attribute:
-    if numeric and not (integral and len(distinct) <= max_labels):
-        assert vmin is not None and vmax is not None
-        if vmax <= vmin:
-            vmax = vmin + 1.0
-        edges = np.linspace(vmin, vmax, n_bins + 1)
-        if integral:
-            edges = np.unique(np.round(edges))
-            if len(edges) < 2:
-                edges = np.array([vmin, vmin + 1.0])
-        return Attribute(name, len(edges) - 1, "ordinal", bins=tuple(float(x) for x in edges))
-    keys = [label_key(v) for v in distinct]
-    labels = sorted({k for k in keys if k is not None}, key=(lambda k: float(k)) if numeric else str)
-    kind = "ordinal" if numeric else "categorical"
-    if len(labels) < 2:
-        labels.append(OTHER_LABEL if OTHER_LABEL not in labels else OTHER_LABEL + "_")
-    return Attribute(name, len(labels), kind, tuple(labels))
+def raise_problems(
+    problems: Sequence[str],
+    what: str = "the data do not match the domain",
+    hint: str = CODES_HINT,
+) -> None:
+    """Raise one :class:`DataError` listing every problem (no-op if there are none)."""
+    if problems:
+        raise DataError(f"{what}:\n  - " + "\n  - ".join(problems) + "\n" + hint)
 
 
-def infer_domain(
-    data: pd.DataFrame | str | Path,
-    columns: Sequence[str] | None = None,
-    *,
-    max_labels: int = 50,
-    n_bins: int = 10,
-    format: str | None = None,
-) -> Domain:
-    """Derive a domain from data — an explicit opt-in that weakens privacy (see the warning).
-
-    Strings become categorical attributes labelled by their sorted distinct values; integral
-    numbers with at most ``max_labels`` distinct values become ordinal attributes labelled by their
-    values; other numbers get ``n_bins`` equal-width bins between their minimum and maximum. Files
-    (CSV/Parquet) are scanned by DuckDB, never loaded into pandas. Always emits an
-    :class:`InferredDomainWarning`.
-    """
-    warnings.warn(INFER_WARNING, InferredDomainWarning, stacklevel=2)
-    attrs: list[Attribute] = []
-    if isinstance(data, pd.DataFrame):
-        cols = list(columns) if columns is not None else [str(c) for c in data.columns]
-        for c in cols:
-            if c not in data.columns:
-                raise DataError(missing_columns_message([c], [str(x) for x in data.columns]))
-            s = data[c].dropna()
-            numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(
-                s.dtype
-            )
-            if numeric:
-                v = s.to_numpy(dtype=np.float64)
-                v = v[np.isfinite(v)]
-                if len(v) == 0:
-                    raise DataError(f"column {c!r} has no finite values to infer a domain from")
-                integral = bool(np.all(np.floor(v) == v))
-                distinct = np.unique(v).tolist() if integral else []
-                attrs.append(
-                    _infer_attribute(
-                        c, distinct, True, integral, float(v.min()), float(v.max()),
-                        max_labels, n_bins,
-                    )
-                )  # fmt: skip
-            else:
-                distinct = pd.unique(s).tolist()
-                attrs.append(_infer_attribute(c, distinct, False, False, None, None, 0, 0))
-        return Domain(attrs)
-    from .engines.duckdb_engine import _connect, describe, source_sql
-
-    con = _connect(None)
-    try:
-        src = source_sql(data, format)
-        types = describe(con, src)
-        cols = list(columns) if columns is not None else list(types)
-        missing = [c for c in cols if c not in types]
-        if missing:
-            raise DataError(missing_columns_message(missing, list(types)))
-        for c in cols:
-            q = quote_ident(c)
-            cls = sql_type_class(types[c])
-            if cls in ("int", "float"):
-                x = sql_number(q, types[c])
-                vmin, vmax, n_frac, n_dist = con.execute(
-                    f"SELECT min({x}), max({x}), count(*) FILTER (WHERE {x} != floor({x})), "
-                    f"count(DISTINCT {x}) FROM {src} WHERE NOT isinf({x})"
-                ).fetchone()
-                if vmin is None:
-                    raise DataError(f"column {c!r} has no finite values to infer a domain from")
-                integral = n_frac == 0
-                distinct: list[Any] = []
-                if integral and n_dist <= max_labels:
-                    distinct = [
-                        r[0]
-                        for r in con.execute(
-                            f"SELECT DISTINCT {x} FROM {src} WHERE {x} IS NOT NULL ORDER BY 1"
-                        ).fetchall()
-                    ]
-                attrs.append(
-                    _infer_attribute(
-                        c, distinct, True, integral, float(vmin), float(vmax), max_labels, n_bins
-                    )
-                )
-            else:
-                key = sql_label_key(q, types[c])
-                distinct = [
-                    r[0]
-                    for r in con.execute(
-                        f"SELECT DISTINCT {key} FROM {src} WHERE {key} IS NOT NULL"
-                    ).fetchall()
-                ]
-                attrs.append(_infer_attribute(c, distinct, False, False, None, None, 0, 0))
-    finally:
-        con.close()
-    if not attrs:
-        raise DomainError("no columns to infer a domain from")
-    return Domain(attrs)
+def code_dtype(size: int) -> np.dtype:
+    """Smallest unsigned dtype holding codes ``0..size-1``."""
+    if size <= 1 << 8:
+        return np.dtype(np.uint8)
+    if size <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint32)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_json"]
+__all__ = ["json_float", "read_json"]
 
 
 def read_json(path: str | Path, error: type[Exception], what: str, missing: str | None = None) -> Any:
@@ -22,3 +23,11 @@ def read_json(path: str | Path, error: type[Exception], what: str, missing: str 
         raise error(f"cannot read {what}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise error(f"{what} is not valid JSON: {exc}") from None
+
+
+def json_float(v: float) -> float | str:
+    """A float for JSON: finite values as numbers, ``inf``/``-inf``/``nan`` as strings."""
+    v = float(v)
+    if math.isfinite(v):
+        return v
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")

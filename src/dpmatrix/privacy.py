@@ -131,12 +131,52 @@ def epsilon_from_zcdp(rho: float, delta: float) -> float:
 
 @dataclass(frozen=True)
 class Budget:
-    """A privacy budget, stored as the privacy cost ``pcost`` and reported in every unit."""
+    """A privacy budget, stored as the privacy cost ``pcost`` and reported in every unit.
+
+    The privacy cost of a Gaussian plan is ``pcost = max diag(Bᵀ Σ⁻¹ B)`` (ResidualPlanner §3);
+    it is ``2ρ`` for ρ-zCDP and ``μ²`` for μ-GDP, and determines (ε, δ)-DP through the exact
+    analytic Gaussian curve (Balle & Wang 2018).
+
+    Parameters
+    ----------
+    pcost : float
+        The privacy cost, positive and finite.
+
+    Raises
+    ------
+    BudgetError
+        If the value is not a positive finite number.
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> dm.Budget.zcdp(0.5).pcost
+    1.0
+    >>> dm.Budget.gdp(2).rho
+    2.0
+    >>> round(dm.Budget.approx(1.0, 1e-6).epsilon(1e-6), 6)
+    1.0
+    """
 
     pcost: float
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pcost", _check_positive("pcost", self.pcost))
+
+    @classmethod
+    def zcdp(cls, rho: float) -> "Budget":
+        """ρ-zCDP: ``pcost = 2ρ``."""
+        return cls(resolve_pcost(rho=rho))
+
+    @classmethod
+    def gdp(cls, mu: float) -> "Budget":
+        """μ-Gaussian DP: ``pcost = μ²``."""
+        return cls(resolve_pcost(mu=mu))
+
+    @classmethod
+    def approx(cls, epsilon: float, delta: float) -> "Budget":
+        """(ε, δ)-DP: the largest ``pcost`` whose Gaussian curve gives ``δ`` at ``ε``."""
+        return cls(resolve_pcost(epsilon=epsilon, delta=delta))
 
     @property
     def rho(self) -> float:
@@ -163,11 +203,12 @@ def resolve_pcost(
     epsilon: float | None = None,
     delta: float | None = None,
     mu: float | None = None,
+    budget: "Budget | None" = None,
 ) -> float:
     """Turn exactly one of the accepted budget forms into a privacy cost.
 
-    Accepted: ``pcost``; ``rho`` (zCDP, pcost = 2ρ); ``mu`` (GDP, pcost = μ²); or both
-    ``epsilon`` and ``delta`` (approximate DP, exact Gaussian conversion).
+    Accepted: ``pcost``; ``rho`` (zCDP, pcost = 2ρ); ``mu`` (GDP, pcost = μ²); both
+    ``epsilon`` and ``delta`` (approximate DP, exact Gaussian conversion); or a :class:`Budget`.
     """
     given = {
         k: v
@@ -175,6 +216,12 @@ def resolve_pcost(
         if v is not None
     }
     forms = []
+    if budget is not None:
+        if not isinstance(budget, Budget):
+            raise BudgetError(
+                f"budget= takes a dpmatrix.Budget (e.g. Budget.zcdp(0.5)), got {type(budget).__name__}"
+            )
+        forms.append("budget")
     if "pcost" in given:
         forms.append("pcost")
     if "rho" in given:
@@ -185,10 +232,13 @@ def resolve_pcost(
         forms.append("epsilon/delta")
     if not forms:
         raise BudgetError(
-            "no privacy budget given: pass one of pcost=, rho=, mu=, or epsilon= with delta="
+            "no privacy budget given: pass one of pcost=, rho=, mu=, epsilon= with delta=, "
+            "or budget=dpmatrix.Budget.zcdp(...)"
         )
     if len(forms) > 1:
         raise BudgetError(f"give exactly one privacy budget, got {' and '.join(forms)}")
+    if budget is not None:
+        return budget.pcost
     if "pcost" in given:
         return _check_positive("pcost", pcost)
     if "rho" in given:

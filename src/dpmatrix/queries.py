@@ -29,6 +29,8 @@ import numpy as np
 
 from .domain import Domain
 from .errors import WorkloadError
+from .linalg.attribute_queries import all_ranges
+from .linalg.kron import kron_apply
 
 __all__ = [
     "QueryGroup",
@@ -63,8 +65,6 @@ def prefix_rows(n: int) -> np.ndarray:
 
 def range_rows(n: int) -> np.ndarray:
     """Every range ``[a, b]``, ``0 ≤ a ≤ b < n``: ``n(n+1)/2`` rows (by length, then start)."""
-    from .plan.attribute_queries import all_ranges
-
     return all_ranges(_n(n))
 
 
@@ -182,8 +182,6 @@ class QueryGroup:
 
     def answer(self, table: np.ndarray) -> np.ndarray:
         """Answers of every query on a marginal table (shape :attr:`sizes`), shaped :attr:`shape`."""
-        from .residual import kron_apply
-
         t = np.asarray(table, dtype=float).reshape(self.sizes)
         if self.factors is not None:
             return kron_apply(self.factors, t)

@@ -42,10 +42,11 @@ from tqdm.auto import tqdm
 
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
-from .plan.plan import PLAN_FORMAT, Plan, json_float
-from .jsonfile import read_json
+from .jsonfile import json_float, read_json
+from .planners.residual.plan import PLAN_FORMAT, Plan
 from .privacy import epsilon_from_zcdp
 from .reconstruct.measurements import Measurements, query_labels
+from .version import __version__
 from .workload import AttrSet
 
 __all__ = ["RELEASE_FORMAT", "Release", "load_release", "write_release"]
@@ -73,8 +74,6 @@ _MEAS_SCHEMA = pa.schema(
 
 # -- helpers -------------------------------------------------------------------------------------
 def _library_version() -> str:
-    from . import __version__
-
     return __version__
 
 
@@ -124,7 +123,7 @@ def is_release(path: str | Path) -> bool:
         return False
 
 
-def _prepare_target(out: Path, overwrite: bool) -> None:
+def prepare_target(out: Path, overwrite: bool) -> None:
     if not out.exists():
         return
     if not out.is_dir():
@@ -212,7 +211,7 @@ def write_release(
     # mu-GDP are established for the continuous Gaussian only
     epsilon = epsilon_from_zcdp(plan.rho, delta) if discrete else plan.epsilon(delta)
     out = Path(out_dir)
-    _prepare_target(out, overwrite)
+    prepare_target(out, overwrite)
     parent = out.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .domain import Domain
 from .errors import WorkloadError
+from .linalg.attribute_queries import QUERY_KINDS, kind_name, query_matrix, validate_query_matrix
 
 AttrSet = tuple[int, ...]
 
@@ -500,8 +501,6 @@ class Workload:
         """The base matrix ``W`` of a query type key on attribute position ``attr``."""
         if key in self.matrices:
             return self.matrices[key]
-        from .plan.attribute_queries import query_matrix
-
         return query_matrix(key, self.domain.sizes[attr])
 
     @cached_property
@@ -622,8 +621,6 @@ def _type_key(domain: Domain, a: int, t, matrices: dict[str, np.ndarray]) -> str
     """Normalize a query type (name or matrix) to a key; user matrices are validated and stored."""
     name = domain.names[a]
     if isinstance(t, str):
-        from .plan.attribute_queries import QUERY_KINDS, kind_name
-
         key = kind_name(t)
         if key is None:
             raise WorkloadError(
@@ -631,8 +628,6 @@ def _type_key(domain: Domain, a: int, t, matrices: dict[str, np.ndarray]) -> str
                 f"{sorted(QUERY_KINDS)} or a matrix with {domain.sizes[a]} columns"
             )
         return key
-    from .plan.attribute_queries import validate_query_matrix
-
     W = validate_query_matrix(np.asarray(t, dtype=float), domain.sizes[a], name=f"query matrix for {name!r}")
     for key, M in matrices.items():
         if key.startswith(f"matrix:{name}") and M.shape == W.shape and np.array_equal(M, W):

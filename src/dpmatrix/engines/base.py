@@ -24,13 +24,22 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..domain import Domain
+from ..encode import (  # re-exported: the engines' shared data messages live with the encoder
+    CODES_HINT,
+    MAX_SHOWN,
+    code_dtype,
+    fmt_value,
+    fmt_values,
+    missing_columns_message,
+    non_integer_message,
+    null_message,
+    out_of_range_message,
+    raise_problems,
+    rows,
+)
 from ..errors import DataError, WorkloadError
 
 AttrSet = tuple[int, ...]
-
-#: How many offending values an error message shows.
-MAX_SHOWN = 5
-
 
 @runtime_checkable
 class CountEngine(Protocol):
@@ -164,83 +173,5 @@ class Progress:
 
 
 # -- shared validation messages ------------------------------------------------------------------
-def fmt_value(v: Any) -> str:
-    """Uniform rendering of an offending value (same for numpy and DuckDB results)."""
-    if isinstance(v, (bytes, str)):
-        return repr(v if isinstance(v, str) else v.decode())
-    if isinstance(v, (bool, np.bool_)):
-        return repr(bool(v))
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return str(int(f)) if f.is_integer() else repr(f)
-    return repr(v)
-
-
-def fmt_values(values: Sequence[Any], n_distinct: int | None = None) -> str:
-    shown = ", ".join(fmt_value(v) for v in list(values)[:MAX_SHOWN])
-    if n_distinct is not None and n_distinct > MAX_SHOWN:
-        shown += f", ... ({n_distinct} distinct values)"
-    return shown
-
-
-def rows(n: int) -> str:
-    return f"{n} row" if n == 1 else f"{n} rows"
-
-
-def missing_columns_message(missing: Sequence[str], present: Sequence[str]) -> str:
-    have = ", ".join(repr(c) for c in present[:30]) + (" ..." if len(present) > 30 else "")
-    return (
-        f"the data lack column(s) required by the domain: {', '.join(map(repr, missing))} "
-        f"(the data have: {have or 'no columns'})"
-    )
-
-
-def null_message(column: str, n: int) -> str:
-    return f"column {column!r}: {rows(n)} with a missing value (NaN/None/NULL)"
-
-
-def non_integer_message(column: str, n: int, values: Sequence[Any], n_distinct: int) -> str:
-    return (
-        f"column {column!r}: {rows(n)} with a non-integer value, e.g. "
-        f"{fmt_values(values, n_distinct)}"
-    )
-
-
-def out_of_range_message(
-    column: str, size: int, n: int, values: Sequence[Any], n_distinct: int
-) -> str:
-    return (
-        f"column {column!r}: {rows(n)} with a code outside 0..{size - 1}: "
-        f"{fmt_values(values, n_distinct)}"
-    )
-
-
-CODES_HINT = (
-    "Data must hold integer codes 0..size-1 per attribute (map raw values with "
-    "dpmatrix.encode.encode_frame / encoding='raw', or fix the domain)."
-)
-
-
-def raise_problems(
-    problems: Sequence[str],
-    what: str = "the data do not match the domain",
-    hint: str = CODES_HINT,
-) -> None:
-    """Raise one :class:`DataError` listing every problem (no-op if there are none)."""
-    if problems:
-        raise DataError(f"{what}:\n  - " + "\n  - ".join(problems) + "\n" + hint)
-
-
-def code_dtype(size: int) -> np.dtype:
-    """Smallest unsigned dtype holding codes ``0..size-1``."""
-    if size <= 1 << 8:
-        return np.dtype(np.uint8)
-    if size <= 1 << 16:
-        return np.dtype(np.uint16)
-    return np.dtype(np.uint32)
-
-
 def empty_table(domain: Domain, s: AttrSet) -> np.ndarray:
     return np.zeros(tuple(domain.sizes[i] for i in s), dtype=np.int64)

@@ -25,6 +25,7 @@ import duckdb
 import numpy as np
 
 from ..domain import Domain
+from ..encode import UNKNOWN_HINT, problem_messages, remap_message, resolve_policies, warn_remapped
 from ..errors import DataError
 from .base import (
     AttrSet,
@@ -37,12 +38,14 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
+from .base import MAX_SHOWN
+from .sql import quote_ident, quote_str, sql_encode, sql_number, sql_type_class
 
 _CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
 _PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 
 
-def _connect(
+def connect(
     threads: int | None = None,
     memory_limit: str | None = None,
     temp_directory: str | Path | None = None,
@@ -58,8 +61,6 @@ def _connect(
 
 
 def _sql_literal(v: Any) -> str:
-    from ..encode import quote_str
-
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -93,8 +94,6 @@ def source_sql(
     path: str | Path, format: str | None = None, csv_options: Mapping[str, Any] | None = None
 ) -> str:
     """SQL table expression reading ``path`` with DuckDB's reader."""
-    from ..encode import quote_str
-
     p = str(path)
     if not any(ch in p for ch in "*?[") and not Path(p).exists():
         raise DataError(f"data file {p!r} does not exist")
@@ -171,8 +170,6 @@ class DuckDBEngine:
         temp_directory: str | Path | None = None,
         csv_options: Mapping[str, Any] | None = None,
     ):
-        from ..encode import quote_ident, resolve_policies
-
         if not isinstance(domain, Domain):
             raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
         if encoding not in ("codes", "raw"):
@@ -187,7 +184,7 @@ class DuckDBEngine:
         self.batch_size = min(max(1, int(batch_size)), 62)  # DuckDB: <= 64 groups
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
         src = source_sql(path, format, csv_options)
-        self._con = _connect(threads, memory_limit, temp_directory)
+        self._con = connect(threads, memory_limit, temp_directory)
         try:
             types = describe(self._con, src)
             missing = [n for n in domain.names if n not in types]
@@ -240,8 +237,6 @@ class DuckDBEngine:
             raise DataError(f"DuckDB failed reading {self.path!r}: {exc}") from None
 
     def _distinct(self, src: str, value: str, where: str) -> tuple[list[Any], int]:
-        from .base import MAX_SHOWN
-
         vals = [
             r[0]
             for r in self._fetchall(
@@ -254,8 +249,6 @@ class DuckDBEngine:
     # -- validation ---------------------------------------------------------------------------
     @staticmethod
     def _code_expr(name: str, column_type: str) -> str:
-        from ..encode import quote_ident, sql_type_class
-
         q = quote_ident(name)
         if sql_type_class(column_type) == "int":
             return q
@@ -265,8 +258,6 @@ class DuckDBEngine:
 
     def _validate_codes(self, src: str, types: Mapping[str, str]) -> int:
         """Same checks and messages as the numpy engine, as one aggregate query."""
-        from ..encode import quote_ident, sql_number, sql_type_class
-
         conds: list[tuple[str, str, str, str, str]] = []
         aggs = ["count(*)"]
         for a in self._domain.attributes:
@@ -300,15 +291,6 @@ class DuckDBEngine:
     def _validate_raw(
         self, src: str, types: Mapping[str, str], policies: Mapping[str, str]
     ) -> tuple[int, list[str]]:
-        from ..encode import (
-            UNKNOWN_HINT,
-            problem_messages,
-            quote_ident,
-            remap_message,
-            sql_encode,
-            warn_remapped,
-        )
-
         encs = [
             sql_encode(a, quote_ident(a.name), types[a.name], policies[a.name])
             for a in self._domain.attributes

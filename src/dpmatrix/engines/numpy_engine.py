@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..domain import Domain
+from ..encode import encode_frame
 from ..errors import DataError
 from .base import (
     AttrSet,
@@ -140,8 +141,6 @@ class NumpyEngine:
         cls, df_raw: pd.DataFrame, domain: Domain, on_unknown: str = "error", **kwargs: Any
     ) -> "NumpyEngine":
         """Engine over raw values mapped to codes by :func:`dpmatrix.encode.encode_frame`."""
-        from ..encode import encode_frame
-
         return cls(encode_frame(df_raw, domain, on_unknown=on_unknown), domain, **kwargs)
 
     @property

@@ -30,8 +30,9 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import PlanError
-from ..residual import ResidualMechanism, kron_apply
-from .discrete_gaussian import RandomSource, rational_upper_bound, sample_discrete_gaussian
+from ..linalg.kron import kron_apply
+from ..mechanisms.residual import ResidualMechanism
+from ..mechanisms.samplers import RandomSource, rational_upper_bound, sample_discrete_gaussian
 
 __all__ = ["centering_matrix", "discrete_measure", "gamma_squared", "integer_outputs", "round_plan"]
 
@@ -41,7 +42,7 @@ def centering_matrix(n: int) -> np.ndarray:
     return n * np.eye(n, dtype=np.int64) - np.ones((n, n), dtype=np.int64)
 
 
-def _rational_sigma(sigma2: float, rel_var_tol: float) -> Fraction:
+def rational_sigma(sigma2: float, rel_var_tol: float) -> Fraction:
     """Smallest-denominator rational σ̄ with σ̄² ≥ σ² (exactly) and σ̄²/σ² − 1 ≤ tol."""
     target = Fraction(sigma2)
     s = rational_upper_bound(math.sqrt(sigma2), rel_var_tol)
@@ -73,7 +74,7 @@ def round_plan(plan, rel_var_tol: float = 1e-4):
     new = np.array(plan.sigma2, dtype=float)
     for i, s2 in enumerate(plan.sigma2):
         if np.isfinite(s2):
-            sb = _rational_sigma(float(s2), rel_var_tol)
+            sb = rational_sigma(float(s2), rel_var_tol)
             sigma_bar[i] = sb
             f = float(sb * sb)
             if Fraction(f) > sb * sb:  # never report more noise than is added

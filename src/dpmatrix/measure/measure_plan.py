@@ -15,10 +15,13 @@ from collections.abc import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..engines import NumpyEngine, engine_for, maximal_sets, project
 from ..errors import DataError
-from ..residual import apply_sub
+from ..mechanisms.residual import apply_sub
+from ..reconstruct.measurements import Measurements
+from ..reconstruct.store import MeasurementStore
 from ..workload import AttrSet
-from .store import MeasurementStore
+from .discrete import discrete_measure, round_plan
 
 __all__ = ["InsecureRandomnessWarning", "measure"]
 
@@ -46,9 +49,15 @@ def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[
                 yield sub
 
 
+def _is_residual_plan(plan) -> bool:
+    """A plan of the ResidualPlanner family: its residual mechanisms, one per closure set."""
+    return all(hasattr(plan, a) for a in ("closure", "measured", "mechanism", "sigma2"))
+
+
 def measure(
     plan,
     data,
+    *,
     rng: np.random.Generator | None = None,
     progress: bool = False,
     engine=None,
@@ -69,13 +78,9 @@ def measure(
     ``store``: keep the noisy answers on disk instead of in memory (for plans whose measurements
     do not fit in RAM, e.g. 7.7 GB at d = 200): a folder path (kept; must not hold a store yet),
     or ``True`` for a temporary folder removed with the measurements. See
-    :mod:`dpmatrix.measure.store`.
+    :mod:`dpmatrix.reconstruct.store`.
     """
-    from ..engines import engine_for, maximal_sets, project
-    from ..plan.plan import Plan
-    from ..reconstruct.measurements import Measurements
-
-    if not isinstance(plan, Plan):
+    if not _is_residual_plan(plan):
         if hasattr(plan, "measure"):  # another planner (QuerySmasher) measures itself
             if store is not None and store is not False:
                 raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
@@ -92,8 +97,6 @@ def measure(
         )
     sigma_bar = None
     if noise == "discrete_gaussian":
-        from .discrete import discrete_measure, round_plan
-
         plan, sigma_bar = round_plan(plan, rel_var_tol)
         randomness = discrete_randomness(rng)
     else:
@@ -156,7 +159,6 @@ def _batches(plan, top: list[AttrSet], eng):
 def _count_batch(engine) -> int:
     """Maximal sets counted per engine call: in-memory engines take large batches (one pass over
     the rows counts them all), others (DuckDB's GROUPING SETS) the default."""
-    from ..engines import NumpyEngine
 
     return NUMPY_COUNT_BATCH if isinstance(engine, NumpyEngine) else COUNT_BATCH
 
@@ -166,7 +168,7 @@ def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noi
 
     Vectorized over residual sets of equal shape: the maximal tables with the same per-attribute
     factors are stacked, each subset pattern's marginals are one sum over the stacked axes, and
-    ``H₁ v`` and ``H₂ z`` are applied to the whole stack (:func:`~dpmatrix.residual.kron_apply`
+    ``H₁ v`` and ``H₂ z`` are applied to the whole stack (:func:`~dpmatrix.mechanisms.residual.kron_apply`
     takes leading batch axes). The standard normal draws are taken from ``rng`` in one call, in
     exactly the order of the one-mechanism-at-a-time algorithm (subsets of each maximal set from
     the largest down), so results are those of the per-set loop for the same generator.

@@ -46,11 +46,15 @@ ResidualPlanner: ``Sub = Γ = Sub_n``, ``beta = (n-1)/n``, ``trace_in = n-1``, `
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..errors import WorkloadError
-from ..residual import AttributeBasis, is_identity
+from ..linalg.attribute_queries import validate_query_matrix
+from ..linalg.kron import is_identity
 
 CONSTRUCTIONS = ("centred", "split")
 
@@ -63,8 +67,77 @@ __all__ = [
     "subtraction_and_gamma",
     "AttributeBasis",
     "attribute_basis",
+    "identity_basis",
     "is_identity",
 ]
+
+
+@dataclass(frozen=True, eq=False)
+class AttributeBasis:
+    """Per-attribute factors of ResidualPlanner+ for one ``(W, S)`` pair (arrays read-only).
+
+    Attributes
+    ----------
+    n : domain size of the attribute.
+    W, S : the base workload (``m × n``) and the strategy replacement (``k × n``).
+    Sub : ``r × n`` subtraction matrix (Algorithm 4: ``Sub 1 = 0``; split: ``Subᵀ Sub =
+        SᵀS − c 11ᵀ``, see :mod:`dpmatrix.mechanisms.basis`).
+    Gamma : noise factor; the residual noise covariance factor is ``Gamma Gammaᵀ`` (``r × r``).
+    Sub_inv : ``G``, ``n × r``: with ``total_inv`` the (pseudo-)inverse ``[a, G]`` of
+        ``[1ᵀ; Sub]`` (reconstruction, Algorithm 6); ``Sub⁺`` for Algorithm 4.
+    total_inv : ``a``, length ``n``: how the total ``1ᵀx`` enters the cells; ``1/n`` for
+        Algorithm 4.
+    beta : Theorem 7.1 privacy-cost factor, ``max diag(Subᵀ (Γ Γᵀ)⁻¹ Sub)``.
+    resid_cov : ``n × n`` matrix ``G Γ Γᵀ Gᵀ`` — covariance, per unit σ², of the
+        reconstructed data-space vector from this attribute's residual.
+    trace_in : ``||W G Γ||_F²`` (attribute in the residual set).
+    trace_out : ``||W a||²`` (attribute in the query but not in the residual set;
+        ``||W 1||² / n²`` for Algorithm 4).
+    diag_in : ``diag(W G Γ Γᵀ Gᵀ Wᵀ)`` (length m).
+    diag_out : ``(W a)²`` (length m).
+    construction : ``"centred"`` (Algorithm 4) or ``"split"``.
+    """
+
+    n: int
+    W: np.ndarray
+    S: np.ndarray
+    Sub: np.ndarray
+    Gamma: np.ndarray
+    Sub_inv: np.ndarray
+    total_inv: np.ndarray
+    beta: float
+    resid_cov: np.ndarray
+    trace_in: float
+    trace_out: float
+    diag_in: np.ndarray
+    diag_out: np.ndarray
+    construction: str = "centred"
+
+    @property
+    def r(self) -> int:
+        """Number of rows of ``Sub`` (dimension of this attribute's residual)."""
+        return int(self.Sub.shape[0])
+
+    @property
+    def m(self) -> int:
+        """Number of queries (rows) of ``W``."""
+        return int(self.W.shape[0])
+
+    @property
+    def n_noise(self) -> int:
+        """Number of standard normal draws per value of this attribute (columns of ``Gamma``)."""
+        return int(self.Gamma.shape[1])
+
+    @cached_property
+    def is_identity(self) -> bool:
+        """True for ResidualPlanner's plain-marginal basis (W = S = I, see :func:`is_identity`)."""
+        return is_identity(self.W) and is_identity(self.S)
+
+    @property
+    def uniform_total(self) -> bool:
+        """True when the total enters every cell equally (``a = 1/n``: Algorithm 4, RP — the
+        identity basis is built as "centred" by either construction)."""
+        return self.construction == "centred"
 
 
 def subtraction_matrix(n: int) -> np.ndarray:
@@ -259,8 +332,6 @@ def attribute_basis(W, S=None, construction: str = "centred") -> AttributeBasis:
     Results are cached on the bytes of the two matrices; the returned arrays are read-only.
     Raises :class:`WorkloadError` if a matrix is malformed or ``S`` cannot answer ``W``.
     """
-    from .attribute_queries import validate_query_matrix
-
     Wa = np.asarray(W, dtype=float) if not isinstance(W, np.ndarray) else W.astype(float, copy=False)
     if Wa.ndim != 2:
         raise WorkloadError(f"workload matrix must be 2-D; got shape {Wa.shape}")
@@ -275,3 +346,15 @@ def attribute_basis(W, S=None, construction: str = "centred") -> AttributeBasis:
     Wa = np.ascontiguousarray(Wa)
     Sa = np.ascontiguousarray(Sa)
     return _cached(Wa.shape, Wa.tobytes(), Sa.shape, Sa.tobytes(), construction_name(construction))
+
+
+@functools.lru_cache(maxsize=None)
+def identity_basis(n: int) -> AttributeBasis:
+    """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
+
+    ``Sub = Γ = Sub_n`` so the noise is ``σ H z`` with ``z ~ N(0, I_n)`` (Algorithm 1);
+    ``β = (n−1)/n``; ``K = I − 11ᵀ/n`` (the centring projection), so the cell-variance factors are
+    ``(n−1)/n`` in the residual set and ``1/n²`` outside it (Theorem 4.4).
+    """
+    eye = np.eye(n)
+    return attribute_basis(eye, eye)

@@ -26,7 +26,7 @@ From the factors follow, in closed form,
 every cell vector ``x`` with ``T_i x`` known is ``a_i (1ᵀx) + G_i (Sub_i x)``. For the paper's
 Algorithm 4 (``Sub_i 1 = 0``) this is ``a_i = 1/n_i`` and ``G_i = Sub_i⁺`` — the residual
 estimate is centred along every attribute and the marginal is ``Σ r_{A'} / Π n_j``. The *split*
-construction (:mod:`dpmatrix.plan.residual_basis`) keeps the strategy's own way of estimating the
+construction (:mod:`dpmatrix.mechanisms.basis`) keeps the strategy's own way of estimating the
 total, so ``a_i`` is not uniform and ``Sub_i 1 ≠ 0``; the formulas above cover both.
 """
 
@@ -34,125 +34,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
 
 import numpy as np
 
-__all__ = ["AttributeBasis", "ResidualMechanism", "apply_pinv", "identity_basis", "kron_apply"]
+from ..linalg.kron import kron_apply
+from .basis import AttributeBasis
 
+__all__ = ["ResidualMechanism", "apply_pinv", "apply_sub"]
 
-def is_identity(S: np.ndarray) -> bool:
-    """True when ``S`` is (numerically, to 1e-12) the square identity matrix — the one test of
-    "ResidualPlanner's plain-marginal factors" used everywhere."""
-    S = np.asarray(S)
-    return S.ndim == 2 and S.shape[0] == S.shape[1] and np.allclose(S, np.eye(S.shape[0]), rtol=0, atol=1e-12)
-
-
-@dataclass(frozen=True, eq=False)
-class AttributeBasis:
-    """Per-attribute factors of ResidualPlanner+ for one ``(W, S)`` pair (arrays read-only).
-
-    Attributes
-    ----------
-    n : domain size of the attribute.
-    W, S : the base workload (``m × n``) and the strategy replacement (``k × n``).
-    Sub : ``r × n`` subtraction matrix (Algorithm 4: ``Sub 1 = 0``; split: ``Subᵀ Sub =
-        SᵀS − c 11ᵀ``, see :mod:`dpmatrix.plan.residual_basis`).
-    Gamma : noise factor; the residual noise covariance factor is ``Gamma Gammaᵀ`` (``r × r``).
-    Sub_inv : ``G``, ``n × r``: with ``total_inv`` the (pseudo-)inverse ``[a, G]`` of
-        ``[1ᵀ; Sub]`` (reconstruction, Algorithm 6); ``Sub⁺`` for Algorithm 4.
-    total_inv : ``a``, length ``n``: how the total ``1ᵀx`` enters the cells; ``1/n`` for
-        Algorithm 4.
-    beta : Theorem 7.1 privacy-cost factor, ``max diag(Subᵀ (Γ Γᵀ)⁻¹ Sub)``.
-    resid_cov : ``n × n`` matrix ``G Γ Γᵀ Gᵀ`` — covariance, per unit σ², of the
-        reconstructed data-space vector from this attribute's residual.
-    trace_in : ``||W G Γ||_F²`` (attribute in the residual set).
-    trace_out : ``||W a||²`` (attribute in the query but not in the residual set;
-        ``||W 1||² / n²`` for Algorithm 4).
-    diag_in : ``diag(W G Γ Γᵀ Gᵀ Wᵀ)`` (length m).
-    diag_out : ``(W a)²`` (length m).
-    construction : ``"centred"`` (Algorithm 4) or ``"split"``.
-    """
-
-    n: int
-    W: np.ndarray
-    S: np.ndarray
-    Sub: np.ndarray
-    Gamma: np.ndarray
-    Sub_inv: np.ndarray
-    total_inv: np.ndarray
-    beta: float
-    resid_cov: np.ndarray
-    trace_in: float
-    trace_out: float
-    diag_in: np.ndarray
-    diag_out: np.ndarray
-    construction: str = "centred"
-
-    @property
-    def r(self) -> int:
-        """Number of rows of ``Sub`` (dimension of this attribute's residual)."""
-        return int(self.Sub.shape[0])
-
-    @property
-    def m(self) -> int:
-        """Number of queries (rows) of ``W``."""
-        return int(self.W.shape[0])
-
-    @property
-    def n_noise(self) -> int:
-        """Number of standard normal draws per value of this attribute (columns of ``Gamma``)."""
-        return int(self.Gamma.shape[1])
-
-    @cached_property
-    def is_identity(self) -> bool:
-        """True for ResidualPlanner's plain-marginal basis (W = S = I, see :func:`is_identity`)."""
-        return is_identity(self.W) and is_identity(self.S)
-
-    @property
-    def uniform_total(self) -> bool:
-        """True when the total enters every cell equally (``a = 1/n``: Algorithm 4, RP — the
-        identity basis is built as "centred" by either construction)."""
-        return self.construction == "centred"
-
-
-@lru_cache(maxsize=None)
-def identity_basis(n: int) -> AttributeBasis:
-    """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
-
-    ``Sub = Γ = Sub_n`` so the noise is ``σ H z`` with ``z ~ N(0, I_n)`` (Algorithm 1);
-    ``β = (n−1)/n``; ``K = I − 11ᵀ/n`` (the centring projection), so the cell-variance factors are
-    ``(n−1)/n`` in the residual set and ``1/n²`` outside it (Theorem 4.4).
-    """
-    from .plan.residual_basis import attribute_basis
-
-    eye = np.eye(n)
-    return attribute_basis(eye, eye)
-
-
-def kron_apply(mats: tuple[np.ndarray, ...], tensor: np.ndarray) -> np.ndarray:
-    """``(⊗_i mats[i]) vec(tensor)`` without expanding the Kronecker product.
-
-    ``tensor`` has one axis per factor, in order, optionally after leading batch axes; factor
-    ``i`` acts on axis ``i`` of the trailing ``len(mats)`` axes (C-order vectorization).
-    Each factor is one broadcast matrix product on a reshaped view,
-    ``(pre, n, post) -> (pre, r, post)``, so batches of equal-shape tensors (stacked along the
-    leading axes) cost one call per factor.
-    """
-    k = len(mats)
-    out = np.asarray(tensor)
-    lead = out.ndim - k
-    for i, m in enumerate(mats):
-        ax = lead + i
-        shape = out.shape
-        n = shape[ax]
-        pre = math.prod(shape[:ax])
-        post = math.prod(shape[ax + 1 :])
-        # one small product per leading index (no single large GEMM): each tensor of a batch is
-        # transformed exactly as it would be alone, so batched and one-by-one results agree
-        res = np.matmul(m, out.reshape(pre, n, post))
-        out = res.reshape(shape[:ax] + (m.shape[0],) + shape[ax + 1 :])
-    return out
 
 
 def apply_pinv(bases: tuple["AttributeBasis", ...], omega: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ Algorithm 6)::
     x̂_M = Σ_{A ⊆ M} r_A ⊗_{j ∈ M∖A} a_j        (a_j = 1/n_j for Algorithm 4: r_A / Π n_j)
 
 (``r_A`` broadcast along the attributes of ``M∖A``; ``[a_j, G_j]`` inverts ``[1ᵀ; Sub_j]``, see
-:mod:`dpmatrix.residual`), which is the unique linear unbiased estimate from the measurements —
+:mod:`dpmatrix.mechanisms.residual`), which is the unique linear unbiased estimate from the measurements —
 in particular the best linear unbiased (generalized least squares) one — and the answers to two
 marginals agree on their common sub-marginals. Its covariance is
 ``Σ_{A⊆M} σ²_A ⊗_{i∈A} K_i ⊗_{j∈M∖A} a_j a_jᵀ`` (``K_i`` the residual covariance factor),
@@ -27,9 +27,12 @@ import pandas as pd
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
+from ..domain import fmt_edge
 from ..errors import NotMeasuredError, WorkloadError
-from ..residual import apply_pinv, kron_apply
+from ..linalg.kron import kron_apply
+from ..mechanisms.residual import apply_pinv
 from ..workload import AttrSet
+from .store import open_store
 
 __all__ = ["Measurements", "QueryAnswer", "marginal_frame", "query_labels"]
 
@@ -82,8 +85,6 @@ class Measurements:
     def from_store(cls, folder, plan) -> "Measurements":
         """Measurements kept on disk by ``plan.measure(data, store=folder)``, re-opened with the
         same plan (e.g. ``Plan.from_json``) for reconstruction in another session."""
-        from ..measure.store import open_store
-
         store = open_store(folder, plan)
         return cls(plan=plan, noisy=store, noise=store.meta.get("noise", "gaussian"),
                    randomness=store.meta.get("randomness", "numpy_generator"))
@@ -337,7 +338,7 @@ class Measurements:
         """Estimates and variances of the marginals ``rows`` (all of shape ``shape``, identity
         bases): ``(answerable mask, F)`` with ``F[i] = [estimate, variance, std, lower, upper]``
         flattened (C order), computed in the order of :meth:`estimate` and
-        :meth:`~dpmatrix.plan.Plan.variance` so that the values are theirs."""
+        :meth:`~dpmatrix.planners.residual.Plan.variance` so that the values are theirs."""
         plan = self.plan
         g, k = rows.shape
         order = [cols for r in range(k + 1) for cols in itertools.combinations(range(k), r)]
@@ -515,8 +516,6 @@ def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
     lab = [attr.label(c) for c in range(attr.size)]
     if key == "identity":
         return lab
-    from ..domain import _fmt_edge
-
     edges = attr.bins if attr.labels is None and attr.bins is not None else None
     n_bins = len(edges) - 1 if edges is not None else 0
     out = []
@@ -530,9 +529,9 @@ def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
         if edges is not None and hi < n_bins:  # numeric bins: show the value interval
             close = "]" if hi == n_bins - 1 else ")"
             if lo == 0 and key == "prefix":
-                out.append(f"{'<=' if close == ']' else '<'} {_fmt_edge(edges[hi + 1])}")
+                out.append(f"{'<=' if close == ']' else '<'} {fmt_edge(edges[hi + 1])}")
             else:
-                out.append(f"[{_fmt_edge(edges[lo])}, {_fmt_edge(edges[hi + 1])}{close}")
+                out.append(f"[{fmt_edge(edges[lo])}, {fmt_edge(edges[hi + 1])}{close}")
         elif key == "prefix" and lo == 0:
             out.append(f"<= {lab[hi]}")
         else:

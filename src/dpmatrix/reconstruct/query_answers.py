@@ -6,7 +6,7 @@ the component of the marginal ``x_{A'}`` in the row space of ``B`` (inside the r
 ``q · x̂_A`` with ``x̂_A = Σ_{A'} r_{A'} / Π_{j∈A∖A'} n_j`` broadcast along the dropped attributes
 (``r_{A'}`` is centred, so averaging q over the dropped attributes and centring it is implicit).
 The answer is unbiased for every workload query; its variance is
-:meth:`QuerySmasherPlan.query_variance`.
+:meth:`QuerySmasherPlan.group_variance`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class QSMeasurements:
         return np.where(np.isfinite(self.variance(i)), out, np.nan)
 
     def variance(self, i: int) -> np.ndarray:
-        return self.plan.query_variance(i)
+        return self.plan.group_variance(i)
 
     def answers(self) -> list[np.ndarray]:
         return [self.answer(i) for i in range(len(self.plan.workload.groups))]

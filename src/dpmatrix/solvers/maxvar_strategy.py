@@ -39,7 +39,7 @@ function), λ ranges over a compact simplex, so by Sion's minimax theorem::
     t* = max_{λ ∈ simplex} L(λ),    L(λ) = min_{diag X ≤ 1} tr(Wᵀ Λ C⁻¹ W X⁺).
 
 For fixed λ the inner problem is exactly the weighted-sum problem solved by
-:func:`dpmatrix.plan.lowdim_optimal.optimize_subworkload` with query weights ``λ / c``, whose dual
+:func:`dpmatrix.solvers.lowdim_optimal.optimize_subworkload` with query weights ``λ / c``, whose dual
 is ``L(λ) = max_{μ ∈ simplex} ‖M(λ, μ)‖_*²``.  Hence ``t* = max_{λ, μ} ‖M(λ, μ)‖_*²``.  The
 function ``s(λ, μ) = ‖M(λ, μ)‖_*`` is jointly concave (it equals
 ``min_{X ≻ 0} ½[tr(diag(μ) X) + tr(Wᵀ Λ C⁻¹ W X⁻¹)]``, a minimum of linear functions of (λ, μ)),
@@ -241,7 +241,7 @@ def maxvar_lower_bound(
     Returns ``max_μ ‖(ΛC⁻¹)^{1/2} W diag(μ)^{1/2}‖_*²`` (λ normalized to sum 1) — i.e. ``L(λ)``,
     the optimal weighted sum of target-scaled variances for weights λ — up to a relative
     ``tol`` *from below*: the maximization over the cell distribution μ is done by
-    :func:`~dpmatrix.plan.lowdim_optimal.optimize_subworkload` (weights ``λ / c``) and the bound
+    :func:`~dpmatrix.solvers.lowdim_optimal.optimize_subworkload` (weights ``λ / c``) and the bound
     is then re-evaluated here, for the exact λ (zeros allowed) and the μ it found, with a rounding
     allowance.  So the result is always ``≤ t*``, for every λ, whatever the solver's accuracy.
     """

@@ -46,6 +46,10 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..errors import WorkloadError
+from ..linalg.kron import is_identity
+from ..mechanisms.basis import attribute_basis
+from .lowdim_optimal import optimize_subworkload
+from .maxvar_strategy import optimize_maxvar_strategy
 
 __all__ = [
     "default_p",
@@ -136,8 +140,6 @@ def rp_attribute_cost(W, S) -> float:
     This is what a strategy changes in the optimal sum of variances (see module docstring).
     ``inf`` if ``S`` cannot answer ``W``.
     """
-    from .residual_basis import attribute_basis
-
     try:
         b = attribute_basis(W, S)
     except WorkloadError:
@@ -244,11 +246,9 @@ def optimal_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
     ``Sub`` spans the centred strategy, minimizing it over strategies is exactly the
     low-dimensional matrix-mechanism problem (QuerySmasher eq. 4) for the centred workload
     ``W (I − 11ᵀ/n)``: minimize ``tr(W_cᵀ W_c X⁺)`` s.t. ``diag X ≤ 1``. It is solved by
-    :func:`~dpmatrix.plan.lowdim_optimal.optimize_subworkload` with a duality-gap certificate;
+    :func:`~dpmatrix.solvers.lowdim_optimal.optimize_subworkload` with a duality-gap certificate;
     the returned strategy is its ``B`` (rows centred). Cached by the solver.
     """
-    from .lowdim_optimal import optimize_subworkload
-
     W = np.asarray(W, dtype=float)
     mech = optimize_subworkload(centered(W), sizes=(W.shape[1],), tol=tol)
     S = np.array(mech.B)
@@ -260,12 +260,10 @@ def l2_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
     """The optimal Gaussian strategy for ``W`` itself: ``min ||W S⁺||_F² · max_j ||S_{:,j}||²``
     (QuerySmasher eq. 4 on the uncentred ``W``; HDMM's convex 1-D optimizer with L2
     sensitivity, the paper's section 9). Certified to a relative duality gap ``tol`` by
-    :func:`~dpmatrix.plan.lowdim_optimal.optimize_subworkload`; its rows span ``W`` (so the
+    :func:`~dpmatrix.solvers.lowdim_optimal.optimize_subworkload`; its rows span ``W`` (so the
     total, as every workload matrix contains it). With the split residual construction the
     1-D mechanism it defines is kept whole, so a single Kronecker-product workload gets
     HDMM's optimal error. Read-only; cached by the solver."""
-    from .lowdim_optimal import optimize_subworkload
-
     S = np.array(optimize_subworkload(np.asarray(W, dtype=float), tol=tol).B)
     S.setflags(write=False)
     return S
@@ -274,9 +272,7 @@ def l2_strategy(W, *, tol: float = 1e-6) -> np.ndarray:
 def maxvar_strategy(W) -> np.ndarray:
     """The max-variance-optimal Gaussian strategy for ``W`` (fitness-for-use, Problem 1, with
     equal targets): minimizes ``max_j var_j · max_j ||S_{:,j}||²``; see
-    :mod:`~dpmatrix.plan.maxvar_strategy`. Read-only; cached by the solver."""
-    from .maxvar_strategy import optimize_maxvar_strategy
-
+    :mod:`~dpmatrix.solvers.maxvar_strategy`. Read-only; cached by the solver."""
     S = np.array(optimize_maxvar_strategy(np.asarray(W, dtype=float)).B)
     S.setflags(write=False)
     return S
@@ -317,8 +313,6 @@ def strategy_matrix(
       * ``"identity"``: ``I_n``.   * ``"workload"``: ``S = W``.
       * a matrix with ``n`` columns whose rows can answer every centred query of ``W``.
     """
-    from ..residual import is_identity
-
     W = np.asarray(W, dtype=float)
     if W.ndim != 2:
         raise WorkloadError(f"workload must be a 2-D matrix; got shape {W.shape}")

@@ -30,7 +30,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import WorkloadError
+from ...errors import WorkloadError
 
 __all__ = [
     "all_subsets",

@@ -13,8 +13,8 @@ Pipeline (Algorithm 1):
    ``"kron"`` — the Gram is one Kronecker product: the product of per-attribute optima of eq. 4 is
    optimal (nuclear norms and the dual certificate factorize), certified by the product of the
    per-factor bounds; ``"optimal"`` — eq. 4 on the dense Gram
-   (:func:`~dpmatrix.plan.lowdim_optimal.optimize_subworkload`, duality gap ≤ ``tol``);
-   ``"fourier"`` — WFF (closed form, :mod:`dpmatrix.plan.fourier`); ``"rp"`` — ResidualPlanner's
+   (:func:`~dpmatrix.solvers.lowdim_optimal.optimize_subworkload`, duality gap ≤ ``tol``);
+   ``"fourier"`` — WFF (closed form, :mod:`dpmatrix.linalg.fourier`); ``"rp"`` — ResidualPlanner's
    residual basis; ``"kron-marginal"`` — product of the optima of the per-attribute partial-trace
    Grams (an RP+-style basis).  ``solver="auto"`` uses ``kron`` when it applies, ``optimal`` when
    the residual space has at most ``max_exact_cells`` cells, else the best approximate one.
@@ -36,17 +36,22 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..errors import PlanError, WorkloadError
-from ..privacy import Budget, PrivacyReport
-from ..queries import QueryGroup, QueryWorkload
-from ..residual import kron_apply
-from . import fourier as ff
+from ...engines import engine_for, maximal_sets, project
+from ...errors import DataError, PlanError, WorkloadError
+from ...jsonfile import json_float
+from ...linalg import fourier as ff
+from ...linalg.kron import kron_apply
+from ...measure.discrete import discrete_measure, rational_sigma
+from ...measure.measure_plan import discrete_randomness
+from ...mechanisms.basis import identity_basis
+from ...mechanisms.residual import ResidualMechanism
+from ...privacy import Budget, PrivacyReport, resolve_pcost
+from ...queries import QueryGroup, QueryWorkload
+from ...reconstruct.query_answers import QSMeasurements
+from ...solvers.lowdim_optimal import LowDimMechanism, optimize_subworkload
+from ...workload import Workload
+from ..base import PlanBase
 from .decompose import decompose_batch
-from .lowdim_optimal import LowDimMechanism, optimize_subworkload
-from .plan import json_float
-
-if TYPE_CHECKING:
-    from ..reconstruct.query_answers import QSMeasurements
 
 __all__ = ["QuerySmasherPlan", "plan_querysmasher", "SOLVERS"]
 
@@ -301,13 +306,14 @@ class Residual:
 # the plan
 # =============================================================================================
 @dataclass(eq=False)
-class QuerySmasherPlan(PrivacyReport):
+class QuerySmasherPlan(PlanBase, PrivacyReport):
     """A QuerySmasher plan: one Gaussian mechanism per residual space, σ², exact variances.
 
-    Shares with :class:`~dpmatrix.plan.plan.Plan`: ``pcost``/``rho``/``mu``/``epsilon(delta)``,
+    Shares with :class:`~dpmatrix.planners.residual.plan.Plan`: ``pcost``/``rho``/``mu``/``epsilon(delta)``,
     :meth:`rmse`, :meth:`max_variance`, :meth:`total_variance`, :meth:`to_dict`, :meth:`measure`
-    (Gaussian noise only). Differs: :meth:`query_variance` takes a query-group index; no
-    ``variance(attrs)``/``from_dict``/release artifact yet. Adds :meth:`table` and
+    (Gaussian noise only), :meth:`query_variance` (attrs of a query group). Differs: no
+    ``variance(attrs)`` of arbitrary marginals, no ``from_dict``/release artifact yet;
+    :meth:`group_variance` takes a query-group index. Adds :meth:`table` and
     :meth:`certificates` (duality gap of every optimally solved sub-workload).
     """
 
@@ -375,7 +381,24 @@ class QuerySmasherPlan(PrivacyReport):
         """sqrt(mean query variance) (paper section 8.2)."""
         return math.sqrt(self.total_variance() / self.workload.n_queries)
 
-    def query_variance(self, i: int) -> np.ndarray:
+    def _query_variance(self, key: tuple[int, ...]) -> np.ndarray:
+        """Variances of the queries of the one group on the attribute set ``key``."""
+        hits = [i for i, g in enumerate(self.workload.groups) if tuple(sorted(g.attrs)) == key]
+        if len(hits) != 1:
+            names = self.domain.names_of(key)
+            raise WorkloadError(
+                f"the workload has {len(hits)} query groups on {names}: "
+                + ("use group_variance(i) with a group index" if hits else "ask for one of its groups' attributes")
+            )
+        return self.group_variance(hits[0])
+
+    def _variance(self, key: tuple[int, ...]) -> np.ndarray:
+        raise PlanError(
+            "a QuerySmasher plan gives the variances of its workload's queries (query_variance), "
+            "not of arbitrary marginal cells"
+        )
+
+    def group_variance(self, i: int) -> np.ndarray:
         """Exact variance of every query of group ``i``, shaped like its table of queries."""
         g = self.workload.groups[i]
         out = np.zeros(g.shape)
@@ -419,7 +442,7 @@ class QuerySmasherPlan(PrivacyReport):
                 (self.residuals[S].structure, self.residuals[S].sigma2, pos)
                 for S, pos, _ in self._pieces[i] if S in self.residuals))
             if key not in memo:
-                memo[key] = float(np.max(self.query_variance(i)))
+                memo[key] = float(np.max(self.group_variance(i)))
             best = max(best, memo[key])
         return best
 
@@ -473,6 +496,7 @@ class QuerySmasherPlan(PrivacyReport):
     def measure(
         self,
         data,
+        *,
         rng: np.random.Generator | None = None,
         progress: bool = False,
         noise: str = "gaussian",
@@ -481,9 +505,6 @@ class QuerySmasherPlan(PrivacyReport):
     ) -> "QSMeasurements":
         """Run every residual mechanism on the marginal counts of ``data`` (an engine counts the
         maximal residual sets; smaller ones are sums of those).  Never forms the data vector."""
-        from ..errors import DataError
-        from ..reconstruct.query_answers import QSMeasurements
-
         if noise not in ("gaussian", "discrete_gaussian"):
             raise DataError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
         if rng is not None and not isinstance(rng, np.random.Generator):
@@ -503,8 +524,6 @@ class QuerySmasherPlan(PrivacyReport):
     def _residual_marginals(self, data, engine):
         """Yield ``(S, marginal table on S)`` for every measured residual space: only the maximal
         sets are counted (16 per engine call), smaller ones are sums; never the data vector."""
-        from ..engines import engine_for, maximal_sets, project
-
         eng = engine if engine is not None else engine_for(data, self.domain)
         measured = {S for S, r in self.residuals.items() if math.isfinite(r.sigma2)}
         top = maximal_sets(measured)
@@ -537,11 +556,6 @@ class QuerySmasherPlan(PrivacyReport):
         import dataclasses
         from fractions import Fraction
 
-        from ..measure.discrete import _rational_sigma, discrete_measure
-        from ..measure.measure import discrete_randomness
-        from ..reconstruct.query_answers import QSMeasurements
-        from ..residual import ResidualMechanism, identity_basis
-
         measured = {S: r for S, r in self.residuals.items() if math.isfinite(r.sigma2)}
         kappas = {}
         for S, res in measured.items():
@@ -557,7 +571,7 @@ class QuerySmasherPlan(PrivacyReport):
         new_res, sbar = {}, {}
         for S, res in self.residuals.items():
             if S in measured:
-                sb = _rational_sigma(res.sigma2 * kappas[S], rel_var_tol)
+                sb = rational_sigma(res.sigma2 * kappas[S], rel_var_tol)
                 sbar[S] = sb
                 s2 = float(sb * sb) / kappas[S]
                 while Fraction(s2) * Fraction(kappas[S]) > sb * sb:  # never report more noise
@@ -856,8 +870,6 @@ def plan_querysmasher(
     """
     import time
 
-    from ..workload import Workload
-
     if isinstance(workload, Workload):
         workload = QueryWorkload.from_workload(workload)
     if not isinstance(workload, QueryWorkload):
@@ -866,8 +878,7 @@ def plan_querysmasher(
         raise WorkloadError("the query workload is empty")
     if solver not in SOLVERS:
         raise PlanError(f"unknown solver {solver!r}; use one of {SOLVERS}")
-    if not (pcost > 0 and math.isfinite(pcost)):
-        raise PlanError(f"pcost must be positive and finite, got {pcost}")
+    pcost = resolve_pcost(pcost=pcost)  # BudgetError for a bad budget, as in plan()
     t0 = time.perf_counter()
     b = _Builder(workload, solver, tol, max_exact_cells, max_iter, factor_tol)
     terms, pieces = b.decompose()

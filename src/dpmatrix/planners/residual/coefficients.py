@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..residual import AttributeBasis
-from ..workload import Workload, _subset_masks
+from ...mechanisms.basis import AttributeBasis
+from ...workload import Workload, _subset_masks
 
 __all__ = ["Coefficients", "compute_coefficients", "outer_variances"]
 

@@ -19,15 +19,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..domain import Domain
-from ..errors import NotMeasuredError, PlanError, WorkloadError
-from ..privacy import Budget, PrivacyReport, resolve_pcost
-from ..residual import AttributeBasis, ResidualMechanism, identity_basis, is_identity
-from ..workload import AttrSet, Workload
+from ...domain import Domain
+from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
+from ...jsonfile import json_float, read_json
+from ...linalg.kron import is_identity
+from ...linalg.sparse import spmv_inf
+from ...measure.measure_plan import measure
+from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
+from ...mechanisms.residual import ResidualMechanism
+from ...privacy import Budget, PrivacyReport, resolve_pcost
+from ...solvers.strategy1d import strategy_matrix
+from ...workload import AttrSet, Workload
+from ..base import PlanBase
 from .coefficients import Coefficients, compute_coefficients, outer_variances
-from .residual_basis import attribute_basis, construction_name
 from .select import max_query_variance, select
-from .strategy1d import strategy_matrix
 
 __all__ = ["Plan", "plan"]
 
@@ -35,7 +40,7 @@ PLAN_FORMAT = "dpmatrix.plan/1"
 
 
 @dataclass(frozen=True, eq=False)
-class Plan(PrivacyReport):
+class Plan(PlanBase, PrivacyReport):
     """A selected matrix mechanism: residual sets, their noise scales, and its privacy cost."""
 
     workload: Workload
@@ -48,7 +53,7 @@ class Plan(PrivacyReport):
     @cached_property
     def bases(self) -> tuple[AttributeBasis, ...]:
         """Mechanism basis of each attribute (from its strategy ``S_i``: Algorithm 4, or the
-        split construction, :mod:`~dpmatrix.plan.residual_basis`)."""
+        split construction, :mod:`~dpmatrix.mechanisms.basis`)."""
         return tuple(_mechanism_basis(S, self.construction) for S in self.strategies)
 
     def query_basis(self, attr: int, key: str) -> AttributeBasis:
@@ -151,10 +156,9 @@ class Plan(PrivacyReport):
                 )
             yield sub, float(self.sigma2[i])
 
-    def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
-        """Per-cell variances of the reconstructed marginal on ``attrs`` (Theorem 4.4), as an array
+    def _variance(self, key: AttrSet) -> np.ndarray:
+        """Per-cell variances of the reconstructed marginal on ``key`` (Theorem 4.4), as an array
         shaped like the marginal table (axes in domain order). Any closure member is accepted."""
-        key = self._attrs(attrs)
         bases = tuple(self.cell_basis(a) for a in key)
         terms = (
             (tuple(c for c, a in enumerate(key) if a in sub), s2) for sub, s2 in self._subset_terms(key)
@@ -165,7 +169,7 @@ class Plan(PrivacyReport):
     def _workload_sums(self) -> np.ndarray:
         x = np.where(self.measured, self.sigma2, np.inf)
         with np.errstate(invalid="ignore"):
-            return _spmv_inf(self.coefficients.sum_var, x)
+            return spmv_inf(self.coefficients.sum_var, x)
 
     @cached_property
     def _workload_cell_var(self) -> np.ndarray:
@@ -193,10 +197,10 @@ class Plan(PrivacyReport):
         workload marginal."""
         return float(np.max(self._workload_cell_var[self._optimized]))
 
-    def query_variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
+    def _query_variance(self, key: AttrSet) -> np.ndarray:
         """Exact variance of every query of a workload marginal (Theorem 7.2), shaped like its
         table of queries (one axis per attribute, one entry per row of that attribute's ``W``)."""
-        i = self.workload.index(attrs)
+        i = self.workload.index(key)
         x = np.where(self.measured, self.sigma2, np.inf)
         return self.coefficients.query_variances(i, x)
 
@@ -249,6 +253,7 @@ class Plan(PrivacyReport):
     def measure(
         self,
         data,
+        *,
         rng: np.random.Generator | None = None,
         progress: bool = False,
         noise: str = "gaussian",
@@ -259,8 +264,6 @@ class Plan(PrivacyReport):
         """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
         :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise;
         ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
-        from ..measure.measure import measure
-
         return measure(
             self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
             store=store,
@@ -319,8 +322,6 @@ class Plan(PrivacyReport):
                 return cls.from_dict(json.loads(text_or_path))
             except json.JSONDecodeError as exc:
                 raise PlanError(f"not a JSON plan: {exc}") from None
-        from ..jsonfile import read_json
-
         return cls.from_dict(read_json(text_or_path, PlanError, f"plan file {str(text_or_path)!r}"))
 
     def __repr__(self) -> str:
@@ -331,25 +332,7 @@ class Plan(PrivacyReport):
         )
 
 
-def json_float(v: float) -> float | str:
-    """A float for JSON: finite values as numbers, ``inf``/``-inf``/``nan`` as strings."""
-    v = float(v)
-    if math.isfinite(v):
-        return v
-    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-
-
-def _spmv_inf(m, x: np.ndarray) -> np.ndarray:
-    """Sparse matrix-vector product where infinite entries of x propagate only through nonzeros."""
-    inf = ~np.isfinite(x)
-    out = np.asarray(m @ np.where(inf, 0.0, x)).ravel()
-    if inf.any():
-        hits = np.asarray(m[:, np.flatnonzero(inf)].sum(axis=1)).ravel() > 0
-        out[hits] = np.inf
-    return out
-
-
-def plan(
+def plan_residual(
     workload: Workload,
     *,
     objective: str | Callable = "sum_var",
@@ -358,11 +341,10 @@ def plan(
     epsilon: float | None = None,
     delta: float | None = None,
     mu: float | None = None,
+    budget: Budget | None = None,
     loss_bound: float | None = None,
     strategies: Mapping[str, str | np.ndarray] | None = None,
     construction: str = "auto",
-    planner: str = "residual",
-    **planner_options: Any,
 ):
     """Select the optimal residual mechanisms for a workload of marginals (ResidualPlanner).
 
@@ -387,7 +369,7 @@ def plan(
     ``"centred"`` (the paper's Algorithm 4) or ``"split"`` (the strategy's total measured
     separately, so each attribute's 1-D mechanism is kept whole; with it ``"optimal"`` means
     the optimal Gaussian strategy for the attribute's queries under the objective, see
-    :mod:`~dpmatrix.plan.residual_basis`), or ``"auto"`` (default): plan with both and keep the
+    :mod:`~dpmatrix.mechanisms.basis`), or ``"auto"`` (default): plan with both and keep the
     one with the smaller objective (smaller privacy cost under ``loss_bound``) — neither
     dominates: the split wins on workloads mixing a few numeric attributes with categorical
     ones (paper tables 8-12, by up to 52 % in maximum variance), Algorithm 4 on many-attribute
@@ -399,29 +381,21 @@ def plan(
     ``planner``: ``"residual"`` (default, ResidualPlanner / RP+ as above), ``"querysmasher"``
     (alias ``"qs"``) or ``"wff"`` — both take a :class:`~dpmatrix.workload.Workload` or a
     :class:`~dpmatrix.queries.QueryWorkload`, the weighted sum-of-variances objective and a
-    privacy budget, and return a :class:`~dpmatrix.plan.querysmasher.QuerySmasherPlan`; extra
-    keyword options go to :func:`~dpmatrix.plan.querysmasher.plan_querysmasher`.
+    privacy budget, and return a :class:`~dpmatrix.planners.querysmasher.plan.QuerySmasherPlan`; extra
+    keyword options go to :func:`~dpmatrix.planners.querysmasher.plan.plan_querysmasher`.
     """
-    # -- planner dispatch (QuerySmasher / WFF) ------------------------------------------------
-    if planner not in ("residual", "rp", "rp+"):
-        return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
-                                  loss_bound, strategies, construction, planner_options)
-    if planner_options:
-        raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
     if not isinstance(workload, Workload):
         raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
-    budget_given = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
+    budget_given = any(v is not None for v in (pcost, rho, epsilon, delta, mu, budget))
     if loss_bound is not None:
         if budget_given:
             raise PlanError("give either a privacy budget or loss_bound=, not both")
         lb = float(loss_bound)
         if not math.isfinite(lb) or lb <= 0:
-            from ..errors import BudgetError
-
             raise BudgetError(f"loss_bound must be a positive finite number, got {loss_bound!r}")
         c = None
     else:
-        c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
+        c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu, budget=budget)
         lb = None
     obj_name = objective if isinstance(objective, str) else "custom"
     name = objective if isinstance(objective, str) else getattr(objective, "__name__", "custom")
@@ -466,30 +440,12 @@ def _constructions(workload: Workload, construction: str, strategies, objective)
     return ("centred", "split")
 
 
-def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, loss_bound,
-                       strategies, construction, options):
-    from .querysmasher import plan_querysmasher
-
-    name = str(planner).lower()
-    if name not in ("querysmasher", "qs", "wff"):
-        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher' or 'wff'")
-    if (objective != "sum_var" or loss_bound is not None or strategies is not None
-            or str(construction).lower() not in ("auto", "centred", "centered")):
-        raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "
-                        "privacy budget only (no loss_bound, no strategies, no construction)")
-    c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
-    if name == "wff":
-        options = {**options, "solver": "fourier"}
-    return plan_querysmasher(workload, pcost=c, planner="wff" if name == "wff" else "querysmasher",
-                             **options)
-
-
 def choose_strategies(
     workload: Workload, strategies: Mapping[str, str | np.ndarray] | None, *,
     construction: str = "centred", objective: str = "sum_var",
 ) -> tuple[np.ndarray, ...]:
     """Strategy ``S_i`` of every attribute: the identity for plain attributes, otherwise
-    :func:`~dpmatrix.plan.strategy1d.strategy_matrix` on the stack of its query matrices (its
+    :func:`~dpmatrix.solvers.strategy1d.strategy_matrix` on the stack of its query matrices (its
     ``"auto"`` depends on the residual construction and the objective)."""
     dom = workload.domain
     strategies = dict(strategies or {})

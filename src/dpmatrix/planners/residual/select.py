@@ -28,7 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import PlanError
+from ...errors import PlanError
+from ...linalg.sparse import spmv_inf
+from ...solvers.maxvar_solver import solve_min_cost
 from .coefficients import Coefficients
 
 __all__ = ["Selection", "select"]
@@ -60,9 +62,7 @@ ACCEPT_GAP = 1e-6
 
 def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     """argmin Σ p/x s.t. C x ≤ 1, x > 0 (every column of C has a positive entry), by the
-    certified interior-point solver of :mod:`dpmatrix.plan.maxvar_solver`."""
-    from .maxvar_solver import solve_min_cost
-
+    certified interior-point solver of :mod:`dpmatrix.solvers.maxvar_solver`."""
     with warnings.catch_warnings():  # judged here, not by the solver's own warning
         warnings.simplefilter("ignore", RuntimeWarning)
         x, info = solve_min_cost(p, C, tol=1e-9)
@@ -138,9 +138,7 @@ def max_query_variance(coef: Coefficients, x: np.ndarray) -> np.ndarray:
     """Largest (unweighted) query variance of each workload marginal for noise scales x
     (``inf`` where a needed residual set is not measured)."""
     if coef.uniform:
-        from .plan import _spmv_inf
-
-        return _spmv_inf(coef.cell_var, x)
+        return spmv_inf(coef.cell_var, x)
     wk = coef.workload
     finite = np.isfinite(x)
     xf = np.where(finite, x, 0.0)

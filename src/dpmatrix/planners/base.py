@@ -1,0 +1,128 @@
+"""The plan protocol every planner's plan implements (one call shape for every planner).
+
+A *plan* is everything decided before touching data: the domain and workload, the privacy
+budget it spends, the mechanisms it will run, and the exact (data-independent) variance of
+every answer. Planners differ in how they choose the mechanisms; what a user does with a plan
+does not. In the style of :class:`scipy.sparse.linalg.LinearOperator`, the public methods here
+validate their arguments and delegate to one underscored method a planner implements:
+
+=================================  ==========================================================
+public (here)                      a planner implements
+=================================  ==========================================================
+``domain``, ``workload``           the attributes (``dataclass`` fields or properties)
+``budget`` / ``pcost`` ... (ε, δ)  ``budget`` (a :class:`~dpmatrix.privacy.Budget`); the
+                                   units come from :class:`~dpmatrix.privacy.PrivacyReport`
+``variance(attrs)``                ``_variance(key)``: cell variances of the marginal on
+                                   ``key`` (a sorted tuple of attribute positions)
+``query_variance(attrs)``          ``_query_variance(key)``: variance of each workload query
+                                   on ``key``
+``total_variance()``, ``rmse()``,  the planner's closed forms (no arguments to validate)
+``max_variance()``, ``table()``
+``to_dict()`` / ``from_dict()``    JSON-ready description, read back by ``from_dict``
+``measure(data, *, rng=None, ...)``  measure the data (see :func:`dpmatrix.measure`)
+=================================  ==========================================================
+
+A new planner (fitness-for-use, Li–Miklau, pure ε-DP strategies) subclasses :class:`PlanBase`
+and implements those methods; the measurement path takes its mechanisms — an attribute set, a
+linear map applied to that marginal's count table, and a noise family with its scale.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..domain import Domain
+from ..privacy import Budget
+
+__all__ = ["PlanBase", "attr_key"]
+
+AttrSet = tuple[int, ...]
+
+
+def attr_key(domain: Domain, attrs: Iterable[str | int] | str) -> AttrSet:
+    """The sorted tuple of attribute positions named by ``attrs`` (names or positions, or one
+    name); unknown names raise :class:`~dpmatrix.errors.UnknownAttributeError`."""
+    return domain.resolve(attrs)
+
+
+class PlanBase(ABC):
+    """Abstract base of every planner's plan (module docstring: what a planner implements)."""
+
+    # -- what the plan is about -----------------------------------------------------------------
+    @property
+    @abstractmethod
+    def domain(self) -> Domain:
+        """The data domain the plan was made for."""
+
+    @property
+    @abstractmethod
+    def budget(self) -> Budget:
+        """The privacy budget the plan spends (report it in any unit with ``.rho``, ``.mu``, ``.epsilon(delta)``)."""
+
+    # -- accuracy (data-independent) -----------------------------------------------------------
+    def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
+        """Variance of every cell of the marginal on ``attrs``.
+
+        Parameters
+        ----------
+        attrs : str or iterable of str or int
+            Attribute names or positions (order does not matter).
+
+        Returns
+        -------
+        numpy.ndarray
+            One variance per cell, shaped like the marginal table (axes in domain order).
+        """
+        return self._variance(attr_key(self.domain, attrs))
+
+    def query_variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
+        """Variance of every workload query on ``attrs``.
+
+        Parameters
+        ----------
+        attrs : str or iterable of str or int
+            Attribute names or positions of a workload entry.
+
+        Returns
+        -------
+        numpy.ndarray
+            One variance per query, shaped like the entry's table of queries.
+        """
+        return self._query_variance(attr_key(self.domain, attrs))
+
+    @abstractmethod
+    def _variance(self, key: AttrSet) -> np.ndarray: ...
+
+    @abstractmethod
+    def _query_variance(self, key: AttrSet) -> np.ndarray: ...
+
+    @abstractmethod
+    def total_variance(self) -> float:
+        """Sum of the variances of every workload query (unweighted)."""
+
+    @abstractmethod
+    def rmse(self) -> float:
+        """Root mean squared error over the workload's queries."""
+
+    @abstractmethod
+    def max_variance(self) -> float:
+        """Largest variance of a workload query."""
+
+    @abstractmethod
+    def table(self) -> pd.DataFrame:
+        """One row per workload entry: its attributes, size and accuracy."""
+
+    # -- persistence ---------------------------------------------------------------------------
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description of the plan."""
+
+    # -- measurement ---------------------------------------------------------------------------
+    @abstractmethod
+    def measure(self, data, *, rng: np.random.Generator | None = None, **options: Any):
+        """Measure ``data`` with the plan's mechanisms (see :func:`dpmatrix.measure`)."""

@@ -1,0 +1,66 @@
+"""``plan()``: the one entry point that picks a planner (ResidualPlanner family or QuerySmasher / WFF)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..errors import PlanError
+from ..privacy import Budget, resolve_pcost
+from .querysmasher.plan import plan_querysmasher
+from .residual.plan import plan_residual
+
+__all__ = ["plan"]
+
+
+def plan(
+    workload,
+    *,
+    objective: str | Callable = "sum_var",
+    pcost: float | None = None,
+    rho: float | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    budget: Budget | None = None,
+    loss_bound: float | None = None,
+    strategies: Mapping[str, str | np.ndarray] | None = None,
+    construction: str = "auto",
+    planner: str = "residual",
+    **planner_options: Any,
+):
+    """Plan a release: select the mechanisms for ``workload`` under a privacy budget.
+
+    ``planner``: ``"residual"`` (default, ResidualPlanner / RP+, see
+    :func:`~dpmatrix.planners.residual.plan.plan_residual` for the budget, objective, strategy
+    and construction options), ``"querysmasher"`` (alias ``"qs"``) or ``"wff"`` — both take a
+    :class:`~dpmatrix.workload.Workload` or a :class:`~dpmatrix.queries.QueryWorkload`, the
+    weighted sum-of-variances objective and a privacy budget, and return a
+    :class:`~dpmatrix.planners.querysmasher.plan.QuerySmasherPlan`; extra keyword options go to
+    :func:`~dpmatrix.planners.querysmasher.plan.plan_querysmasher`.
+    """
+    if planner not in ("residual", "rp", "rp+"):
+        return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
+                                  budget, loss_bound, strategies, construction, planner_options)
+    if planner_options:
+        raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
+    return plan_residual(workload, objective=objective, pcost=pcost, rho=rho, epsilon=epsilon,
+                         delta=delta, mu=mu, budget=budget, loss_bound=loss_bound, strategies=strategies,
+                         construction=construction)
+
+
+def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
+                       strategies, construction, options):
+    name = str(planner).lower()
+    if name not in ("querysmasher", "qs", "wff"):
+        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher' or 'wff'")
+    if (objective != "sum_var" or loss_bound is not None or strategies is not None
+            or str(construction).lower() not in ("auto", "centred", "centered")):
+        raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "
+                        "privacy budget only (no loss_bound, no strategies, no construction)")
+    c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu, budget=budget)
+    if name == "wff":
+        options = {**options, "solver": "fourier"}
+    return plan_querysmasher(workload, pcost=c, planner="wff" if name == "wff" else "querysmasher",
+                             **options)
