@@ -1,5 +1,6 @@
 import sys
 from pathlib import Path
 
-# the brute-force oracle lives next to the tests and is imported as a plain module
+# tests/ on the path: the brute-force oracle is the package tests/oracle (``import oracle``; it
+# never imports dpmatrix), and test helpers are shared as ``from <layer>.test_x import ...``
 sys.path.insert(0, str(Path(__file__).parent))

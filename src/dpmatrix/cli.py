@@ -158,8 +158,9 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mu", type=float, help="Gaussian-DP budget mu")
     p.add_argument(
         "--objective", choices=["max_var", "sum_var"], default="max_var",
-        help="max_var (default): minimize the largest weighted cell variance; sum_var: minimize "
-        "the weighted total variance",
+        help="max_var (default here; the library's dm.plan defaults to sum_var): minimize the "
+        "largest weighted cell variance, so small tables stay accurate; sum_var: minimize the "
+        "weighted total variance",
     )  # fmt: skip
     p.add_argument(
         "--construction", choices=["auto", "centred", "split"], default="auto",

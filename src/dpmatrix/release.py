@@ -192,13 +192,42 @@ def write_release(
     overwrite: bool = False,
     notes: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a release folder (layout in the module docstring); returns its path.
+    """Write a release folder (layout in the module docstring).
 
-    ``level``: confidence level of the ``lower``/``upper`` columns. ``delta``: the δ at which ε is
-    reported in the manifest. ``formats``: table formats (``"parquet"``, ``"csv"``).
-    ``overwrite``: replace an existing release in ``out_dir`` (never any other folder).
-    ``notes``: extra JSON-ready facts for the manifest (e.g. how raw values were encoded); they
-    must not contain anything computed from the data.
+    Parameters
+    ----------
+    measurements : Measurements
+        What :func:`dpmatrix.measure` returned (ResidualPlanner plans).
+    out_dir : str or pathlib.Path
+        The release folder to create.
+    level : float, default 0.95
+        Confidence level of the ``lower``/``upper`` columns.
+    delta : float
+        The δ at which ε is reported in the manifest.
+    formats : iterable of {"parquet", "csv"}
+        Table formats.
+    progress : bool, default False
+        Show a progress bar.
+    overwrite : bool, default False
+        Replace an existing release in ``out_dir`` (never any other folder).
+    notes : mapping, optional
+        Extra JSON-ready facts for the manifest (e.g. how raw values were encoded); they must
+        not contain anything computed from the data.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder written.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, tempfile, dpmatrix as dm
+    >>> dom = dm.Domain({"a": 2, "b": 3})
+    >>> plan = dm.plan(dm.Workload(dom, [("a", "b")]), rho=1.0)
+    >>> meas = plan.measure(pd.DataFrame({"a": [0, 1], "b": [2, 0]}), rng=np.random.default_rng(0))
+    >>> folder = dm.write_release(meas, tempfile.mkdtemp() + "/rel")
+    >>> dm.load_release(folder).table(("a", "b")).shape[0]
+    6
     """
     if not isinstance(measurements, Measurements):
         raise ReleaseError(f"write_release needs Measurements, got {type(measurements).__name__}")
@@ -407,8 +436,27 @@ def load_release(folder: str | Path) -> Release:
     """Read a release folder written by :func:`write_release`.
 
     The plan is rebuilt from the manifest and the noisy residual answers from
-    ``measurements.parquet``; every measured residual must be present (else
-    :class:`~dpmatrix.ReleaseError`).
+    ``measurements.parquet``; every measured residual must be present.
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        A release folder.
+
+    Returns
+    -------
+    Release
+        ``table(attrs)`` (the saved table), ``marginal(attrs, level)``, ``measurements``,
+        ``plan`` and ``privacy``.
+
+    Raises
+    ------
+    ReleaseError
+        Not a release folder, or a measured residual is missing.
+
+    Examples
+    --------
+    See :func:`write_release`.
     """
     folder = Path(folder)
     manifest = _read_manifest(folder)

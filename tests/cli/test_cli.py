@@ -14,7 +14,7 @@ import pytest
 import dpmatrix as dm
 from dpmatrix.cli import main
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 ADULT_DOMAIN = SRC / "dpmatrix" / "data" / "adult-domain.json"
 
 RICH = {
@@ -306,6 +306,7 @@ def test_infer_domain_is_explicit_and_warns(capsys, data, tmp_path):
 
 
 # -- the README demo, as a user runs it ------------------------------------------------------------
+@pytest.mark.slow
 def test_readme_demo_and_query_subprocess(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "demo", "--out", "demo-release"],

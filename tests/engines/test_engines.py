@@ -15,7 +15,7 @@ from dpmatrix.engines.duckdb_engine import DuckDBEngine
 from dpmatrix.engines.numpy_engine import NumpyEngine
 from dpmatrix.errors import DataError, WorkloadError
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "dpmatrix" / "data"
+DATA = Path(__file__).resolve().parents[2] / "src" / "dpmatrix" / "data"
 SIZES = [2, 3, 5, 4, 7, 3]
 
 

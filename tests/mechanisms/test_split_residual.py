@@ -119,6 +119,7 @@ def test_table12_five_way_prefix_attains_hdmm():
     assert dm.plan(wk, pcost=1, construction="centred").rmse() > 11.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("construction", ["centred", "split"])
 def test_simulation_generalized_answers(construction):
     # empirical variance, bias and interval coverage of the workload's own answers (prefix,

@@ -21,7 +21,7 @@ import oracle
 def explicit_strategy(mech):
     """Dense strategy matrix of a sub-mechanism (Fourier: from its noise levels)."""
     if isinstance(mech, FourierMech):
-        from test_fourier import _explicit_fourier_strategy
+        from linalg.test_fourier import _explicit_fourier_strategy
 
         return _explicit_fourier_strategy(mech)
     if isinstance(mech, KronMech):

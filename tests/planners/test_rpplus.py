@@ -166,6 +166,7 @@ def test_table8_default_is_the_better_construction(dataset):
         assert -0.11 < got.rmse() / value - 1 < -0.005, (dataset, got.rmse(), value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["CPS"])  # Loans (4 × n=101) is checked the same way but takes ~40 s
 def test_table8_pidentity_strategies(dataset):
     sizes, nnum, paper = TABLE8[dataset]

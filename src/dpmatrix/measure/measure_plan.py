@@ -67,18 +67,51 @@ def measure(
 ):
     """Noisy answers of every residual mechanism of ``plan`` on ``data``.
 
-    ``data``: a pandas DataFrame (or 2-D integer array in domain column order) of codes, a path
-    to a CSV/Parquet file of codes (counted by DuckDB), or a data engine.
-    ``rng``: the ``numpy.random.Generator`` the Gaussian noise is drawn from; ``None`` draws a
-    fresh generator seeded by the operating system (never numpy's global state).
-    ``noise="discrete_gaussian"``: exact integer noise from the OS CSPRNG (Algorithm 3, see
-    :mod:`dpmatrix.measure.discrete`); every σ is rounded up to a rational (variance increase at
-    most ``rel_var_tol``) and the returned measurements carry the re-scored plan. ``rng`` is then
-    used only if given, as a reproducible but insecure byte source for tests.
-    ``store``: keep the noisy answers on disk instead of in memory (for plans whose measurements
-    do not fit in RAM, e.g. 7.7 GB at d = 200): a folder path (kept; must not hold a store yet),
-    or ``True`` for a temporary folder removed with the measurements. See
-    :mod:`dpmatrix.reconstruct.store`.
+    Each mechanism ``M_A`` needs only the marginal table of ``A`` (Algorithm 1 / 5:
+    ``ω = H₁ v_A + σ_A H₂ z``); the engine counts the maximal sets, smaller tables are sums.
+
+    Parameters
+    ----------
+    plan : Plan
+        A plan from :func:`dpmatrix.plan` (QuerySmasher plans are measured by their own
+        ``measure``, called from here).
+    data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
+        Codes ``0..size-1`` per attribute: a DataFrame (or 2-D integer array in domain column
+        order), a path to a CSV/Parquet file of codes (counted by DuckDB), or a data engine.
+    rng : numpy.random.Generator, optional
+        The generator the Gaussian noise is drawn from; ``None`` draws a fresh generator seeded
+        by the operating system (never numpy's global state).
+    progress : bool, default False
+        Show a progress bar.
+    engine : engine, optional
+        Count with this engine instead of the one chosen for ``data``.
+    noise : {"gaussian", "discrete_gaussian"}
+        ``"discrete_gaussian"``: exact integer noise from the OS CSPRNG (Algorithm 3, see
+        :mod:`dpmatrix.measure.discrete`); every σ is rounded up to a rational (variance increase
+        at most ``rel_var_tol``) and the returned measurements carry the re-scored plan. ``rng``
+        is then used only if given, as a reproducible but insecure byte source for tests.
+    rel_var_tol : float, default 1e-4
+        Largest relative variance increase from rounding σ for discrete noise.
+    store : str, pathlib.Path or bool, optional
+        Keep the noisy answers on disk instead of in memory (for plans whose measurements do not
+        fit in RAM, e.g. 7.7 GB at d = 200): a folder path (kept; must not hold a store yet), or
+        ``True`` for a temporary folder removed with the measurements. See
+        :mod:`dpmatrix.reconstruct.store`.
+
+    Returns
+    -------
+    Measurements
+        Frozen; ``marginal()``, ``answer()``, ``query()`` give tidy tables with variances.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, dpmatrix as dm
+    >>> dom = dm.Domain({"a": 2, "b": 3})
+    >>> plan = dm.plan(dm.Workload(dom, [("a", "b")]), rho=1.0)
+    >>> df = pd.DataFrame({"a": [0, 1, 1], "b": [2, 0, 2]})
+    >>> meas = dm.measure(plan, df, rng=np.random.default_rng(0))
+    >>> meas.marginal(("a", "b")).shape[0]
+    6
     """
     if not _is_residual_plan(plan):
         if hasattr(plan, "measure"):  # another planner (QuerySmasher) measures itself

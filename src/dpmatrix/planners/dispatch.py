@@ -32,13 +32,46 @@ def plan(
 ):
     """Plan a release: select the mechanisms for ``workload`` under a privacy budget.
 
-    ``planner``: ``"residual"`` (default, ResidualPlanner / RP+, see
-    :func:`~dpmatrix.planners.residual.plan.plan_residual` for the budget, objective, strategy
-    and construction options), ``"querysmasher"`` (alias ``"qs"``) or ``"wff"`` — both take a
-    :class:`~dpmatrix.workload.Workload` or a :class:`~dpmatrix.queries.QueryWorkload`, the
-    weighted sum-of-variances objective and a privacy budget, and return a
-    :class:`~dpmatrix.planners.querysmasher.plan.QuerySmasherPlan`; extra keyword options go to
-    :func:`~dpmatrix.planners.querysmasher.plan.plan_querysmasher`.
+    No data are touched: the plan knows its privacy cost and the exact variance of every answer.
+
+    Parameters
+    ----------
+    workload : Workload or QueryWorkload
+        What is asked (QueryWorkload: QuerySmasher / WFF planners only).
+    objective : {"sum_var", "max_var"} or callable, default "sum_var"
+        Weighted sum of variances (closed form, Lemma 2), weighted maximum variance (convex
+        program), or ``f(v) -> cvxpy scalar`` of the per-marginal variances.
+    pcost, rho, mu, epsilon, delta, budget : float or Budget, optional
+        Exactly one budget: the privacy cost, ρ-zCDP, μ-GDP, (ε, δ)-DP (both), or a
+        :class:`~dpmatrix.privacy.Budget` such as ``Budget.zcdp(0.5)``.
+    loss_bound : float, optional
+        Instead of a budget: the least private plan whose objective is at most this (eq. 2).
+    strategies, construction :
+        ResidualPlanner+ options (see
+        :func:`~dpmatrix.planners.residual.plan.plan_residual`).
+    planner : {"residual", "querysmasher", "qs", "wff"}, default "residual"
+        ResidualPlanner / RP+, or QuerySmasher / WFF (sum_var and a budget only; extra keyword
+        options go to :func:`~dpmatrix.planners.querysmasher.plan.plan_querysmasher`).
+
+    Returns
+    -------
+    Plan or QuerySmasherPlan
+        A :class:`~dpmatrix.planners.base.PlanBase`: ``variance``, ``query_variance``,
+        ``rmse``, ``max_variance``, ``table``, ``measure`` ...
+
+    Raises
+    ------
+    BudgetError
+        No budget, more than one, or a value that is not positive and finite.
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> dom = dm.Domain({"age": 85, "sex": 2, "race": 5})
+    >>> wk = dm.Workload(dom, [("age", "sex"), ("race",)])
+    >>> plan = dm.plan(wk, budget=dm.Budget.zcdp(0.5))
+    >>> round(plan.rho, 12)
+    0.5
     """
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,

@@ -70,9 +70,7 @@ so the infimum is not attained.  We give such rows the weight ``zero_weight × m
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -80,6 +78,7 @@ import numpy as np
 from scipy.optimize import Bounds, minimize
 
 from ..errors import PlanError, WorkloadError
+from .cache import LRUCache, array_digest
 
 __all__ = [
     "LowDimMechanism",
@@ -430,8 +429,7 @@ def _build(H: np.ndarray, lamc: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, 
 # Public entry point with cache
 # --------------------------------------------------------------------------------------------
 
-_CACHE: "OrderedDict[tuple, LowDimMechanism]" = OrderedDict()
-_CACHE_MAX = 256
+_CACHE: "LRUCache[LowDimMechanism]" = LRUCache(256)
 
 
 def clear_cache() -> None:
@@ -493,11 +491,9 @@ def optimize_subworkload(
     # The solution depends on WᵀDW only, and is invariant to scaling it (losses scale).  Key on
     # the normalized Gram rounded to 11 decimals, so row order / rounding noise still hit.
     Gn = np.round(G / scale, 11) + 0.0
-    key = (sz, N, hashlib.blake2b(np.ascontiguousarray(Gn).tobytes(), digest_size=20).hexdigest(), tol)
+    key = (sz, N, array_digest(Gn), tol)
     mech = _CACHE.get(key) if cache else None
-    if mech is not None:
-        _CACHE.move_to_end(key)
-    else:
+    if mech is None:
         Fn = F / math.sqrt(scale)
         H = _factor(Fn, sz)
         dual, c, iters, method = _solve_dual(H, tol, max_iter)
@@ -524,7 +520,5 @@ def optimize_subworkload(
             iterations=iters, converged=converged, method=method, dual_weights=wl,
         )
         if cache and converged:
-            _CACHE[key] = mech
-            while len(_CACHE) > _CACHE_MAX:
-                _CACHE.popitem(last=False)
+            _CACHE.put(key, mech)
     return replace(mech, loss=mech.loss * scale, lower_bound=mech.lower_bound * scale)

@@ -100,15 +100,14 @@ SVD plus one r × r SVD each), all 55 ranges over n = 10 in ~60, all 1275 ranges
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import PlanError, WorkloadError
+from .cache import LRUCache, array_digest
 from .lowdim_optimal import optimize_subworkload
 
 __all__ = [
@@ -367,8 +366,7 @@ class _Solver:
 # Public entry point with cache
 # --------------------------------------------------------------------------------------------
 
-_CACHE: "OrderedDict[tuple, MaxVarStrategy]" = OrderedDict()
-_CACHE_MAX = 128
+_CACHE: "LRUCache[MaxVarStrategy]" = LRUCache(128)
 
 
 def clear_cache() -> None:
@@ -402,13 +400,9 @@ def optimize_maxvar_strategy(
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise WorkloadError(f"max_iter must be a positive integer, got {max_iter!r}")
     m, n = W.shape
-    h = hashlib.blake2b(digest_size=20)
-    h.update(np.ascontiguousarray(W).tobytes())
-    h.update(np.ascontiguousarray(c).tobytes())
-    key = (m, n, h.hexdigest(), tol)
+    key = (m, n, array_digest(W, c), tol)
     hit = _CACHE.get(key)
     if hit is not None:
-        _CACHE.move_to_end(key)
         return hit
 
     # Only C^{-1/2} W matters; normalize its scale (t* scales with its square).
@@ -443,7 +437,5 @@ def optimize_maxvar_strategy(
         converged=converged, query_weights=lam, cell_weights=mu,
     )
     if converged:
-        _CACHE[key] = result
-        while len(_CACHE) > _CACHE_MAX:
-            _CACHE.popitem(last=False)
+        _CACHE.put(key, result)
     return result
