@@ -172,3 +172,13 @@ def test_no_name_shadows_a_submodule(package):
         sub = importlib.import_module(f"{package}.{info.name}")
         got = getattr(pkg, info.name)
         assert got is sub, f"{package}.{info.name} is {got!r}, not the submodule"
+
+
+def test_public_functions_are_what_their_import_says():
+    from dpmatrix.measure import measure
+    from dpmatrix.planners import plan
+
+    import dpmatrix as dm
+
+    assert callable(plan) and plan is dm.plan and plan.__module__ == "dpmatrix.planners.dispatch"
+    assert callable(measure) and measure is dm.measure

@@ -25,7 +25,8 @@ from .errors import (
 )
 from .measure.measure_plan import measure
 from .planners.dispatch import plan
-from .planners.querysmasher.plan import QuerySmasherPlan, plan_querysmasher
+from .planners.querysmasher.plan import QuerySmasherPlan
+from .planners.querysmasher.planner import plan_querysmasher
 from .planners.residual.plan import Plan
 from .privacy import Budget
 from .queries import QueryWorkload

@@ -31,15 +31,13 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from .domain import OTHER_LABEL, Attribute, Domain
-from .errors import DataError, DomainError
+from .errors import DataError
 
 #: How many offending values an error message shows.
 MAX_SHOWN = 5

@@ -11,7 +11,7 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.linalg import fourier as ff
-from dpmatrix.planners.querysmasher.plan import plan_querysmasher
+from dpmatrix.planners.querysmasher.planner import plan_querysmasher
 from dpmatrix.queries import QueryWorkload, circular_range_rows
 
 import oracle

@@ -8,7 +8,7 @@ import pytest
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, PlanError, UnknownAttributeError, WorkloadError
 from dpmatrix.planners.base import PlanBase
-from dpmatrix.planners.querysmasher.plan import plan_querysmasher
+from dpmatrix.planners.querysmasher.planner import plan_querysmasher
 
 
 @pytest.fixture(scope="module")

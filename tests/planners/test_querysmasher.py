@@ -12,7 +12,8 @@ import pytest
 import dpmatrix as dm
 from dpmatrix.engines import NumpyEngine
 from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
-from dpmatrix.planners.querysmasher.plan import DenseMech, FourierMech, KronMech, plan_querysmasher
+from dpmatrix.planners.querysmasher.planner import plan_querysmasher
+from dpmatrix.planners.querysmasher.submechanisms import DenseMech, FourierMech, KronMech
 from dpmatrix.queries import QueryWorkload, affine_queries
 
 import oracle

@@ -19,7 +19,7 @@ import itertools
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from ..encode import (  # re-exported: the engines' shared data messages live wi
     raise_problems,
     rows,
 )
-from ..errors import DataError, WorkloadError
+from ..errors import WorkloadError
 
 AttrSet = tuple[int, ...]
 

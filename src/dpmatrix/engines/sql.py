@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..domain import OTHER_LABEL, Attribute
-from ..encode import label_key, mapping_kind
+from ..domain import Attribute
+from ..encode import mapping_kind
 
 def quote_ident(name: str) -> str:
     """SQL identifier quoting (DuckDB)."""

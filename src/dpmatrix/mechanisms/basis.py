@@ -46,7 +46,6 @@ ResidualPlanner: ``Sub = Γ = Sub_n``, ``beta = (n-1)/n``, ``trace_in = n-1``, `
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from functools import cached_property
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..privacy import Budget, resolve_pcost
-from .querysmasher.plan import plan_querysmasher
+from .querysmasher.planner import plan_querysmasher
 from .residual.plan import plan_residual
 
 __all__ = ["plan"]
@@ -51,7 +51,7 @@ def plan(
         :func:`~dpmatrix.planners.residual.plan.plan_residual`).
     planner : {"residual", "querysmasher", "qs", "wff"}, default "residual"
         ResidualPlanner / RP+, or QuerySmasher / WFF (sum_var and a budget only; extra keyword
-        options go to :func:`~dpmatrix.planners.querysmasher.plan.plan_querysmasher`).
+        options go to :func:`~dpmatrix.planners.querysmasher.planner.plan_querysmasher`).
 
     Returns
     -------

@@ -1,0 +1,1 @@
+"""Numeric solvers: arrays in, a frozen result with its certificate (lower bound, gap) out."""

@@ -91,7 +91,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np

@@ -377,12 +377,6 @@ def plan_residual(
     everywhere both are exactly ResidualPlanner (planned once); for ``max_var`` and custom
     objectives on more than ``AUTO_MAX_SETS`` (5,000) residual sets "auto" plans Algorithm 4
     only (each comparison costs a convex solve; ask for ``"split"`` explicitly).
-
-    ``planner``: ``"residual"`` (default, ResidualPlanner / RP+ as above), ``"querysmasher"``
-    (alias ``"qs"``) or ``"wff"`` — both take a :class:`~dpmatrix.workload.Workload` or a
-    :class:`~dpmatrix.queries.QueryWorkload`, the weighted sum-of-variances objective and a
-    privacy budget, and return a :class:`~dpmatrix.planners.querysmasher.plan.QuerySmasherPlan`; extra
-    keyword options go to :func:`~dpmatrix.planners.querysmasher.plan.plan_querysmasher`.
     """
     if not isinstance(workload, Workload):
         raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
