@@ -96,7 +96,7 @@ def test_discrete_release_end_to_end_and_errors():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({n: rng.integers(0, s, 200) for n, s in zip(dom.names, dom.sizes)})
     plan = dm.plan(dm.Workload.marginals(dom, 2), rho=1.0)
-    from dpmatrix.measure.measure_plan import InsecureRandomnessWarning
+    from dpmatrix.measure.discrete import InsecureRandomnessWarning
 
     with pytest.warns(InsecureRandomnessWarning):
         meas = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(5))
@@ -115,7 +115,7 @@ def test_discrete_release_end_to_end_and_errors():
 
 
 def test_randomness_is_recorded_and_a_seeded_source_warns():
-    from dpmatrix.measure.measure_plan import InsecureRandomnessWarning
+    from dpmatrix.measure.discrete import InsecureRandomnessWarning
 
     dom = dm.Domain.from_sizes([3, 2])
     df = pd.DataFrame({"a0": [0, 1, 2, 2], "a1": [0, 1, 1, 0]})

@@ -12,7 +12,7 @@ import pytest
 import dpmatrix as dm
 from dpmatrix.errors import DataError
 from dpmatrix.reconstruct import store as store_mod
-from dpmatrix.measure.measure_plan import InsecureRandomnessWarning
+from dpmatrix.measure.discrete import InsecureRandomnessWarning
 from dpmatrix.reconstruct.store import MeasurementStore, open_store
 
 

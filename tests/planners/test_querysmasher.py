@@ -319,13 +319,12 @@ def test_querysmasher_discrete_gaussian_on_marginal_spaces():
     import pandas as pd
 
     import dpmatrix as dm
-    from dpmatrix.planners.querysmasher.plan import _marginal_factors
 
     dom = dm.Domain.from_sizes([3, 4, 2])
     plan = dm.plan(dm.Workload.marginals(dom, 2, upto=True), pcost=0.8, planner="querysmasher")
     for S, res in plan.residuals.items():
         mech = plan.solutions[res.structure]
-        kappa = _marginal_factors(mech)
+        kappa = mech.marginal_factors()
         assert kappa is not None
         rp_cost = math.prod((n - 1) / n for n in res.sizes) / (res.sigma2 * math.prod(kappa))
         assert mech.pcost / res.sigma2 == pytest.approx(rp_cost, rel=1e-9)
@@ -337,7 +336,7 @@ def test_querysmasher_discrete_gaussian_on_marginal_spaces():
     # exact privacy of the integer mechanisms: Σ_S Π (n−1)/n / σ̄²_RP(S)
     exact = Fraction(0)
     for S, res in meas.plan.residuals.items():
-        kappa = math.prod(_marginal_factors(meas.plan.solutions[res.structure]))
+        kappa = math.prod(meas.plan.solutions[res.structure].marginal_factors())
         sb2 = Fraction(res.sigma2) * Fraction(kappa)  # the float reported ≤ the rational used
         exact += Fraction(math.prod((n - 1) / n for n in res.sizes)) / sb2
     assert meas.plan.pcost == pytest.approx(float(exact), rel=1e-9)

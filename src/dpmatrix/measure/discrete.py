@@ -24,7 +24,9 @@ no integer form ``Ξ`` with independent noise; discrete noise is refused for the
 
 from __future__ import annotations
 
+
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -116,3 +118,21 @@ def discrete_measure(
     noisy = hv + z  # integer
     y_pinv = tuple(b.Sub / b.n for b in mech.bases)  # post-processing from here on
     return kron_apply(y_pinv, noisy.astype(float))
+
+
+class InsecureRandomnessWarning(UserWarning):
+    """Noise meant to be secure was drawn from a reproducible (seeded) source."""
+
+
+def discrete_randomness(rng: np.random.Generator | None) -> str:
+    """Where exact discrete noise comes from: the OS's secure source (``rng=None``), or a user's
+    seeded generator — reproducible but not secure, which is warned about and recorded."""
+    if rng is None:
+        return "os_csprng"
+    warnings.warn(
+        "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
+        "secure; pass rng=None for the operating system's secure random source",
+        InsecureRandomnessWarning,
+        stacklevel=4,
+    )
+    return "seeded_insecure"

@@ -9,7 +9,6 @@ the maximal table, and measured right away, so at most one maximal table is aliv
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,13 +20,11 @@ from ..mechanisms.residual import apply_sub
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from ..workload import AttrSet
-from .discrete import discrete_measure, round_plan
+from .discrete import discrete_measure, discrete_randomness, round_plan
+from .querysmasher import measure_querysmasher
 
 __all__ = ["InsecureRandomnessWarning", "measure"]
 
-
-class InsecureRandomnessWarning(UserWarning):
-    """Noise meant to be secure was drawn from a reproducible (seeded) source."""
 
 # maximal marginals counted per engine call (DuckDB batches them into GROUPING SETS)
 COUNT_BATCH = 16
@@ -47,6 +44,11 @@ def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[
             done.add(sub)
             if plan.measured[closure.index(sub)]:
                 yield sub
+
+
+def _is_querysmasher_plan(plan) -> bool:
+    """A QuerySmasher plan: residual spaces, each measured by its own sub-mechanism."""
+    return all(hasattr(plan, a) for a in ("residuals", "solutions", "domain"))
 
 
 def _is_residual_plan(plan) -> bool:
@@ -114,11 +116,11 @@ def measure(
     6
     """
     if not _is_residual_plan(plan):
-        if hasattr(plan, "measure"):  # another planner (QuerySmasher) measures itself
+        if _is_querysmasher_plan(plan):
             if store is not None and store is not False:
                 raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
-            return plan.measure(
-                data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
+            return measure_querysmasher(
+                plan, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
             )
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise not in ("gaussian", "discrete_gaussian"):
@@ -157,20 +159,6 @@ def measure(
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
-
-
-def discrete_randomness(rng: np.random.Generator | None) -> str:
-    """Where exact discrete noise comes from: the OS's secure source (``rng=None``), or a user's
-    seeded generator — reproducible but not secure, which is warned about and recorded."""
-    if rng is None:
-        return "os_csprng"
-    warnings.warn(
-        "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
-        "secure; pass rng=None for the operating system's secure random source",
-        InsecureRandomnessWarning,
-        stacklevel=4,
-    )
-    return "seeded_insecure"
 
 
 def _batches(plan, top: list[AttrSet], eng):

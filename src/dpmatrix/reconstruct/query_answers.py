@@ -20,8 +20,11 @@ import numpy as np
 __all__ = ["QSMeasurements"]
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class QSMeasurements:
+    """Noisy answers of a QuerySmasher plan's residual spaces (``omega``) and the workload's
+    query answers reconstructed from them (frozen; ``_res`` only caches ``r_S``)."""
+
     plan: object
     omega: dict = field(repr=False)
     noise: str = "gaussian"

@@ -29,26 +29,20 @@ largest diagonal of the stacked mechanism can only be smaller.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ...engines import engine_for, maximal_sets, project
-from ...errors import DataError, PlanError, WorkloadError
+from ...errors import PlanError, WorkloadError
 from ...jsonfile import json_float
-from ...linalg.kron import kron_apply
-from ...measure.discrete import discrete_measure, rational_sigma
-from ...measure.measure_plan import discrete_randomness
-from ...mechanisms.basis import identity_basis
-from ...mechanisms.residual import ResidualMechanism
+from ...measure.querysmasher import measure_querysmasher
 from ...privacy import Budget, PrivacyReport
 from ...queries import QueryWorkload
 from ...reconstruct.query_answers import QSMeasurements
 from ..base import PlanBase
-from .submechanisms import KronMech, SubMechanism
+from .submechanisms import SubMechanism
 
 __all__ = ["GramIntern", "QuerySmasherPlan", "Residual", "RowInfo", "SOLVERS"]
 
@@ -305,102 +299,7 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         rel_var_tol: float = 1e-4,
         engine=None,
     ) -> "QSMeasurements":
-        """Run every residual mechanism on the marginal counts of ``data`` (an engine counts the
-        maximal residual sets; smaller ones are sums of those).  Never forms the data vector."""
-        if noise not in ("gaussian", "discrete_gaussian"):
-            raise DataError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
-        if rng is not None and not isinstance(rng, np.random.Generator):
-            raise DataError("rng must be a numpy.random.Generator")
-        if noise == "discrete_gaussian":
-            return self._measure_discrete(data, rng, rel_var_tol, engine)
-        if rng is None:
-            rng = np.random.default_rng()
-        omega: dict[tuple[int, ...], np.ndarray] = {}
-        for sub, x in self._residual_marginals(data, engine):
-            res = self.residuals[sub]
-            omega[sub] = self.solutions[res.structure].measure(
-                np.asarray(x, dtype=float), math.sqrt(res.sigma2), rng
-            )
-        return QSMeasurements(self, omega)
-
-    def _residual_marginals(self, data, engine):
-        """Yield ``(S, marginal table on S)`` for every measured residual space: only the maximal
-        sets are counted (16 per engine call), smaller ones are sums; never the data vector."""
-        eng = engine if engine is not None else engine_for(data, self.domain)
-        measured = {S for S, r in self.residuals.items() if math.isfinite(r.sigma2)}
-        top = maximal_sets(measured)
-        done: set = set()
-        for start in range(0, len(top), 16):
-            batch = top[start : start + 16]
-            tables = eng.count(batch)
-            for m in batch:
-                table = tables.pop(m)
-                for r in range(len(m), -1, -1):
-                    for sub in itertools.combinations(m, r):
-                        if sub in done or sub not in measured:
-                            continue
-                        done.add(sub)
-                        yield sub, project(table, m, sub)
-
-    def _measure_discrete(self, data, rng, rel_var_tol: float, engine) -> "QSMeasurements":
-        """Exact discrete Gaussian noise where the factors allow (paper RP+ §5, Algorithm 3).
-
-        A residual space whose mechanism reconstructs with covariance ``σ² Π κ_j ⊗ (I − 11ᵀ/n_j)``
-        — every plain-marginal space (identity queries), whatever orthonormal-type basis the
-        solver returned — is the same mechanism as ResidualPlanner's at
-        ``σ²_RP = σ² Π κ_j``: same residual estimate distribution and same privacy cost
-        ``Π (n_j−1)/(n_j κ_j) / σ² = Π (n_j−1)/n_j / σ²_RP``. It is measured by Algorithm 3 at
-        that scale (σ rounded up to a rational; the returned plan carries the rounded σ²), and
-        its estimate ``r`` is stored as ``ω = B r`` (``B⁺ B r = r`` for centred ``r``). Spaces
-        optimized for prefix, range or other queries have real-valued strategies with no integer
-        form: they are refused, naming the first one.
-        """
-        import dataclasses
-        from fractions import Fraction
-
-        measured = {S: r for S, r in self.residuals.items() if math.isfinite(r.sigma2)}
-        kappas = {}
-        for S, res in measured.items():
-            k = _marginal_factors(self.solutions[res.structure])
-            if k is None:
-                raise PlanError(
-                    f"discrete Gaussian noise needs integer-able factors, but the residual space of "
-                    f"{self.domain.names_of(S)} uses a real-valued optimized strategy (queries other "
-                    "than plain marginals); measure this plan with noise='gaussian'"
-                )
-            kappas[S] = math.prod(k)
-        randomness = discrete_randomness(rng)
-        new_res, sbar = {}, {}
-        for S, res in self.residuals.items():
-            if S in measured:
-                sb = rational_sigma(res.sigma2 * kappas[S], rel_var_tol)
-                sbar[S] = sb
-                s2 = float(sb * sb) / kappas[S]
-                while Fraction(s2) * Fraction(kappas[S]) > sb * sb:  # never report more noise
-                    s2 = float(np.nextafter(s2, 0.0))
-                new_res[S] = dataclasses.replace(res, sigma2=s2)
-            else:
-                new_res[S] = res
-        plan = dataclasses.replace(self, residuals=new_res)
-        omega: dict[tuple[int, ...], np.ndarray] = {}
-        for sub, x in self._residual_marginals(data, engine):
-            sizes = self.residuals[sub].sizes
-            rp = ResidualMechanism(sub, tuple(identity_basis(n) for n in sizes), float(sbar[sub] ** 2))
-            w = discrete_measure(rp, x, sbar[sub], rng)
-            omega[sub] = kron_apply(self.solutions[self.residuals[sub].structure].B, rp.residual(w))
-        return QSMeasurements(plan, omega, noise="discrete_gaussian", randomness=randomness)
-
-
-def _marginal_factors(mech) -> tuple[float, ...] | None:
-    """``κ_j`` with ``B_j⁺ B_j⁺ᵀ = κ_j (I − 11ᵀ/n_j)`` for every Kronecker factor, or ``None``."""
-    if not isinstance(mech, KronMech):
-        return None
-    out = []
-    for P, n in zip(mech.Bpinv, mech.sizes):
-        K = P @ P.T
-        C = np.eye(n) - 1.0 / n
-        kappa = float(np.trace(K)) / (n - 1)
-        if not np.allclose(K, kappa * C, rtol=0, atol=1e-9 * max(kappa, 1e-300)):
-            return None
-        out.append(kappa)
-    return tuple(out)
+        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`)."""
+        return measure_querysmasher(
+            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
+        )

@@ -56,6 +56,11 @@ class SubMechanism:
     converged: bool = True
     iterations: int = 0
 
+    def marginal_factors(self) -> tuple[float, ...] | None:
+        """``κ_j`` with ``B_j⁺ B_j⁺ᵀ = κ_j (I − 11ᵀ/n_j)`` for every Kronecker factor, or ``None``
+        (the mechanism is not a plain-marginal one; discrete noise needs it)."""
+        return None
+
 
 @dataclass(eq=False)
 class KronMech(SubMechanism):
@@ -77,6 +82,18 @@ class KronMech(SubMechanism):
     def measure(self, x: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
         z = rng.standard_normal(tuple(b.shape[0] for b in self.B))
         return kron_apply(self.B, np.asarray(x, float).reshape(self.sizes)) + sigma * z
+
+    def marginal_factors(self) -> tuple[float, ...] | None:
+        """``κ_j`` with ``B_j⁺ B_j⁺ᵀ = κ_j (I − 11ᵀ/n_j)`` for every Kronecker factor, or ``None``."""
+        out = []
+        for P, n in zip(self.Bpinv, self.sizes):
+            K = P @ P.T
+            C = np.eye(n) - 1.0 / n
+            kappa = float(np.trace(K)) / (n - 1)
+            if not np.allclose(K, kappa * C, rtol=0, atol=1e-9 * max(kappa, 1e-300)):
+                return None
+            out.append(kappa)
+        return tuple(out)
 
     def reconstruct(self, omega: np.ndarray) -> np.ndarray:
         return kron_apply(self.Bpinv, omega)
