@@ -14,25 +14,17 @@ from collections.abc import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..engines import NumpyEngine, engine_for, maximal_sets, project
+from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError
 from ..mechanisms.residual import apply_sub
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from ..workload import AttrSet
+from .counting import count_batches
 from .discrete import discrete_measure, discrete_randomness, round_plan
 from .querysmasher import measure_querysmasher
 
-__all__ = ["InsecureRandomnessWarning", "measure"]
-
-
-# maximal marginals counted per engine call (DuckDB batches them into GROUPING SETS)
-COUNT_BATCH = 16
-# maximal marginals counted per call by the in-memory numpy engine (tables of a batch are alive
-# together: 512 three-way tables of 10^3 cells are 4 MB)
-NUMPY_COUNT_BATCH = 512
-# and at most this many cells per batch, so that huge tables (e.g. 256^3) are measured one by one
-MEASURE_BATCH_CELLS = 1 << 22
+__all__ = ["measure"]
 
 
 def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[AttrSet]:
@@ -146,7 +138,7 @@ def measure(
         noisy = MeasurementStore(plan, store)
     done: set[AttrSet] = set()
     bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-    for batch, tables in _batches(plan, top, eng):
+    for batch, tables in count_batches(plan.domain, top, eng):
         if sigma_bar is None:
             _measure_batch(plan, batch, tables, done, rng, noisy)
         else:
@@ -159,29 +151,6 @@ def measure(
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
-
-
-def _batches(plan, top: list[AttrSet], eng):
-    """Yield ``(maximal sets, their count tables)``: at most a batch of sets per engine call and
-    ``MEASURE_BATCH_CELLS`` cells (at least one set), so few tables are alive at a time."""
-    step = _count_batch(eng)
-    cells = [plan.domain.cells(m) for m in top]
-    start = 0
-    while start < len(top):
-        stop, total = start + 1, cells[start]
-        while stop < len(top) and stop - start < step and total + cells[stop] <= MEASURE_BATCH_CELLS:
-            total += cells[stop]
-            stop += 1
-        batch = top[start:stop]
-        start = stop
-        yield batch, eng.count(batch)
-
-
-def _count_batch(engine) -> int:
-    """Maximal sets counted per engine call: in-memory engines take large batches (one pass over
-    the rows counts them all), others (DuckDB's GROUPING SETS) the default."""
-
-    return NUMPY_COUNT_BATCH if isinstance(engine, NumpyEngine) else COUNT_BATCH
 
 
 def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noisy) -> None:

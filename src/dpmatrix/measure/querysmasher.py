@@ -9,18 +9,18 @@ residual space's factors are plain marginals (see :func:`_measure_discrete`).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from fractions import Fraction
 
 import numpy as np
 
-from ..engines import engine_for, maximal_sets, project
+from ..engines import engine_for
 from ..errors import DataError, PlanError
 from ..linalg.kron import kron_apply
 from ..mechanisms.basis import identity_basis
 from ..mechanisms.residual import ResidualMechanism
 from ..reconstruct.query_answers import QSMeasurements
+from .counting import marginal_tables
 from .discrete import discrete_measure, discrete_randomness, rational_sigma
 
 __all__ = ["measure_querysmasher", "residual_marginals"]
@@ -57,22 +57,10 @@ def measure_querysmasher(
 
 def residual_marginals(plan, data, engine):
     """Yield ``(S, marginal table on S)`` for every measured residual space: only the maximal
-    sets are counted (16 per engine call), smaller ones are sums; never the data vector."""
+    sets are counted (:func:`~dpmatrix.measure.counting.marginal_tables`), smaller ones are sums."""
     eng = engine if engine is not None else engine_for(data, plan.domain)
     measured = {S for S, r in plan.residuals.items() if math.isfinite(r.sigma2)}
-    top = maximal_sets(measured)
-    done: set = set()
-    for start in range(0, len(top), 16):
-        batch = top[start : start + 16]
-        tables = eng.count(batch)
-        for m in batch:
-            table = tables.pop(m)
-            for r in range(len(m), -1, -1):
-                for sub in itertools.combinations(m, r):
-                    if sub in done or sub not in measured:
-                        continue
-                    done.add(sub)
-                    yield sub, project(table, m, sub)
+    yield from marginal_tables(plan.domain, measured, eng)
 
 
 def _measure_discrete(plan, data, rng, rel_var_tol: float, engine) -> QSMeasurements:
