@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release"]
+MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release", "dpmatrix.reconstruct.measurements"]
 
 
 @pytest.mark.parametrize("name", MODULES)

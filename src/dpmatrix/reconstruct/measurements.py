@@ -169,7 +169,32 @@ class Measurements:
         return out
 
     def marginal(self, attrs: Iterable[str | int] | str, level: float = 0.95) -> pd.DataFrame:
-        """Tidy table of one marginal: attribute columns, estimate, variance, std, CI bounds."""
+        """Tidy table of one marginal: attribute columns, estimate, variance, std, CI bounds.
+
+        The estimate is the reconstruction of Algorithm 2 / 6 (unbiased); the variances are exact
+        (Theorem 4.4 / 7.2) and the interval is ``estimate ± z std`` (Gaussian noise).
+
+        Parameters
+        ----------
+        attrs : str or iterable of str or int
+            Any member of the workload's downward closure.
+        level : float, default 0.95
+            Confidence level of ``lower``/``upper``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per cell: the attributes' labels, ``estimate``, ``variance``, ``std``,
+            ``lower``, ``upper``.
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd, dpmatrix as dm
+        >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=1.0)
+        >>> meas = plan.measure(pd.DataFrame({"a": [0, 1], "b": [2, 0]}), rng=np.random.default_rng(0))
+        >>> list(meas.marginal("a").columns)
+        ['a', 'estimate', 'variance', 'std', 'lower', 'upper']
+        """
         key = self._key(attrs)
         return marginal_frame(self.plan.domain, key, self.estimate(key), self.variance(key), level)
 
@@ -216,9 +241,29 @@ class Measurements:
         return QueryAnswer(estimate, variance)
 
     def query(self, spec: Mapping[str, object], level: float = 0.95) -> "QueryAnswer":
-        """One counting query given per attribute: a value (``race="White"``), an inclusive range
-        of labels or codes (``age=(20, 35)``) or a list of values; unnamed attributes are summed
-        over. E.g. ``meas.query({"age": (20, 35), "sex": "F"})``."""
+        """One counting query given per attribute; unnamed attributes are summed over.
+
+        Parameters
+        ----------
+        spec : mapping of str to value, (low, high) or list
+            Per attribute: a value (``"White"``), an inclusive range of labels or codes
+            (``(20, 35)``) or a list of values.
+        level : float, default 0.95
+            Confidence level of the interval.
+
+        Returns
+        -------
+        QueryAnswer
+            ``estimate``, exact ``variance``, ``std``, ``lower``, ``upper``.
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd, dpmatrix as dm
+        >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), pcost=1e12)
+        >>> meas = plan.measure(pd.DataFrame({"a": [0, 1, 1], "b": [2, 0, 2]}), rng=np.random.default_rng(0))
+        >>> round(meas.query({"b": [0, 2]}).estimate, 3)
+        3.0
+        """
         dom = self.plan.domain
         key = dom.resolve(list(spec))
         vecs = []
