@@ -1,0 +1,1 @@
+"""dpmatrix.linalg (issue 12 layout)."""

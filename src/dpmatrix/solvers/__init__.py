@@ -1,0 +1,1 @@
+"""dpmatrix.solvers (issue 12 layout)."""
