@@ -114,39 +114,50 @@ def _rows_by_size(sets: Sequence[tuple[int, ...]]) -> dict[int, tuple[np.ndarray
 
 def marginal_spectrum(
     sizes: Sequence[int],
-    sets: Sequence[tuple[int, ...]],
+    sets: Sequence[tuple[int, ...]] | None,
     weights: Sequence[float],
     *,
     closure: Closure | None = None,
+    rows_by_size: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> ResidualSpectrum:
     """Residual eigen-structure of ``Σ_M w_M Q_MᵀQ_M`` for plain marginals ``M`` (sorted position
     tuples; repeats allowed, their weights add) on attributes of the given sizes.
 
     Cost: ``Σ_M 2^{|M|}`` scatter-adds over the downward closure; nothing of the domain's size.
-    ``closure``: the downward closure of the positive-weight sets, if already computed.
+    ``closure``: the downward closure of the positive-weight sets, if already computed;
+    ``rows_by_size``: instead of ``sets``, ``{k: (positions in weights, (m_k, k) sorted rows)}``
+    (vectorized input for very large workloads).
     """
     sizes_a = np.asarray(sizes, dtype=float)
     w = np.asarray(weights, dtype=float)
-    if len(w) != len(sets):
-        raise WorkloadError(f"{len(w)} weights for {len(sets)} marginals")
+    if rows_by_size is None:
+        if len(w) != len(sets):
+            raise WorkloadError(f"{len(w)} weights for {len(sets)} marginals")
+        rows_by_size = _rows_by_size([tuple(sorted(int(a) for a in s)) for s in sets])
     keep = w > 0
     if not keep.any():
         raise WorkloadError("the workload is zero (no marginal has a positive weight): nothing to bound")
-    sets = [tuple(sorted(int(a) for a in s)) for s, k in zip(sets, keep) if k]
-    w = w[keep]
+    groups = {}
+    for k, (pos, rows) in rows_by_size.items():
+        sel = keep[pos]
+        if sel.any():
+            groups[k] = (np.asarray(pos)[sel], np.asarray(rows)[sel])
     if closure is None:
-        closure = Closure.of(len(sizes_a), sets)
+        closure = Closure.of(len(sizes_a), groups)
     mu = np.zeros(len(closure))
-    for k, (pos, rows) in _rows_by_size(sets).items():
+    empty = None
+    for k, (pos, rows) in groups.items():
         c = w[pos] / (np.prod(sizes_a[rows], axis=1) if k else 1.0)
         for mask in range(1 << k):
             cols = [j for j in range(k) if mask >> j & 1]
-            idx = closure.indices(rows[:, cols]) if cols else np.zeros(len(pos), dtype=np.int64)
-            if cols and np.any(idx < 0):  # cannot happen: the closure holds every subset
-                raise AssertionError("closure is missing a subset")
-            if not cols:
-                idx = np.full(len(pos), closure.index(()), dtype=np.int64)
-            mu += np.bincount(idx, weights=c, minlength=len(closure))
+            if cols:
+                idx = closure.indices(rows[:, cols])
+                if np.any(idx < 0):  # cannot happen: the closure holds every subset
+                    raise AssertionError("closure is missing a subset")
+                mu += np.bincount(idx, weights=c, minlength=len(closure))
+            else:
+                empty = closure.index(()) if empty is None else empty
+                mu[empty] += float(np.sum(c))
     mult = np.ones(len(closure))
     for k, (idx, rows) in closure.rows_by_size().items():
         if k:
