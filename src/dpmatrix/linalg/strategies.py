@@ -36,7 +36,7 @@ __all__ = [
     "identity",
     "kron",
     "quarter_root",
-    "strategy",
+    "classic_strategy",
 ]
 
 
@@ -149,7 +149,7 @@ def kron(*factors: np.ndarray) -> np.ndarray:
 STRATEGIES = ("identity", "workload", "hierarchical", "hierarchical4", "haar", "fourier", "quarter_root")
 
 
-def strategy(name: str, W: np.ndarray) -> np.ndarray:
+def classic_strategy(name: str, W: np.ndarray) -> np.ndarray:
     """A classic 1-D strategy by name for the explicit workload ``W`` (``m × n``):
     ``identity``, ``workload``, ``hierarchical`` (binary), ``hierarchical<b>`` (b-ary),
     ``haar``, ``fourier``, ``quarter_root``."""
@@ -217,7 +217,7 @@ def evaluate(
     workload : array
         ``m × n`` workload ``W`` (``gram=True``: its ``n × n`` Gram matrix ``WᵀW``).
     strategy : array or str
-        ``k × n`` strategy ``A``, or a classic one by name (:func:`strategy`; not with ``gram``
+        ``k × n`` strategy ``A``, or a classic one by name (:func:`classic_strategy`; not with ``gram``
         for ``workload``/``fourier``/``quarter_root``, which need ``W``).
     pcost : float
         Privacy cost (``1/P(ε,δ)`` in the paper's convention; ``1`` reproduces its numbers).
@@ -262,7 +262,7 @@ def evaluate(
                 raise PlanError(f"strategy {strategy!r} needs the workload matrix, not only WᵀW")
             A = quarter_root(W, gram=True)
         else:
-            A = globals()["strategy"](strategy, W if not gram else np.eye(n))
+            A = classic_strategy(strategy, W if not gram else np.eye(n))
     else:
         label = name or "custom"
         A = np.asarray(strategy, dtype=float)

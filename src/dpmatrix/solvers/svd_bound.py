@@ -241,30 +241,44 @@ def _loewner_pair(W: np.ndarray, t: float) -> tuple[float, float]:
 
 
 def _loewner_residual_s2n(sizes, sets, weights, mats) -> float:
-    """Exact residual-spectrum (Σσ)²/N of the relaxed workload (every Gᵢ ↦ aᵢP⁰ + bᵢP¹)."""
+    """Exact residual-spectrum (Σσ)²/N of the relaxed workload (every Gᵢ ↦ aᵢP⁰ + bᵢP¹),
+    vectorized by marginal size; the best over the grid of ``t``."""
     from ..workload import Closure
 
-    best = 0.0
     sizes_a = np.asarray(sizes, dtype=float)
+    keys = list(mats)
+    key_id = {k: i for i, k in enumerate(keys)}
+    by_size: dict[int, list[int]] = {}
+    for j, (s, _) in enumerate(sets):
+        by_size.setdefault(len(s), []).append(j)
+    w = np.asarray(weights, dtype=float)
+    groups = {}
+    for k, js in by_size.items():
+        rows = np.array([sets[j][0] for j in js], dtype=np.int64).reshape(len(js), k)
+        ids = np.array([[key_id[(a, t)] for a, t in zip(*sets[j])] for j in js],
+                       dtype=np.int64).reshape(len(js), k)
+        groups[k] = (np.asarray(js), rows, ids)
+    closure = Closure.of(len(sizes), {k: (js, rows) for k, (js, rows, _) in groups.items()})
+    mult = np.ones(len(closure))
+    for kk, (idx, rows) in closure.rows_by_size().items():
+        if kk:
+            mult[idx] = np.prod(sizes_a[rows] - 1.0, axis=1)
+    ident = np.array([_is_identity(mats[k]) for k in keys])
+    best = 0.0
     for t in _LOEWNER_GRID:
-        pairs = {key: _loewner_pair(W, t) if not _is_identity(W) else (1.0, 1.0)
-                 for key, W in mats.items()}
-        closure = Closure.of(len(sizes), [tuple(s) for s, _ in sets])
+        ab = np.array([(1.0, 1.0) if ident[i] else _loewner_pair(mats[k], t) for i, k in enumerate(keys)])
         mu = np.zeros(len(closure))
-        for (s, types), w in zip(sets, weights):
-            k = len(s)
-            a = np.array([pairs[(i, ty)][0] for i, ty in zip(s, types)])
-            b = np.array([pairs[(i, ty)][1] for i, ty in zip(s, types)])
-            base = w / math.prod(sizes_a[list(s)]) if k else w
+        for k, (js, rows, ids) in groups.items():
+            base = w[js] / (np.prod(sizes_a[rows], axis=1) if k else 1.0)
+            a, b = ab[ids, 0], ab[ids, 1]
             for mask in range(1 << k):
-                cols = [j for j in range(k) if mask >> j & 1]
-                f = base * np.prod(np.where([(mask >> j) & 1 for j in range(k)], b, a)) if k else base
-                if f:
-                    mu[closure.index(tuple(s[j] for j in cols))] += f
-        mult = np.ones(len(closure))
-        for kk, (idx, rows) in closure.rows_by_size().items():
-            if kk:
-                mult[idx] = np.prod(sizes_a[rows] - 1.0, axis=1)
+                bits = np.array([(mask >> j) & 1 for j in range(k)], dtype=bool)
+                f = base * np.prod(np.where(bits, b, a), axis=1) if k else base
+                cols = np.flatnonzero(bits)
+                if len(cols):
+                    mu += np.bincount(closure.indices(rows[:, cols]), weights=f, minlength=len(closure))
+                else:
+                    mu[closure.index(())] += float(np.sum(f))
         best = max(best, float(np.sum(mult * np.sqrt(np.clip(mu, 0, None)))) ** 2)
     return best
 
@@ -287,17 +301,79 @@ def _union_bound(sizes, plain_sets, plain_w, others: list, kron_terms, c, nq) ->
     return _result(total, c, nq, False, method)
 
 
+def _per_attribute_bound(wk: Workload, groups: dict, c: float) -> SVDBound:
+    """Generalized workload whose attributes have one query type each (no per-marginal
+    override): the same bounds as the general path, vectorized by marginal size."""
+    from ..workload import Closure
+
+    d = len(wk.domain)
+    sizes_a = np.asarray(wk.domain.sizes, dtype=float)
+    mats = [np.asarray(wk.query_matrix(a, wk.attr_types[a]), dtype=float) for a in range(d)]
+    ident = np.array([wk.attr_types[a] == "identity" for a in range(d)])
+    m_rows = np.array([float(M.shape[0]) for M in mats])
+    fac = np.array([1.0 if ident[a] else _factor_s2n(mats[a]) for a in range(d)])
+    w = wk.weights
+    pos_groups, nq = {}, 0.0
+    for k, (pos, rows) in groups.items():
+        sel = w[pos] > 0
+        if sel.any():
+            pos_groups[k] = (np.asarray(pos)[sel], np.asarray(rows)[sel])
+            nq += float(np.sum(np.prod(m_rows[pos_groups[k][1]], axis=1))) if k else float(sel.sum())
+    if not pos_groups:
+        raise WorkloadError("the workload is zero (no marginal has a positive weight): nothing to bound")
+    plain, others = {}, 0.0
+    n_parts = 0
+    for k, (pos, rows) in pos_groups.items():
+        is_plain = np.all(ident[rows], axis=1) if k else np.ones(len(pos), dtype=bool)
+        if is_plain.any():
+            plain[k] = (pos[is_plain], rows[is_plain])
+        gen = ~is_plain
+        others += float(np.sum(w[pos[gen]] * np.prod(fac[rows[gen]], axis=1)))
+        n_parts += int(gen.sum())
+    total = others
+    if plain:
+        total += marginal_spectrum(wk.domain.sizes, None, w, rows_by_size=plain).sqrt_trace_over_sqrt_n ** 2
+        n_parts += 1
+    if n_parts == 1:
+        return _result(total, c, nq, True, "residual" if plain else "kron")
+    method = "superadditive"
+    closure = Closure.of(d, pos_groups)
+    mult = np.ones(len(closure))
+    for kk, (idx, rows) in closure.rows_by_size().items():
+        if kk:
+            mult[idx] = np.prod(sizes_a[rows] - 1.0, axis=1)
+    for t in _LOEWNER_GRID:
+        ab = np.array([(1.0, 1.0) if ident[a] else _loewner_pair(mats[a], t) for a in range(d)])
+        mu = np.zeros(len(closure))
+        for k, (pos, rows) in pos_groups.items():
+            base = w[pos] / (np.prod(sizes_a[rows], axis=1) if k else 1.0)
+            for mask in range(1 << k):
+                bits = np.array([(mask >> j) & 1 for j in range(k)], dtype=bool)
+                f = base * np.prod(np.where(bits, ab[rows, 1], ab[rows, 0]), axis=1) if k else base
+                cols = np.flatnonzero(bits)
+                if len(cols):
+                    mu += np.bincount(closure.indices(rows[:, cols]), weights=f, minlength=len(closure))
+                else:
+                    mu[closure.index(())] += float(np.sum(f))
+        lr = float(np.sum(mult * np.sqrt(np.clip(mu, 0, None)))) ** 2
+        if lr > total:
+            total, method = lr, "loewner-residual"
+    return _result(total, c, nq, False, method)
+
+
 def _workload_bound(wk: Workload, c: float) -> SVDBound:
     pos = wk.weights > 0
     if not pos.any():
         raise WorkloadError("the workload is zero (no marginal has a positive weight): nothing to bound")
+    groups = getattr(wk, "_groups", None)
+    if not wk.is_plain and not wk.overrides and isinstance(groups, dict):
+        return _per_attribute_bound(wk, groups, c)
     nq = float(np.sum(wk.n_queries[pos]))
     sizes = wk.domain.sizes
     if wk.is_plain:
         closure = wk.closure if bool(np.all(pos)) else None
         # the workload's own vectorized grouping {k: (positions, rows)} when it has one (avoids
         # 10⁵-10⁶ Python tuples at 100+ attributes); else its list of sets
-        groups = getattr(wk, "_groups", None)
         if isinstance(groups, dict):
             spec = marginal_spectrum(sizes, None, wk.weights, closure=closure, rows_by_size=groups)
         else:
