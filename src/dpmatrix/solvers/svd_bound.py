@@ -311,7 +311,8 @@ def _per_attribute_bound(wk: Workload, groups: dict, c: float) -> SVDBound:
     mats = [np.asarray(wk.query_matrix(a, wk.attr_types[a]), dtype=float) for a in range(d)]
     ident = np.array([wk.attr_types[a] == "identity" for a in range(d)])
     m_rows = np.array([float(M.shape[0]) for M in mats])
-    fac = np.array([1.0 if ident[a] else _factor_s2n(mats[a]) for a in range(d)])
+    # (Σσ(Wₐ))²/nₐ per attribute; the identity gives nₐ (its n singular values are 1)
+    fac = np.array([sizes_a[a] if ident[a] else _factor_s2n(mats[a]) for a in range(d)])
     w = wk.weights
     pos_groups, nq = {}, 0.0
     for k, (pos, rows) in groups.items():
