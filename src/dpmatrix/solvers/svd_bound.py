@@ -308,9 +308,10 @@ def _per_attribute_bound(wk: Workload, groups: dict, c: float) -> SVDBound:
 
     d = len(wk.domain)
     sizes_a = np.asarray(wk.domain.sizes, dtype=float)
-    mats = [np.asarray(wk.query_matrix(a, wk.attr_types[a]), dtype=float) for a in range(d)]
     ident = np.array([wk.attr_types[a] == "identity" for a in range(d)])
-    m_rows = np.array([float(M.shape[0]) for M in mats])
+    mats = [None if ident[a] else np.asarray(wk.query_matrix(a, wk.attr_types[a]), dtype=float)
+            for a in range(d)]  # no n×n identity matrices are built
+    m_rows = np.array([sizes_a[a] if ident[a] else float(mats[a].shape[0]) for a in range(d)])
     # (Σσ(Wₐ))²/nₐ per attribute; the identity gives nₐ (its n singular values are 1)
     fac = np.array([sizes_a[a] if ident[a] else _factor_s2n(mats[a]) for a in range(d)])
     w = wk.weights
