@@ -232,3 +232,15 @@ def test_explicit_group_union_bound_is_valid():
     W = np.vstack([Q, factor_matrix((1,), (qw.groups[1].factors[0],), dom.sizes)])
     b = svd_bound(qw, pcost=1)
     assert not b.exact and b.total <= dense_bound(W) * (1 + 1e-12)
+
+
+def test_rank_deficient_gram_path_is_accurate():
+    # all <= 2-way marginals of a 4x4x4 domain: WᵀW has 27 zero eigenvalues; their round-off
+    # must not leak in as √ε terms (the residual planner reaches the bound exactly)
+    sizes = [4, 4, 4]
+    sets = [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2)]
+    W = np.vstack([marginal_matrix(s, sizes) for s in sets])
+    assert np.sum(np.linalg.svd(W, compute_uv=False) > 1e-9) == 64 - 27
+    via_gram = svd_bound(W.T @ W, gram=True, pcost=1).total
+    assert via_gram == pytest.approx(dense_bound(W), rel=1e-12)
+    assert via_gram == pytest.approx(dm.plan(_plain(sizes, sets, [1.0] * 7), pcost=1).loss(), rel=1e-12)

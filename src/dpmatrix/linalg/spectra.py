@@ -62,20 +62,25 @@ def gram_eigenvalues(gram: np.ndarray) -> np.ndarray:
 
 
 def sqrt_trace_gram(gram: np.ndarray) -> float:
-    """``tr(G^{1/2}) = Σ √λᵢ(G)`` for a PSD Gram matrix ``G = WᵀW`` (Corollary 3.1)."""
-    return float(np.sum(np.sqrt(gram_eigenvalues(gram))))
+    """``tr(G^{1/2}) = Σ √λᵢ(G)`` for a PSD Gram matrix ``G = WᵀW`` (Corollary 3.1).
+
+    Eigenvalues below ``n·ε·λ_max`` (round-off of exact zeros, whose square roots would add
+    ``O(√ε)`` each) are taken as 0; for a rank-deficient ``W`` prefer :func:`sqrt_trace` on ``W``
+    itself (singular values are accurate to ``ε·σ_max``)."""
+    lam = gram_eigenvalues(gram)
+    if len(lam):
+        lam = np.where(lam > len(lam) * np.finfo(float).eps * lam[-1], lam, 0.0)
+    return float(np.sum(np.sqrt(lam)))
 
 
 def sqrt_trace(W: np.ndarray) -> float:
-    """``Σᵢ σᵢ(W)`` of an explicit ``m × n`` workload: through ``WᵀW`` when ``m ≥ n`` (O(mn²+n³)),
-    else through the singular values of ``W`` (Theorem 3.3)."""
+    """``Σᵢ σᵢ(W)`` of an explicit ``m × n`` workload from its singular values (Theorem 3.3),
+    ``O(mn·min(m, n))``."""
     W = np.asarray(W, dtype=float)
     if W.ndim != 2 or W.size == 0:
         raise WorkloadError(f"an explicit workload must be a non-empty 2-D matrix, got shape {W.shape}")
     if not np.all(np.isfinite(W)):
         raise WorkloadError("the workload matrix has NaN or infinite entries")
-    if W.shape[0] >= W.shape[1]:
-        return sqrt_trace_gram(W.T @ W)
     return float(np.sum(sla.svdvals(W, check_finite=False)))
 
 
