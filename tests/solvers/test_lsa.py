@@ -143,3 +143,15 @@ def test_example_4_1_allrange_512():
     assert 25 <= r.n_levels <= 45
     assert r.n_distinct < r.n_queries
     assert r.n_queries == 512 + sum(len(lev) for lev in r.levels)
+
+
+def test_allpredicate8_reaches_the_bound_800():
+    # WᵀW = 64(I + J). A first level [1…1] ties with the identity (error 1024 both ways; Program
+    # 4.1 keeps ties, line 10 "≤"), then three levels of singletons make AᵀA = 4I + J, ‖A‖² = 5.
+    # By hand: (4I + J)⁻¹ = (I − J/12)/4, (I + J)(I − J/12) = I + J/4, trace 10, so the error is
+    # 5 · 64/4 · 10 = 800 = the singular value bound (AllPredicate is variable agnostic, App. C).
+    n = 8
+    P = np.array([[(r >> j) & 1 for j in range(n)] for r in range(2 ** n)], float)
+    r = lsa(P)
+    assert r.error == pytest.approx(800.0, rel=1e-12)
+    assert r.error == pytest.approx(brute_error(P.T @ P, r.strategy(reduced=False)), rel=1e-12)

@@ -307,7 +307,11 @@ def _run(G, shape, *, base_levels=(), start=None, max_levels=None, rule="best",
     st = (_Tables1D if fast else _State)(G, X)
     err = (1 + len(levels)) * st.trGM
     history = [err]
-    while max_levels is None or len(levels) < max_levels:
+    # a level that ties is kept (Program 4.1 line 10 uses ≤; round-off must not break exact ties,
+    # e.g. AllPredicate(n), whose optimum needs a tying first level); ties could repeat, so the
+    # number of levels is capped at 4n when no max_levels is given
+    cap = max_levels if max_levels is not None else 4 * n
+    while len(levels) < cap:
         X_before = st.X.copy()
         level = list(start)
         for b in level:
@@ -355,7 +359,7 @@ def _run(G, shape, *, base_levels=(), start=None, max_levels=None, rule="best",
                     else:
                         i += 1
         new_err = (2 + len(levels)) * st.trGM
-        if new_err <= err:
+        if new_err <= err * (1.0 + 1e-12):
             levels.append(tuple(level))
             err = new_err
             history.append(err)
@@ -388,7 +392,8 @@ def lsa(
     gram : bool
         ``workload`` is ``WᵀW``.
     max_levels : int, optional
-        Upper bound on the number of levels (the paper's ``k`` is ``max_levels + 1``).
+        Upper bound on the number of levels (the paper's ``k`` is ``max_levels + 1``); default
+        ``4n`` (only reached if levels keep tying).
     rule : {"best", "sweep"}
         ``"best"`` (Program 4.1 as printed): each step applies the single best cut among all the
         level's boxes. ``"sweep"``: each box is cut in turn whenever its best cut helps (fewer
