@@ -19,7 +19,7 @@ import dpmatrix as dm
 from dpmatrix.errors import BudgetError, WorkloadError
 from dpmatrix.linalg.spectra import gram_eigenvalues, marginal_spectrum
 from dpmatrix.queries import QueryWorkload
-from dpmatrix.solvers.svd_bound import paper_factor, svd_bound
+from dpmatrix.solvers.svd_bound import p_factor, svd_bound
 
 
 # -- brute-force builders (no dpmatrix) ---------------------------------------------------------
@@ -117,7 +117,7 @@ def test_paper_example_3_1_bounds():
 
 def test_paper_factor_convention():
     W = all_range(4)
-    P = paper_factor(1.0, 1e-5)
+    P = p_factor(1.0, 1e-5)
     assert P == pytest.approx(2 * math.log(2e5))
     assert svd_bound(W, paper_factor=P).total == pytest.approx(P * 16.31224283, rel=1e-9)
     assert svd_bound(W, pcost=1 / P).total == pytest.approx(P * 16.31224283, rel=1e-9)

@@ -67,7 +67,7 @@ from ..privacy import resolve_pcost
 from ..queries import QueryGroup, QueryWorkload
 from ..workload import Workload
 
-__all__ = ["SVDBound", "paper_factor", "svd_bound"]
+__all__ = ["SVDBound", "p_factor", "svd_bound"]
 
 # largest group marginal (cells) whose Gram matrix is built for a non-Kronecker group
 DENSE_GROUP_MAX = 4096
@@ -104,7 +104,7 @@ class SVDBound:
     n_queries: float
 
 
-def paper_factor(epsilon: float, delta: float) -> float:
+def p_factor(epsilon: float, delta: float) -> float:
     """The paper's ``P(ε, δ) = 2 log(2/δ)/ε²`` (Prop. 2.4); ``pcost = 1/P`` in dpmatrix units."""
     if not (epsilon > 0 and 0 < delta < 1):
         raise BudgetError(f"need epsilon > 0 and 0 < delta < 1, got ({epsilon!r}, {delta!r})")
