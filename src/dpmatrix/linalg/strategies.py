@@ -18,7 +18,6 @@ and the least-squares answer to query ``q`` (a row of ``W`` in the row space of 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
