@@ -1,0 +1,1 @@
+"""One subpackage per planner (issue 12 layout)."""
