@@ -180,6 +180,18 @@ class _Estimator:
         self.gls = gls
         self.outputs = outputs
         self._u: dict[AttrSet, np.ndarray] = {}
+        # which groups act on each residual subspace B (marginal groups on A ⊇ B, residual on B)
+        self._acting: dict[AttrSet, list[int]] = {}
+        for j, (g, v) in enumerate(zip(gls.groups, gls.noise_variance)):
+            if not np.isfinite(v) or v <= 0:
+                continue
+            if g.kind == "residual":
+                self._acting.setdefault(g.attrs, []).append(j)
+            elif len(g.attrs) <= 12:
+                for b in _subsets(g.attrs):
+                    self._acting.setdefault(b, []).append(j)
+            else:
+                self._acting.setdefault(None, []).append(j)  # large groups: checked per subset
 
     def _component(self, b: AttrSet, attrs: AttrSet) -> np.ndarray:
         if b in self._u:
@@ -189,9 +201,8 @@ class _Estimator:
         shape = tuple(gls.sizes[i] for i in b)
         acc = np.zeros(shape)
         sb = set(b)
-        for g, v, y in zip(gls.groups, gls.noise_variance, self.outputs):
-            if not np.isfinite(v) or v <= 0:
-                continue
+        for j in self._acting.get(b, []) + self._acting.get(None, []):
+            g, v, y = gls.groups[j], gls.noise_variance[j], self.outputs[j]
             if g.kind == "residual":
                 if g.attrs == b:
                     acc += g.adjoint(y) / v
