@@ -11,8 +11,9 @@ noise variance ``2/ε_A²`` (continuous model, as in the paper's budgeting) the 
 (the weighted sum of cell variances, :mod:`.subspaces`). ``f`` is scale invariant and *not*
 convex in θ (``1/L_B`` is not convex in θ), so — as HDMM does — we run L-BFGS-B from several
 starts (the cube-root budgets of ``S = Q``, equal budgets on the closure) and keep the best. The
-result is never worse than its best start; the cube-root start *is* the paper's ``Q⁺`` budgets,
-so ``optimized ≤ marginals`` (with GLS) holds by construction. Cost per evaluation: one sparse
+result is never worse than its best start; the planner starts from the paper's ``Q⁺`` and ``C⁺`` budgets
+(with the clustering centroids added to the candidates),
+so ``optimized ≤ min(Q⁺, C⁺)`` (continuous model, GLS) holds by construction. Cost per evaluation: one sparse
 product with ``Σ_A 2^{|A|}`` non-zeros.
 """
 

@@ -320,14 +320,24 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells) -> Pure
             raise PlanError("strategy='optimized' chooses its own budgets; drop budgeting='uniform'")
         live = [(s, x) for s, x in zip(sets, w) if x > 0]
         lsets, lw = [s for s, _ in live], np.array([x for _, x in live])
+        # candidates: the workload's downward closure plus the greedy clustering's centroids
+        # (unions of workload marginals), so that the search space contains Q⁺ and C⁺
+        fixed = [_strategies.marginals(sizes, lsets, lw)]
+        try:
+            fixed.append(_strategies.clustering(sizes, lsets, lw))
+        except PlanError:  # too many marginals for the cubic greedy: closure only
+            pass
         cands = downward_closure(lsets)
-        q = _strategies.marginals(sizes, lsets, lw)
-        start = np.full(len(cands), 1e-3)
-        qplus = cube_root_split(2 * q.direct_weight, q.sensitivity, eps).eta
+        extra = sorted({g.attrs for st in fixed for g in st.groups} - set(cands), key=lambda t: (len(t), t))
+        cands = tuple(cands) + tuple(extra)
         pos = {c: i for i, c in enumerate(cands)}
-        for g, e in zip(q.groups, qplus):
-            start[pos[g.attrs]] = e
-        res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=[start])
+        starts = []
+        for st in fixed:
+            start = np.full(len(cands), 1e-3 * eps / len(cands))
+            for g, e in zip(st.groups, cube_root_split(2 * st.direct_weight, st.sensitivity, eps).eta):
+                start[pos[g.attrs]] = e
+            starts.append(start)
+        res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=starts)
         keep = res.eta > 1e-6 * res.eta.max()
         groups = [StrategyGroup(c, tuple(sizes[i] for i in c)) for c in cands]
         plan = _make(workload, eps, name, "optimized",
