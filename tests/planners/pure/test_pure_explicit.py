@@ -57,6 +57,15 @@ def test_privacy_and_gls_against_explicit(wl, strategy, budgeting, model):
         assert p.query_variance(names, lin) == pytest.approx(np.diag(lin @ cov @ lin.T), rel=1e-8)
         total += w * np.trace(cov)
     assert p.total_variance() == pytest.approx(total, rel=1e-9)
+    # covariances across marginals (consistency makes them non-zero)
+    for n1 in SETS:
+        for n2 in SETS + [("a2",)]:
+            a1 = tuple(sorted(wl.domain.resolve(n1)))
+            a2 = tuple(sorted(wl.domain.resolve(n2)))
+            q = np.vstack([po.marginal_matrix(SIZES, a1), po.marginal_matrix(SIZES, a2)])
+            full = po.gls_cov(blocks, var, q)
+            k = po.marginal_matrix(SIZES, a1).shape[0]
+            assert p.covariance(n1, n2) == pytest.approx(full[:k, k:], rel=1e-8, abs=1e-10)
     # reconstruction: the library's per-subspace GLS equals explicit GLS on arbitrary outputs
     ys = [rng.normal(size=b.shape[0]) * 5 for b in blocks]
     est = p.reconstruct(ys)

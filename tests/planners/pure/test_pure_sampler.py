@@ -53,6 +53,8 @@ def test_round_budgets_exact_privacy():
     assert float(sum(b)) == pytest.approx(1.0, rel=1e-5)
     b = round_budgets([1 / 3] * 3, [2, 1, 3], 2.0)
     assert 2 * b[0] + b[1] + 3 * b[2] <= Fraction(2.0)
+    with pytest.raises(BudgetError, match="spend"):
+        round_budgets([0.6, 0.6], [1, 1], 1.0)
 
 
 @pytest.mark.parametrize("bad", [0.5, 0, -1, Fraction(-1, 2), True, "1"])

@@ -66,6 +66,10 @@ def round_budgets(eta, sensitivity, epsilon) -> tuple[Fraction, ...]:
             raise BudgetError(f"group budgets must be finite and >= 0, got {e}")
         out.append(_dyadic_floor(float(e)))
     c = [int(x) for x in sensitivity]
+    if sum(ci * ei for ci, ei in zip(c, out)) > eps * (1 + Fraction(1, 10**9)):
+        raise BudgetError(
+            f"group budgets spend {float(sum(ci * ei for ci, ei in zip(c, out)))} > epsilon = {float(eps)}"
+        )
     while sum(ci * ei for ci, ei in zip(c, out)) > eps:
         out = [_dyadic_floor(float(e) * (1 - 2.0**-40)) for e in out]
     return tuple(out)

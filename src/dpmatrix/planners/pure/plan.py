@@ -115,10 +115,15 @@ class PurePlan:
         gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a])
         return gls.cell_variance(a)
 
-    def covariance(self, attrs) -> np.ndarray:
-        """Dense covariance of the ``attrs``-marginal estimate (C order of its table)."""
+    def covariance(self, attrs, other=None) -> np.ndarray:
+        """Dense covariance of the ``attrs``-marginal estimate (C order of its table), or the
+        cross-covariance between the ``attrs`` and ``other`` marginal estimates."""
         a = self._resolve(attrs)
-        return SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a]).covariance(a)
+        if other is None:
+            return SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a]).covariance(a)
+        b = self._resolve(other)
+        gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a, b])
+        return gls.cross_covariance(a, b)
 
     def query_variance(self, attrs, queries: np.ndarray | None = None) -> np.ndarray:
         """Variances of linear queries (rows of ``queries``) on the ``attrs``-marginal table;

@@ -146,6 +146,38 @@ class SubspaceGLS:
             out += k / (nw * self._lam(b, attrs))
         return out
 
+    def cross_covariance(self, first: AttrSet, second: AttrSet) -> np.ndarray:
+        """Dense ``n_{W1} × n_{W2}`` covariance between two marginal estimates (small only).
+
+        ``Cov = Σ_{B ⊆ W1∩W2} (1/(n_{W1∪W2} Λ_B)) ⊗_i F_i`` over ``i ∈ W1 ∪ W2`` (in position
+        order) with ``F_i = I - J/n_i`` (``i ∈ B``), ``J/n_i`` (``i ∈ W1∩W2∖B``), a column of
+        ones (``i ∈ W1∖W2``) or a row of ones (``i ∈ W2∖W1``).
+        """
+        w1, w2 = tuple(first), tuple(second)
+        union = sorted(set(w1) | set(w2))
+        both = tuple(a for a in w1 if a in w2)
+        n1 = prod(self.sizes[i] for i in w1)
+        n2 = prod(self.sizes[i] for i in w2)
+        if n1 * n2 > 4096**2:
+            raise PlanError(f"a {n1} x {n2} covariance is too large to build densely")
+        nu = prod(self.sizes[i] for i in union)
+        out = np.zeros((n1, n2))
+        for b in _subsets(both):
+            k = np.ones((1, 1))
+            for a in union:
+                n = self.sizes[a]
+                if a in b:
+                    f = np.eye(n) - 1.0 / n
+                elif a in both:
+                    f = np.full((n, n), 1.0 / n)
+                elif a in w1:
+                    f = np.ones((n, 1))
+                else:
+                    f = np.ones((1, n))
+                k = np.kron(k, f)
+            out += k / (nu * self._lam(b, both))
+        return out
+
     def query_variance(self, attrs: AttrSet, queries: np.ndarray) -> np.ndarray:
         """Variances of the linear queries ``queries`` (``k × n_W``) on the ``attrs``-marginal."""
         attrs = tuple(attrs)
