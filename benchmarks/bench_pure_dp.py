@@ -31,6 +31,7 @@ import pandas as pd
 from dpmatrix.domain import Domain
 from dpmatrix.measure.discrete_gaussian import sample_discrete_laplace
 from dpmatrix.planners.pure import plan_pure, sample_discrete_laplace_eps
+from dpmatrix.planners.pure.noise import sample_discrete_laplace_many
 from dpmatrix.workload import Workload
 
 ADULT8 = ["workclass", "education-num", "marital-status", "occupation", "relationship", "race",
@@ -58,6 +59,8 @@ def bench_sampler(n: int = 2_000_000) -> None:
         ("sample_discrete_laplace_eps(dyadic 0.4425)", lambda: sample_discrete_laplace_eps(Fraction(927975, 2**21), n)),
         ("sample_discrete_laplace_eps(1/100)", lambda: sample_discrete_laplace_eps(Fraction(1, 100), n)),
         ("sample_discrete_laplace_eps(5)", lambda: sample_discrete_laplace_eps(Fraction(5), n)),
+        ("sample_discrete_laplace_many(2000 budgets x 1000)", lambda: sample_discrete_laplace_many(
+            [Fraction(1000 + j, 2**22) for j in range(n // 1000)], [1000] * (n // 1000))),
     ]:
         t0 = time.perf_counter()
         fn()

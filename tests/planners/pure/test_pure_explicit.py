@@ -103,9 +103,13 @@ def test_monte_carlo_with_real_sampler(wl):
     for n in SETS:
         e = np.array(errs[n])
         v = p.variance(n)
-        # mean error within 5 standard errors of 0; sample variance within 10 % (n = 3000)
+        # mean error within 5 standard errors of 0; sample variance within 5 of its standard
+        # errors, sd(s²) ≈ √((m4 - s⁴)/reps) (heavy-tailed noise: no fixed relative tolerance)
         assert np.all(np.abs(e.mean(axis=0)) < 5 * np.sqrt(v / reps))
-        assert e.var(axis=0) == pytest.approx(np.full(e.shape[1], v), rel=0.1)
+        s2 = e.var(axis=0)
+        m4 = ((e - e.mean(axis=0)) ** 4).mean(axis=0)
+        assert np.all(np.abs(s2 - v) < 5 * np.sqrt((m4 - s2**2) / reps))
+        assert np.all(np.abs(s2 - v) < 0.2 * v)
 
 
 def test_roundtrip_dict(wl):

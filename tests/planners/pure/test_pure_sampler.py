@@ -11,6 +11,7 @@ from dpmatrix.planners.pure.noise import (
     discrete_laplace_variance,
     round_budgets,
     sample_discrete_laplace_eps,
+    sample_discrete_laplace_many,
 )
 
 
@@ -68,3 +69,28 @@ def test_bad_size_and_rng():
         sample_discrete_laplace_eps(Fraction(1), -1)
     with pytest.raises(SamplerArgumentError):
         sample_discrete_laplace_eps(Fraction(1), 3, rng=42)
+
+
+def _chi2_p(y, e):
+    k = int(np.ceil(4 / e))
+    edges = np.arange(-k, k + 1)
+    obs = np.array([(y < -k).sum()] + [(y == v).sum() for v in edges] + [(y > k).sum()])
+    p_mid = pmf(e, edges)
+    tail = (1 - p_mid.sum()) / 2
+    exp = y.size * np.concatenate([[tail], p_mid, [tail]])
+    keep = exp >= 5
+    if keep.all():
+        return stats.chisquare(obs, exp).pvalue
+    return stats.chisquare(np.append(obs[keep], obs[~keep].sum()), np.append(exp[keep], exp[~keep].sum())).pvalue
+
+
+def test_batched_sampler_per_group_pmf():
+    budgets = [Fraction(1, 2), Fraction(927975, 2**21), Fraction(3), Fraction(1, 7)]
+    sizes = [100_000, 80_000, 50_000, 60_000]
+    ys = sample_discrete_laplace_many(budgets, sizes, np.random.default_rng(99))
+    assert [y.size for y in ys] == sizes
+    for y, b in zip(ys, budgets):
+        assert _chi2_p(y, float(b)) > 1e-4
+        assert y.var() == pytest.approx(discrete_laplace_variance(float(b)), rel=0.04)
+    with pytest.raises(BudgetError):
+        sample_discrete_laplace_many([0.5], [3])

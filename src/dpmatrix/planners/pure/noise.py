@@ -33,6 +33,7 @@ __all__ = [
     "discrete_laplace_pmf",
     "round_budgets",
     "sample_discrete_laplace_eps",
+    "sample_discrete_laplace_many",
 ]
 
 #: Rounded budgets keep at least this many significant bits (relative loss ≤ 2^-20).
@@ -147,6 +148,53 @@ def sample_discrete_laplace_eps(epsilon, size: int, rng=None) -> np.ndarray:
         out[filled : filled + take] = got[:take]
         filled += take
     return out
+
+
+def sample_discrete_laplace_many(budgets, sizes, rng=None) -> list[np.ndarray]:
+    """Independent discrete Laplace vectors, ``sizes[g]`` draws with parameter ``budgets[g]``.
+
+    One vectorized pass for all groups: the rational parameters are written over a common
+    denominator ``T`` (``ε_g = s_g/T``), and CKS Algorithm 2 runs with the shared ``T`` and a
+    per-element ``s``: ``X`` with ``P(X = x) ∝ e^{-x/T}``, ``Y = ⌊X/s_g⌋``, random sign, negative
+    zero rejected (per element; rejected elements are redrawn). Falls back to one call per group
+    when ``T ≥ 2⁴⁸``. ``rng`` as in :func:`sample_discrete_laplace_eps`.
+    """
+    eps = []
+    for b in budgets:
+        if isinstance(b, bool) or not isinstance(b, (Integral, Rational)) or Fraction(b) <= 0:
+            raise BudgetError(f"budgets must be positive exact rationals, got {b!r}")
+        eps.append(Fraction(b))
+    sizes = [int(n) for n in sizes]
+    if len(sizes) != len(eps) or any(n < 0 for n in sizes):
+        raise SamplerArgumentError("need one non-negative size per budget")
+    src = _as_source(rng)
+    big_t = math.lcm(*[e.denominator for e in eps]) if eps else 1
+    nums = [e.numerator * (big_t // e.denominator) for e in eps]
+    if big_t >= 1 << 48 or (nums and max(nums) >= 1 << 60):
+        return [sample_discrete_laplace_eps(e, n, src) for e, n in zip(eps, sizes)]
+    s_elem = np.repeat(np.asarray(nums, dtype=np.int64), sizes)
+    total = s_elem.size
+    out = np.empty(total, dtype=np.int64)
+    pending = np.arange(total)
+    while pending.size:
+        m = pending.size
+        u = src.integers(big_t, m)
+        ok = src.bernoulli_exp(u, big_t)
+        idx = pending[ok]
+        u = u[ok]
+        v = np.zeros(idx.size, dtype=np.int64)
+        alive = np.arange(idx.size)
+        while alive.size:
+            alive = alive[src.bernoulli_exp_minus_one(alive.size)]
+            v[alive] += 1
+        y = (u + big_t * v) // s_elem[idx]
+        negative = src.random_bits(idx.size)
+        keep = ~(negative & (y == 0))
+        out[idx[keep]] = np.where(negative, -y, y)[keep]
+        done = np.zeros(m, dtype=bool)
+        done[np.flatnonzero(ok)[keep]] = True
+        pending = pending[~done]
+    return np.split(out, np.cumsum(sizes)[:-1]) if sizes else []
 
 
 def _candidates(src: RandomSource, s: int, t: int, m: int) -> np.ndarray:

@@ -32,7 +32,7 @@ from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
 from . import strategies as _strategies
 from .groups import StrategyGroup
-from .noise import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
+from .noise import discrete_laplace_variance, round_budgets, sample_discrete_laplace_many
 from .optimize import optimize_marginal_budgets
 from .subspaces import SubspaceGLS, downward_closure
 
@@ -190,18 +190,23 @@ class PurePlan:
             (byte source for tests only; NOT secure).
         """
         table = _table_function(self.domain, data)
-        out = []
-        for g, b in zip(self.groups, self.budgets):
-            if b == 0:
-                out.append(np.zeros(g.n_rows, dtype=np.int64))
-                continue
+        exact = []
+        for g in self.groups:
             t = np.asarray(table(g.attrs))
             if t.shape != g.sizes:
                 raise DataError(f"table for {g.attrs} has shape {t.shape}, expected {g.sizes}")
             if not np.issubdtype(t.dtype, np.integer):
                 raise DataError("marginal tables must hold integer counts")
-            exact = g.answer(t.astype(np.int64))
-            out.append(exact + sample_discrete_laplace_eps(b, exact.size, rng))
+            exact.append(g.answer(t.astype(np.int64)))
+        live = [j for j, b in enumerate(self.budgets) if b > 0]
+        noise = sample_discrete_laplace_many([self.budgets[j] for j in live],
+                                             [exact[j].size for j in live], rng)
+        out = [np.asarray(e, dtype=np.int64) for e in exact]
+        for j, z in zip(live, noise):
+            out[j] = out[j] + z
+        for j, b in enumerate(self.budgets):
+            if b == 0:  # not measured: no output (zero precision in the GLS)
+                out[j] = np.zeros_like(out[j])
         return tuple(out)
 
     def reconstruct(self, outputs: Sequence[np.ndarray]):
