@@ -95,3 +95,21 @@ def test_optimized_never_worse_than_marginals_and_checked_by_oracle():
     tot = sum(w * np.trace(po.gls_cov(blocks, [po.dlap_var(x) for x in e], po.marginal_matrix((2, 3, 2), a)))
               for w, a in zip(wl.weights, [(0,), (1, 2), (0, 1)]))
     assert po_.total_variance() == pytest.approx(tot, rel=1e-8)
+
+
+def test_optimized_for_max_variance():
+    dom = Domain.from_sizes((2, 3, 4, 2))
+    wl = Workload(dom, [("a0",), ("a1", "a2"), ("a0", "a1", "a3"), ("a2", "a3")])
+    pm = plan_pure(wl, 1.0, strategy="optimized", objective="max", variance_model="continuous")
+    ps = plan_pure(wl, 1.0, strategy="optimized", objective="sum", variance_model="continuous")
+    pq = plan_pure(wl, 1.0, strategy="marginals", variance_model="continuous")
+    assert pm.max_variance() <= ps.max_variance() * (1 + 1e-6)
+    assert pm.max_variance() <= pq.max_variance() * (1 + 1e-6)
+    assert ps.total_variance() <= pm.total_variance() * (1 + 1e-6)
+    # max variance of the explicit GLS covariance
+    blocks = [po.marginal_matrix(dom.sizes, g.attrs) for g in pm.groups]
+    var = [2 / float(b) ** 2 for b in pm.budgets]
+    mx = max(np.diag(po.gls_cov(blocks, var, po.marginal_matrix(dom.sizes, tuple(a)))).max() for a in wl.sets)
+    assert pm.max_variance() == pytest.approx(mx, rel=1e-8)
+    p_auto = plan_pure(wl, 1.0, objective="max", variance_model="continuous")
+    assert p_auto.max_variance() <= pm.max_variance() * (1 + 1e-9)

@@ -321,7 +321,7 @@ def _make(workload, eps, name, budgeting, groups, eta, model, comparison=()):
     )
 
 
-def _plan_one(workload, eps, name, budgeting, model, max_identity_cells) -> PurePlan:
+def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objective="sum") -> PurePlan:
     sizes = workload.domain.sizes
     sets = [tuple(s) for s in workload.sets]
     w = np.asarray(workload.weights, dtype=float)
@@ -347,7 +347,8 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells) -> Pure
             for g, e in zip(st.groups, cube_root_split(2 * st.direct_weight, st.sensitivity, eps).eta):
                 start[pos[g.attrs]] = e
             starts.append(start)
-        res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=starts)
+        res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=starts,
+                                        objective=objective)
         keep = res.eta > 1e-6 * res.eta.max()
         groups = [StrategyGroup(c, tuple(sizes[i] for i in c)) for c in cands]
         plan = _make(workload, eps, name, "optimized",
@@ -389,7 +390,8 @@ def plan_pure(
     budgeting : {"optimal", "uniform"}
         Cube-root rule (Corollary 3.3) or equal budgets per unit of sensitivity.
     objective : {"sum", "max"}
-        ``auto``'s criterion: weighted total variance or largest cell variance.
+        ``auto``'s criterion: weighted total variance or largest cell variance; also what
+        ``strategy="optimized"`` minimizes (fixed strategies always use the paper's sum rule).
     variance_model : {"discrete", "continuous"}
         Variances reported with the exact discrete Laplace (default) or the paper's ``2/ε²``.
     max_identity_cells : int
@@ -427,14 +429,14 @@ def plan_pure(
     if strategy != "auto":
         if strategy not in STRATEGIES:
             raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of {STRATEGIES}")
-        return _plan_one(workload, eps, strategy, budgeting, variance_model, max_identity_cells)
+        return _plan_one(workload, eps, strategy, budgeting, variance_model, max_identity_cells, objective)
     key = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
     rows, best = [], None
     for name in STRATEGIES:
         for bud in (("optimized",) if name == "optimized" else ("optimal", "uniform")):
             try:
                 p = _plan_one(workload, eps, name, "optimal" if bud == "optimized" else bud,
-                              variance_model, max_identity_cells)
+                              variance_model, max_identity_cells, objective)
             except PlanError as exc:
                 rows.append({"strategy": name, "budgeting": bud, "skipped": str(exc)})
                 break
