@@ -5,7 +5,6 @@ marginal AB; Qx = (4, 1, 3, 1, 0, 1). Variances in the paper's continuous model 
 variance 2/ε_g²), ε = 1 (every number scales as 1/ε²).
 """
 
-import itertools
 
 import numpy as np
 import pytest
