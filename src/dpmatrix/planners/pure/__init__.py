@@ -13,11 +13,13 @@ Modules (one idea each):
   under L1 sensitivity).
 * :mod:`.noise` — rational budgets and the exact discrete Laplace sampler.
 * :mod:`.plan` — :func:`plan_pure` and the frozen :class:`PurePlan`.
+* :mod:`.matrix_strategy` — a user's explicit strategy matrix (small domains).
 """
 
 from .groups import StrategyGroup, pairwise_differences
 from .noise import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
-from .plan import PurePlan, plan_pure  # noqa: E402
+from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
+from .plan import PurePlan, plan_pure
 
 __all__ = [
     "StrategyGroup",
@@ -27,4 +29,6 @@ __all__ = [
     "sample_discrete_laplace_eps",
     "PurePlan",
     "plan_pure",
+    "MatrixPurePlan",
+    "plan_pure_matrix",
 ]
