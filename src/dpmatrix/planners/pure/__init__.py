@@ -1,0 +1,34 @@
+"""Pure ε-DP planner for marginal workloads (Cormode, Procopiuc, Srivastava, Yaroslavtsev,
+*Accurate and Efficient Private Release of Datacubes and Contingency Tables*, ICDE 2013).
+
+Modules (one idea each):
+
+* :mod:`.groups` — a strategy group: an attribute set and an integer linear map on that
+  marginal's count table (marginal cells or residual/Fourier coefficients), its L1 sensitivity.
+* :mod:`.subspaces` — the orthogonal decomposition ``R^N = ⊕_B V_B`` that diagonalizes every
+  group's Gram matrix; GLS variances, covariances and reconstruction per marginal.
+* :mod:`.strategies` — identity / marginals / fourier / clustering groups with the paper's
+  direct-recovery weights (objective (1)).
+* :mod:`.optimize` — a weighted set of marginals chosen numerically (HDMM's marginals template
+  under L1 sensitivity).
+* :mod:`.noise` — rational budgets and the exact discrete Laplace sampler.
+* :mod:`.plan` — :func:`plan_pure` and the frozen :class:`PurePlan`.
+* :mod:`.matrix_strategy` — a user's explicit strategy matrix (small domains).
+"""
+
+from .groups import StrategyGroup, pairwise_differences
+from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
+from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
+from .plan import PurePlan, plan_pure
+
+__all__ = [
+    "StrategyGroup",
+    "pairwise_differences",
+    "discrete_laplace_variance",
+    "round_budgets",
+    "sample_discrete_laplace_eps",
+    "PurePlan",
+    "plan_pure",
+    "MatrixPurePlan",
+    "plan_pure_matrix",
+]

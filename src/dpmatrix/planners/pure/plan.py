@@ -1,0 +1,449 @@
+"""Pure ε-DP plans for marginal workloads: strategy choice, optimal budgets, exact variances.
+
+Pipeline (Cormode et al. §3): (1) a strategy = groups of integer rows (:mod:`.strategies`,
+:mod:`.optimize`); (2) budgets ``ε_g`` with ``Σ_g C_g ε_g ≤ ε`` — the cube-root rule
+(Corollary 3.3) on the paper's direct-recovery objective, equal budgets (``budgeting="uniform"``),
+or the numerically optimized marginal weights; budgets are rounded *down* to dyadic rationals
+and the privacy sum is checked in exact arithmetic; (3) discrete Laplace noise with parameter
+``ε_g`` on each group's integer answers (exact sampler, OS CSPRNG); (4) GLS recovery per
+residual subspace with the *exact* discrete Laplace variances ``1/(2 sinh²(ε_g/2))`` as weights
+(:mod:`.subspaces`): consistent marginals, exact variances known before any data is touched.
+
+Privacy: every group's rows have the same column L1 norm ``C_g`` on every cell of the full domain
+(marginal cells: 1; residual blocks: ``Π(n_i-1)``), so the strategy's sensitivity under the
+budget scaling is exactly ``max_cell Σ_g ε_g C_g = Σ_g ε_g C_g`` (Definition 3.1; the tests check
+it against the explicit max column L1 norm of the ε_g-scaled stacked matrix).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+from math import prod
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ...domain import Domain
+from ...errors import BudgetError, DataError, PlanError
+from ...solvers.budget_split import cube_root_split, uniform_split
+from ...workload import Workload
+from . import strategies as _strategies
+from .groups import StrategyGroup
+from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_many
+from .optimize import optimize_marginal_budgets
+from .subspaces import SubspaceGLS, downward_closure
+
+__all__ = ["PurePlan", "plan_pure", "STRATEGIES"]
+
+STRATEGIES = ("identity", "marginals", "fourier", "clustering", "optimized")
+AttrSet = tuple[int, ...]
+
+
+def _fraction_str(f: Fraction) -> str:
+    return f"{f.numerator}/{f.denominator}"
+
+
+@dataclass(frozen=True)
+class PurePlan:
+    """A pure ε-DP measurement plan: groups, their budgets, and exact GLS variances.
+
+    Attributes
+    ----------
+    domain, workload
+        What is released (plain marginals of ``workload``).
+    epsilon : float
+        The total budget; :meth:`privacy_epsilon` is the exact ``Σ_g C_g ε_g ≤ epsilon``.
+    strategy, budgeting : str
+        Which strategy and budget rule produced the groups (``"optimal"``, ``"uniform"`` or
+        ``"optimized"``).
+    groups : tuple of StrategyGroup
+        Each group: attribute set + integer map on that marginal's table.
+    budgets : tuple of Fraction
+        ``ε_g``, the exact discrete Laplace parameter of each group (noise ``∝ e^{-ε_g|y|}``).
+    variance_model : {"discrete", "continuous"}
+        ``"discrete"``: exact discrete Laplace variances (what is released). ``"continuous"``:
+        ``2/ε_g²`` (the paper's model; used to reproduce its numbers).
+    comparison : tuple of dict
+        For ``strategy="auto"``: every candidate's objective (or why it was skipped).
+    """
+
+    domain: Domain
+    workload: Workload
+    epsilon: float
+    strategy: str
+    budgeting: str
+    groups: tuple[StrategyGroup, ...]
+    budgets: tuple[Fraction, ...]
+    variance_model: str = "discrete"
+    comparison: tuple[dict, ...] = field(default=(), compare=False)
+
+    # -- variances ---------------------------------------------------------------------------
+
+    @cached_property
+    def noise_variance(self) -> np.ndarray:
+        """Per-row noise variance of each group (inf for a group with budget 0)."""
+        e = np.array([float(b) for b in self.budgets])
+        if self.variance_model == "continuous":
+            with np.errstate(divide="ignore"):
+                return np.where(e > 0, 2.0 / e**2, np.inf)
+        return discrete_laplace_variance(e)
+
+    @cached_property
+    def _sets(self) -> tuple[AttrSet, ...]:
+        return tuple(tuple(s) for s in self.workload.sets)
+
+    @cached_property
+    def _gls(self) -> SubspaceGLS:
+        return SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, self._sets)
+
+    @cached_property
+    def _cell_variances(self) -> np.ndarray:
+        return np.array([self._gls.cell_variance(s) for s in self._sets])
+
+    def _resolve(self, attrs) -> AttrSet:
+        return tuple(sorted(self.domain.resolve(attrs)))
+
+    def variance(self, attrs) -> float:
+        """Variance of each cell of the GLS estimate of the ``attrs``-marginal (any marginal the
+        strategy identifies, not only the workload's)."""
+        a = self._resolve(attrs)
+        if a in self._sets:
+            return float(self._cell_variances[self._sets.index(a)])
+        gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a])
+        return gls.cell_variance(a)
+
+    def covariance(self, attrs, other=None) -> np.ndarray:
+        """Dense covariance of the ``attrs``-marginal estimate (C order of its table), or the
+        cross-covariance between the ``attrs`` and ``other`` marginal estimates."""
+        a = self._resolve(attrs)
+        if other is None:
+            return SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a]).covariance(a)
+        b = self._resolve(other)
+        gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a, b])
+        return gls.cross_covariance(a, b)
+
+    def query_variance(self, attrs, queries: np.ndarray | None = None) -> np.ndarray:
+        """Variances of linear queries (rows of ``queries``) on the ``attrs``-marginal table;
+        ``queries=None`` gives the per-cell variances."""
+        a = self._resolve(attrs)
+        if queries is None:
+            return np.full(self.domain.cells(a), self.variance(a))
+        gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a])
+        return gls.query_variance(a, queries)
+
+    def total_variance(self) -> float:
+        """``Σ_W w_W · n_W · Var(cell of W)``: the weighted sum of all workload cell variances."""
+        cells = np.array([self.domain.cells(s) for s in self._sets], dtype=float)
+        return float((self.workload.weights * cells * self._cell_variances).sum())
+
+    def rmse(self) -> float:
+        """Root mean squared error over all cells of all workload marginals (unweighted)."""
+        cells = np.array([self.domain.cells(s) for s in self._sets], dtype=float)
+        return math.sqrt(float((cells * self._cell_variances).sum() / cells.sum()))
+
+    def max_variance(self) -> float:
+        """Largest cell variance over the (positively weighted) workload marginals."""
+        return float(self._cell_variances[self.workload.weights > 0].max())
+
+    # -- privacy ------------------------------------------------------------------------------
+
+    def privacy_epsilon(self) -> Fraction:
+        """Exact ``Σ_g C_g ε_g`` (the max column L1 norm of the budget-scaled strategy)."""
+        return sum((g.sensitivity * b for g, b in zip(self.groups, self.budgets)), Fraction(0))
+
+    def privacy_rho(self) -> float:
+        """zCDP of the release, ``ρ = ε²/2`` (pure ε-DP implies ε²/2-zCDP), for composition."""
+        return float(self.privacy_epsilon()) ** 2 / 2
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per group: attributes, kind, rows, sensitivity, ε_g, share of ε, noise variance."""
+        out = []
+        for g, b, v in zip(self.groups, self.budgets, self.noise_variance):
+            out.append(
+                {
+                    "attributes": self.domain.names_of(g.attrs),
+                    "kind": g.kind,
+                    "rows": g.n_rows,
+                    "sensitivity": g.sensitivity,
+                    "epsilon": float(b),
+                    "share": float(b * g.sensitivity) / self.epsilon,
+                    "noise_variance": float(v),
+                }
+            )
+        return out
+
+    # -- measurement and reconstruction --------------------------------------------------------
+
+    def measure(self, data, *, rng=None) -> tuple[np.ndarray, ...]:
+        """Noisy integer answers ``y_g = M_g · (A_g-table) + DLap(ε_g)`` for every group.
+
+        Parameters
+        ----------
+        data : callable or array
+            ``data(attrs) -> integer table`` of shape ``sizes[attrs]``, or an ``(n, d)`` integer
+            array of records (codes ``0..n_i-1``).
+        rng : keyword-only
+            ``None`` (OS CSPRNG, default), a ``RandomSource``, or a ``numpy.random.Generator``
+            (byte source for tests only; NOT secure).
+        """
+        table = _table_function(self.domain, data)
+        exact = []
+        for g in self.groups:
+            t = np.asarray(table(g.attrs))
+            if t.shape != g.sizes:
+                raise DataError(f"table for {g.attrs} has shape {t.shape}, expected {g.sizes}")
+            if not np.issubdtype(t.dtype, np.integer):
+                raise DataError("marginal tables must hold integer counts")
+            exact.append(g.answer(t.astype(np.int64)))
+        live = [j for j, b in enumerate(self.budgets) if b > 0]
+        noise = sample_discrete_laplace_many([self.budgets[j] for j in live],
+                                             [exact[j].size for j in live], rng)
+        out = [np.asarray(e, dtype=np.int64) for e in exact]
+        for j, z in zip(live, noise):
+            out[j] = out[j] + z
+        for j, b in enumerate(self.budgets):
+            if b == 0:  # not measured: no output (zero precision in the GLS)
+                out[j] = np.zeros_like(out[j])
+        return tuple(out)
+
+    def reconstruct(self, outputs: Sequence[np.ndarray]):
+        """GLS estimator bound to the noisy outputs; ``.marginal(attrs)`` returns a table."""
+        return _NamedEstimator(self, self._gls.estimator(outputs))
+
+    # -- serialization ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "planner": "pure",
+            "domain": self.domain.to_dict(),
+            "workload": self.workload.to_dict(),
+            "epsilon": self.epsilon,
+            "strategy": self.strategy,
+            "budgeting": self.budgeting,
+            "variance_model": self.variance_model,
+            "groups": [g.to_dict() for g in self.groups],
+            "budgets": [_fraction_str(b) for b in self.budgets],
+            "comparison": [dict(c) for c in self.comparison],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "PurePlan":
+        dom = Domain.from_dict(d["domain"])
+        plan = cls(
+            domain=dom,
+            workload=Workload.from_dict(dom, d["workload"]),
+            epsilon=float(d["epsilon"]),
+            strategy=d["strategy"],
+            budgeting=d["budgeting"],
+            groups=tuple(StrategyGroup.from_dict(g) for g in d["groups"]),
+            budgets=tuple(Fraction(b) for b in d["budgets"]),
+            variance_model=d.get("variance_model", "discrete"),
+            comparison=tuple(d.get("comparison", ())),
+        )
+        if plan.privacy_epsilon() > Fraction(plan.epsilon):
+            raise PlanError("stored plan spends more than its epsilon: refusing it")
+        return plan
+
+
+class _NamedEstimator:
+    def __init__(self, plan: PurePlan, est):
+        self._plan = plan
+        self._est = est
+
+    def marginal(self, attrs) -> np.ndarray:
+        return self._est.marginal(self._plan._resolve(attrs))
+
+
+def _table_function(domain: Domain, data) -> Callable[[AttrSet], np.ndarray]:
+    if callable(data):
+        return data
+    rec = np.asarray(data)
+    if rec.ndim != 2 or rec.shape[1] != len(domain) or not np.issubdtype(rec.dtype, np.integer):
+        raise DataError(
+            f"data must be a callable attrs -> table or an (n, {len(domain)}) integer record array"
+        )
+    sizes = np.asarray(domain.sizes)
+    if rec.size and (rec.min() < 0 or np.any(rec.max(axis=0) >= sizes)):
+        raise DataError("record codes must lie in 0..size-1 for every attribute")
+
+    def table(attrs: AttrSet) -> np.ndarray:
+        ns = tuple(int(sizes[i]) for i in attrs)
+        if not attrs:
+            return np.array(rec.shape[0], dtype=np.int64)
+        idx = np.ravel_multi_index(tuple(rec[:, i] for i in attrs), ns)
+        return np.bincount(idx, minlength=prod(ns)).reshape(ns).astype(np.int64)
+
+    return table
+
+
+# -------------------------------------------------------------------------------------------
+# Planning
+# -------------------------------------------------------------------------------------------
+
+
+def check_epsilon(epsilon) -> float:
+    try:
+        e = float(epsilon)
+    except (TypeError, ValueError):
+        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}") from None
+    if isinstance(epsilon, bool) or not math.isfinite(e) or e <= 0:
+        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}")
+    return e
+
+
+def _fixed(name: str, sizes, sets, weights, max_identity_cells: int):
+    if name == "identity":
+        st = _strategies.identity(sizes, sets, weights)
+        if st.groups[0].cells > max_identity_cells:
+            raise PlanError(
+                f"identity on the union of the workload's attributes has {st.groups[0].cells:.3g} "
+                f"cells > max_identity_cells={max_identity_cells}; choose another strategy"
+            )
+        return st
+    return getattr(_strategies, name)(sizes, sets, weights)
+
+
+def _make(workload, eps, name, budgeting, groups, eta, model, comparison=()):
+    budgets = round_budgets(eta, [g.sensitivity for g in groups], eps)
+    return PurePlan(
+        domain=workload.domain,
+        workload=workload,
+        epsilon=eps,
+        strategy=name,
+        budgeting=budgeting,
+        groups=tuple(groups),
+        budgets=budgets,
+        variance_model=model,
+        comparison=tuple(comparison),
+    )
+
+
+def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objective="sum") -> PurePlan:
+    sizes = workload.domain.sizes
+    sets = [tuple(s) for s in workload.sets]
+    w = np.asarray(workload.weights, dtype=float)
+    if name == "optimized":
+        if budgeting == "uniform":
+            raise PlanError("strategy='optimized' chooses its own budgets; drop budgeting='uniform'")
+        live = [(s, x) for s, x in zip(sets, w) if x > 0]
+        lsets, lw = [s for s, _ in live], np.array([x for _, x in live])
+        # candidates: the workload's downward closure plus the greedy clustering's centroids
+        # (unions of workload marginals), so that the search space contains Q⁺ and C⁺
+        fixed = [_strategies.marginals(sizes, lsets, lw)]
+        try:
+            fixed.append(_strategies.clustering(sizes, lsets, lw))
+        except PlanError:  # too many marginals for the cubic greedy: closure only
+            pass
+        cands = downward_closure(lsets)
+        extra = sorted({g.attrs for st in fixed for g in st.groups} - set(cands), key=lambda t: (len(t), t))
+        cands = tuple(cands) + tuple(extra)
+        pos = {c: i for i, c in enumerate(cands)}
+        starts = []
+        for st in fixed:
+            start = np.full(len(cands), 1e-3 * eps / len(cands))
+            for g, e in zip(st.groups, cube_root_split(2 * st.direct_weight, st.sensitivity, eps).eta):
+                start[pos[g.attrs]] = e
+            starts.append(start)
+        res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=starts,
+                                        objective=objective)
+        keep = res.eta > 1e-6 * res.eta.max()
+        groups = [StrategyGroup(c, tuple(sizes[i] for i in c)) for c in cands]
+        plan = _make(workload, eps, name, "optimized",
+                     [g for g, k in zip(groups, keep) if k], res.eta[keep], model)
+        if not all(plan._gls.answerable(s) for s in lsets):  # pruning lost a subspace: keep all
+            plan = _make(workload, eps, name, "optimized", groups, res.eta, model)
+        return plan
+    st = _fixed(name, sizes, sets, w, max_identity_cells)
+    if budgeting == "optimal":
+        split = cube_root_split(2 * st.direct_weight, st.sensitivity, eps)
+    elif budgeting == "uniform":
+        split = uniform_split(2 * st.direct_weight, st.sensitivity, eps)
+    else:
+        raise PlanError(f"budgeting must be 'optimal' or 'uniform', got {budgeting!r}")
+    return _make(workload, eps, name, budgeting, st.groups, split.eta, model)
+
+
+def plan_pure(
+    workload: Workload,
+    epsilon: float,
+    *,
+    strategy: str = "auto",
+    budgeting: str = "optimal",
+    objective: str = "sum",
+    variance_model: str = "discrete",
+    max_identity_cells: int = 10**7,
+) -> PurePlan:
+    """Plan a pure ε-DP release of a marginal workload (Cormode et al. framework).
+
+    Parameters
+    ----------
+    workload : Workload
+        Plain marginals (identity query type on every attribute) with weights.
+    epsilon : float
+        Total pure-DP budget (finite, > 0).
+    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized"}
+        ``"auto"`` plans every strategy (optimal budgets, plus the uniform variants for the
+        comparison) and keeps the one with the smallest ``objective``.
+    budgeting : {"optimal", "uniform"}
+        Cube-root rule (Corollary 3.3) or equal budgets per unit of sensitivity.
+    objective : {"sum", "max"}
+        ``auto``'s criterion: weighted total variance or largest cell variance; also what
+        ``strategy="optimized"`` minimizes (fixed strategies always use the paper's sum rule).
+    variance_model : {"discrete", "continuous"}
+        Variances reported with the exact discrete Laplace (default) or the paper's ``2/ε²``.
+    max_identity_cells : int
+        ``identity`` is refused (and skipped by ``auto``) when the union of the workload's
+        attributes has more cells than this (its noisy table must be built).
+
+    Returns
+    -------
+    PurePlan
+
+    Examples
+    --------
+    >>> from dpmatrix.domain import Domain
+    >>> from dpmatrix.workload import Workload
+    >>> dom = Domain({"A": 2, "B": 2, "C": 2})
+    >>> wl = Workload(dom, [("A",), ("A", "B")])
+    >>> p = plan_pure(wl, 1.0, strategy="marginals", variance_model="continuous")
+    >>> [round(float(b), 4) for b in p.budgets]
+    [0.4425, 0.5575]
+    """
+    eps = check_epsilon(epsilon)
+    if not isinstance(workload, Workload):
+        raise PlanError(f"plan_pure needs a Workload, got {type(workload).__name__}")
+    if not workload.is_plain:
+        raise PlanError(
+            "the pure-DP planner supports plain marginals (identity query type); prefix/range "
+            "query types need the hierarchical strategy, which is not available yet"
+        )
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+    if variance_model not in ("discrete", "continuous"):
+        raise PlanError(f"variance_model must be 'discrete' or 'continuous', got {variance_model!r}")
+    if isinstance(strategy, np.ndarray):
+        raise PlanError("user strategy matrices: use plan_pure_matrix (explicit small domains)")
+    if strategy != "auto":
+        if strategy not in STRATEGIES:
+            raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of {STRATEGIES}")
+        return _plan_one(workload, eps, strategy, budgeting, variance_model, max_identity_cells, objective)
+    key = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
+    rows, best = [], None
+    for name in STRATEGIES:
+        for bud in (("optimized",) if name == "optimized" else ("optimal", "uniform")):
+            try:
+                p = _plan_one(workload, eps, name, "optimal" if bud == "optimized" else bud,
+                              variance_model, max_identity_cells, objective)
+            except PlanError as exc:
+                rows.append({"strategy": name, "budgeting": bud, "skipped": str(exc)})
+                break
+            rows.append({"strategy": name, "budgeting": bud, "total_variance": p.total_variance(),
+                         "max_variance": p.max_variance(), "rmse": p.rmse(), "groups": len(p.groups)})
+            if best is None or key(p) < key(best):
+                best = p
+    return PurePlan(**{**{f: getattr(best, f) for f in
+                          ("domain", "workload", "epsilon", "strategy", "budgeting", "groups",
+                           "budgets", "variance_model")}, "comparison": tuple(rows)})
