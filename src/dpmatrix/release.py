@@ -288,7 +288,7 @@ _HELD_GUARD = threading.Lock()
 
 
 @contextmanager
-def output_lock(out_dir: str | Path) -> Iterator[Path]:
+def output_lock(out_dir: str | Path) -> Iterator[bool]:
     """Hold the write lock of a release folder (``fcntl.flock`` on the hidden sibling
     ``.OUT.lock``, which is left in place) for the duration of the ``with`` block.
 
@@ -303,8 +303,9 @@ def output_lock(out_dir: str | Path) -> Iterator[Path]:
 
     Yields
     ------
-    Path
-        The lock file.
+    bool
+        True if this call took the lock (False when the process already held it: then the
+        outer holder has already recovered leftovers, and its own work files are not leftovers).
     """
     out = Path(out_dir).absolute()
     try:
@@ -322,7 +323,7 @@ def output_lock(out_dir: str | Path) -> Iterator[Path]:
         with _HELD_GUARD:
             _HELD[key] = [fd, 1]
     try:
-        yield lock
+        yield held is None
     finally:
         with _HELD_GUARD:
             entry = _HELD[key]
@@ -524,8 +525,9 @@ def write_release(
     plan: Plan = measurements.plan  # type: ignore[assignment]
     privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
     out = Path(out_dir).absolute()
-    with output_lock(out):
-        recover_output(out)
+    with output_lock(out) as fresh:
+        if fresh:
+            recover_output(out)
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
