@@ -606,7 +606,11 @@ def _swap_into_place(stage: Path, out: Path) -> None:
     if out.exists() and any(out.iterdir()):
         trash = _sibling(out, "old")
         os.rename(out, trash)
-        os.rename(stage, out)
+        try:
+            os.rename(stage, out)
+        except BaseException:
+            os.rename(trash, out)  # put the previous release back
+            raise
         _fsync_dir(out.parent)
         shutil.rmtree(trash, ignore_errors=True)
         return
