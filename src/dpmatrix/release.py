@@ -629,8 +629,12 @@ class _ParquetResiduals(Mapping):
 
     def __init__(self, path: Path, domain: Domain, digest: str | None):
         self._path = path
-        self._digest = digest
         try:
+            if digest is not None and sha256_file(path) != digest:
+                raise ReleaseError(
+                    f"{path.name} was modified after the release was written (SHA-256 mismatch); "
+                    "refusing to use it (--no-verify / verify=False skips the check)"
+                )
             self._pf = pq.ParquetFile(str(path))
             index: dict[AttrSet, tuple[int, int, tuple[int, ...]]] = {}
             for g in range(self._pf.num_row_groups):
@@ -643,15 +647,10 @@ class _ParquetResiduals(Mapping):
                     if key in index:
                         raise ReleaseError(f"measurements of {tuple(names)} appear twice in {path.name}")
                     index[key] = (g, r, tuple(int(s) for s in shape))
-        except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        except (OSError, pa.lib.ArrowException, KeyError) as exc:
             raise ReleaseError(f"cannot read the measurements {str(path)!r}: {exc}") from None
         self._index = index
         self._group: tuple[int, Any] | None = None
-        if digest is not None and sha256_file(path) != digest:
-            raise ReleaseError(
-                f"{path.name} was modified after the release was written (SHA-256 mismatch); "
-                "refusing to use it (--no-verify / verify=False skips the check)"
-            )
 
     def shape(self, key: AttrSet) -> tuple[int, ...]:
         return self._index[key][2]
@@ -667,9 +666,12 @@ class _ParquetResiduals(Mapping):
 
     def __getitem__(self, key: AttrSet) -> np.ndarray:
         g, r, shape = self._index[key]
-        if self._group is None or self._group[0] != g:
-            self._group = (g, self._pf.read_row_group(g, columns=["values"]).column(0))
-        arr = np.asarray(self._group[1][r].values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        try:
+            if self._group is None or self._group[0] != g:
+                self._group = (g, self._pf.read_row_group(g, columns=["values"]).column(0))
+            arr = np.asarray(self._group[1][r].values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        except (OSError, pa.lib.ArrowException) as exc:
+            raise ReleaseError(f"cannot read the measurements {str(self._path)!r}: {exc}") from None
         if arr.size != math.prod(shape):
             raise ReleaseError(f"measurements of {key}: {arr.size} values for shape {list(shape)}")
         return arr.reshape(shape)
