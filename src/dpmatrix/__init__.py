@@ -23,6 +23,7 @@ from .errors import (
     UnknownAttributeError,
     WorkloadError,
 )
+from .ledger import BudgetExceededError, Ledger
 from .measure.measure import measure
 from .plan.plan import Plan, plan
 from .plan.querysmasher import QuerySmasherPlan, plan_querysmasher
@@ -37,11 +38,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Attribute",
     "Budget",
+    "BudgetExceededError",
     "BudgetError",
     "DataError",
     "DomainError",
     "DPMatrixError",
     "Domain",
+    "Ledger",
     "Measurements",
     "NotMeasuredError",
     "Plan",

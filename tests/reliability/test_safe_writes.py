@@ -218,3 +218,10 @@ def test_kill_at_random_points_of_an_overwrite(small):
     p = spawn(*argv("0.5"))
     assert p.wait(600) == 0, p.stderr.read()
     assert _siblings(out) == [] and _rho(out) == pytest.approx(0.5)
+
+
+def test_spill_and_memory_limit_files_live_in_a_removed_work_folder(small, capsys):
+    out = small / "rel"
+    rc, _, err = run(capsys, *release_args(small, out, "--spill", "--memory-limit", "200MB"))
+    assert rc == 0, err
+    assert _siblings(out) == [] and _rho(out) == pytest.approx(0.5)
