@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from conftest import DOMAIN, frame
+from ._support import DOMAIN, frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,7 @@ import sqlite3
 import time
 
 import pytest
-from conftest import assert_one_line_error, release_args, run, spawn
+from ._support import assert_one_line_error, release_args, reserve_in_process, run, spawn
 
 from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError, default_ledger_path
 
@@ -82,24 +82,13 @@ def test_ledger_location(tmp_path, monkeypatch):
         Ledger(tmp_path / "junk")
 
 
-def _reserve_in_process(path, barrier, results, i):
-    led = Ledger(path)
-    barrier.wait()
-    try:
-        with led.reserve("shared", "fp", rho=0.6):
-            time.sleep(0.2)
-        results.put((i, "ok"))
-    except BudgetExceededError:
-        results.put((i, "refused"))
-
-
 def test_concurrent_processes_cannot_overrun_the_cap(tmp_path):
     path = tmp_path / "l.sqlite3"
     Ledger(path).set_cap("shared", rho=1.0)
     ctx = mp.get_context("spawn")
     for _ in range(2):
         barrier, results = ctx.Barrier(2), ctx.Queue()
-        procs = [ctx.Process(target=_reserve_in_process, args=(path, barrier, results, i)) for i in range(2)]
+        procs = [ctx.Process(target=reserve_in_process, args=(path, barrier, results, i)) for i in range(2)]
         for p in procs:
             p.start()
         for p in procs:

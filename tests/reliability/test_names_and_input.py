@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run
+from ._support import run
 
 import dpmatrix as dm
 from dpmatrix.encode import encode_frame, read_csv_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from conftest import release_args, run
+from ._support import release_args, run
 from scipy.stats import norm
 
 from dpmatrix.statement import privacy_line

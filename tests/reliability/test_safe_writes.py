@@ -14,7 +14,7 @@ import warnings
 
 import pandas as pd
 import pytest
-from conftest import assert_one_line_error, env, release_args, run, spawn
+from ._support import assert_one_line_error, env, release_args, run, spawn
 
 import dpmatrix as dm
 import dpmatrix.release as release_mod

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, release_args, run
+from ._support import assert_one_line_error, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.release import load_release

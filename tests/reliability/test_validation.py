@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DOMAIN, assert_one_line_error, env, release_args, run
+from ._support import DOMAIN, assert_one_line_error, env, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, DomainError, PlanError
