@@ -949,6 +949,6 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     except (TypeError, ValueError, IndexError) as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
     _check_privacy_consistent(manifest, plan, folder)
-    for rel in _listed_files(manifest):
-        _inside(folder, rel)
+    # paths are confined when each file is read (Release.file), not all up front: printing one
+    # saved table of a release with thousands of tables stays fast
     return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
