@@ -59,13 +59,30 @@ def main() -> None:
         rel.table(("x0", "x1"))
         return time.perf_counter() - t
 
+    def startup() -> float:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import dpmatrix.cli"], check=True)
+        return time.perf_counter() - t
+
+    def in_process(level=None) -> float:
+        t = time.perf_counter()
+        rel = dm.load_release(out)
+        rel.table(("x0", "x1")) if level is None else rel.marginal(("x0", "x1"), level)
+        return time.perf_counter() - t
+
     cli("--marginal", "x0")  # warm the file cache
     saved = min(cli("--marginal", "x0,x1") for _ in range(3))
     recon = min(cli("--marginal", "x0,x1", "--level", "0.9") for _ in range(3))
     full = min(full_load() for _ in range(3))
+    boot = min(startup() for _ in range(3))
+    ip_saved = min(in_process() for _ in range(3))
+    ip_recon = min(in_process(0.9) for _ in range(3))
+    print(f"python start-up + import dpmatrix.cli:            {boot:.2f} s")
+    print(f"load_release + saved table (in process):         {ip_saved:.2f} s")
+    print(f"load_release + reconstructed marginal (in proc): {ip_recon:.2f} s")
     print(f"query saved table (CLI process, incl. start-up): {saved:.2f} s")
     print(f"query reconstructed marginal (CLI process):      {recon:.2f} s")
-    print(f"reading every noisy value + table (in process):  {full:.2f} s  ratio saved/full = {saved / full:.2f}")
+    print(f"reading every noisy value + table (in process):  {full:.2f} s  ratio in-process saved/full = {ip_saved / full:.2f}")
 
 
 if __name__ == "__main__":
