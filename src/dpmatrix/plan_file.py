@@ -87,7 +87,9 @@ def load_plan(path: str | Path):
     spec = read_json(path, PlanError, what)
     check_plan_spec(spec, what)
     try:
-        return Plan.from_dict(spec)
+        plan = Plan.from_dict(spec)
+        plan.pcost  # noqa: B018 - a subnormal sigma2 gives an infinite privacy cost: refuse now
+        return plan
     except DPMatrixError as exc:
         raise PlanError(f"{what}: {exc}") from None
     except (KeyError, TypeError, ValueError, IndexError) as exc:

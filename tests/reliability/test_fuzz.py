@@ -153,3 +153,51 @@ def test_cli_query_arguments(cli_data, tmp_path_factory, capsys, option, value):
     _, err = capsys.readouterr()
     assert rc in (0, 2), err
     assert "Traceback" not in err and "internal error" not in err, err
+
+
+FUZZ_DOMAIN = {"sex": {"labels": ["F", "M", "NA"]}, "n": 3, "age": {"bins": [0, 30, 60, 120]}}
+CELL = {
+    "sex": ["F", "M", "NA", "", "f", "None", "null", " M", "1"],
+    "n": ["0", "1", "2", "3", "01", "", "1.0", "-1", "x", "nan", "1e0"],
+    "age": ["0", "29.5", "30", "119", "120", "121", "-1", "", "abc", "1e1", "NaN"],
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(*(st.sampled_from(v) for v in CELL.values())), min_size=1, max_size=25),
+       st.sampled_from(["error", "clip"]))
+def test_data_files_both_engines_agree(tmp_path_factory, rows, policy):
+    """Random CSV cells (valid, unknown, empty, look-alike numbers): the numpy and DuckDB engines
+    either both refuse with the same DataError message or count the same tables."""
+    import csv
+    import io
+    import warnings
+
+    import numpy as np
+
+    from dpmatrix.encode import encode_frame, read_csv_text
+    from dpmatrix.engines import DuckDBEngine, NumpyEngine
+    from dpmatrix.errors import DataError
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(list(CELL))
+    w.writerows(rows)
+    path = tmp_path_factory.mktemp("data") / "d.csv"
+    path.write_text(buf.getvalue())
+    dom = dm.Domain.from_dict(FUZZ_DOMAIN)
+    sets = [(0,), (1,), (2,), (0, 1, 2)]
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for engine in ("numpy", "duckdb"):
+            try:
+                if engine == "numpy":
+                    counts = NumpyEngine(encode_frame(read_csv_text(str(path), dom), dom, on_unknown=policy), dom).count(sets)
+                else:
+                    with DuckDBEngine(path, dom, encoding="raw", on_unknown=policy) as de:
+                        counts = de.count(sets)
+                results.append(("ok", {s: np.asarray(counts[s]).tolist() for s in sets}))
+            except DataError as exc:
+                results.append(("error", str(exc)))
+    assert results[0] == results[1]
