@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from ._support import assert_one_line_error, release_args, run
 
@@ -52,10 +51,6 @@ def test_saved_table_query_does_not_touch_measurements(small, capsys):
     assert rc == 0, err
     rc, _, err = run(capsys, "query", out, "--marginal", "sex", "--level", "0.9")  # needs them
     assert_one_line_error(rc, err, "measurements.parquet")
-
-
-class _Recording(dict):
-    pass
 
 
 def test_reconstruction_reads_only_the_subsets(small, capsys):
