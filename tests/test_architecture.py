@@ -22,14 +22,15 @@ SRC = Path(dpmatrix.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version"),
     ("dpmatrix.linalg",),
-    ("dpmatrix.domain", "dpmatrix.privacy"),
-    ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode"),
+    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.statement", "dpmatrix.ledger"),
+    ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing"),
     ("dpmatrix.mechanisms",),
     ("dpmatrix.solvers",),
     ("dpmatrix.engines",),
     ("dpmatrix.reconstruct",),
     ("dpmatrix.measure",),
     ("dpmatrix.planners",),
+    ("dpmatrix.plan_file",),
     ("dpmatrix.release",),
     ("dpmatrix.cli", "dpmatrix.__main__"),
     ("dpmatrix",),  # the package root only re-exports the public API

@@ -23,6 +23,7 @@ from .errors import (
     UnknownAttributeError,
     WorkloadError,
 )
+from .ledger import BudgetExceededError, Ledger
 from .measure.measure_plan import measure
 from .planners.dispatch import plan
 from .planners.querysmasher.plan import QuerySmasherPlan
@@ -39,11 +40,13 @@ from .workload import Workload
 __all__ = [
     "Attribute",
     "Budget",
+    "BudgetExceededError",
     "BudgetError",
     "DataError",
     "DomainError",
     "DPMatrixError",
     "Domain",
+    "Ledger",
     "Measurements",
     "NotMeasuredError",
     "Plan",

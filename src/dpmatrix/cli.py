@@ -8,6 +8,11 @@ Commands:
 * ``query``   — print one marginal (with confidence intervals) from a release folder.
 * ``demo``    — ``release`` on the shipped UCI Adult data, then show one marginal.
 * ``infer-domain`` — derive a domain file from data (opt-in; weakens privacy, see its warning).
+* ``ledger``  — the privacy-budget ledger: ``show`` totals per dataset, ``set-cap`` a dataset's cap.
+
+Every release is charged to the ledger (:mod:`dpmatrix.ledger`; ``--ledger PATH`` or
+``$DPMATRIX_LEDGER``) before any noise is drawn, under ``--dataset NAME`` (default: the data
+file's name without suffix). Every option is checked before any data is read.
 
 Every user mistake prints one line ``dpmatrix: error: ...`` on stderr and exits with status 2.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import sys
 import warnings
 from importlib.resources import files
@@ -27,14 +34,30 @@ import numpy as np
 import pandas as pd
 
 from .domain import Domain
-from .encode import POLICIES, encode_frame
+from .encode import POLICIES, encode_frame, read_csv_text
 from .engines import DuckDBEngine, NumpyEngine, maximal_sets
 from .engines.duckdb_engine import detect_format
 from .engines.infer import infer_domain
 from .errors import DPMatrixError, DataError, DomainError
+from .jsonfile import loads_strict
+from .ledger import Ledger
+from .plan_file import load_plan
 from .planners.dispatch import plan as make_plan
-from .planners.residual.plan import Plan
-from .release import DEFAULT_DELTA, is_release, load_release, prepare_target, write_release
+from .privacy import epsilon_from_zcdp
+from .release import (
+    DEFAULT_DELTA,
+    MANIFEST,
+    _check_formats,
+    _sibling,
+    check_target,
+    is_release,
+    load_release,
+    output_lock,
+    recover_output,
+    write_release,
+)
+from .sizing import DEFAULT_MAX_CELLS, check_size, describe_size, estimate_size
+from .statement import check_delta, privacy_line, privacy_summary
 from .version import __version__
 from .workload_spec import parse_workload
 
@@ -103,14 +126,10 @@ def _showwarning(message, category, filename, lineno, file=None, line=None) -> N
     warn_line(str(message))
 
 
-def fmt_privacy(rho: float, mu: float | None, epsilon: float, delta: float) -> str:
-    """One line of privacy parameters; ``mu`` is ``None`` for discrete Gaussian releases (their
-    epsilon comes from the zCDP conversion, and Gaussian DP is not claimed)."""
-    gdp = f"mu = {mu:.6g} (Gaussian DP)" if mu is not None else "epsilon from zCDP (discrete noise)"
-    return (
-        f"privacy: rho = {rho:.6g} (zCDP), epsilon = {epsilon:.6g} at delta = {delta:.3g}, "
-        f"{gdp}; neighbours differ by adding or removing one record"
-    )
+def fmt_privacy(privacy: dict) -> str:
+    """The privacy line: :func:`dpmatrix.statement.privacy_line` (the one function every command
+    uses, fed with the manifest's own ``privacy`` object after a release)."""
+    return privacy_line(privacy)
 
 
 # -- shared argument groups ----------------------------------------------------------------------
@@ -191,9 +210,7 @@ def _report_delta(args: argparse.Namespace) -> float:
     d = getattr(args, "delta", None)
     if d is None:
         return DEFAULT_DELTA
-    if not 0 < d < 1:
-        raise CLIError(f"--delta must be between 0 and 1, got {d!r}")
-    return float(d)
+    return check_delta(d, name="--delta")
 
 
 def _read_domain(path: str) -> Domain:
@@ -225,14 +242,15 @@ def _make_plan(args: argparse.Namespace, domain: Domain):
                      **_budget_kwargs(args))
 
 
-def _describe_plan(plan, say: Out, delta: float) -> None:
+def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) -> None:
     wk = plan.workload
     kept = "" if plan.is_plain else f" ({plan.construction} residual construction)"
     say(
         f"workload: {len(wk)} marginals, {int(wk.cells.sum()):,} cells, objective "
         f"{plan.objective}; {int(plan.measured.sum())} residual mechanisms{kept}"
     )
-    say(fmt_privacy(plan.rho, plan.mu, plan.epsilon(delta), delta))
+    if describe_privacy:
+        say(fmt_privacy(privacy_summary(plan, delta=delta)))
     say(
         f"accuracy (data-independent): RMSE {plan.rmse():.6g}, max cell variance "
         f"{plan.max_variance():.6g} (std {math.sqrt(plan.max_variance()):.6g})"
@@ -243,6 +261,7 @@ def _describe_plan(plan, say: Out, delta: float) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     say = Out(False)
     delta = _report_delta(args)
+    _budget_kwargs(args)
     domain = _read_domain(args.domain)
     plan = _make_plan(args, domain)
     table = plan.marginal_table()
@@ -287,7 +306,7 @@ def _on_unknown(text: str) -> str | dict[str, str]:
     return out
 
 
-def _open_engine(args: argparse.Namespace, domain: Domain, say: Out):
+def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_directory: Path | None = None):
     path = Path(args.data)
     if not any(ch in args.data for ch in "*?[") and not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")
@@ -300,12 +319,12 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out):
     if args.engine == "duckdb":
         return DuckDBEngine(
             args.data, domain, encoding="raw", format=fmt, on_unknown=policy,
-            csv_options=csv_options, memory_limit=args.memory_limit,
+            csv_options=csv_options, memory_limit=args.memory_limit, temp_directory=temp_directory,
         )  # fmt: skip
     # in-memory engine: the whole file is loaded with pandas (small data only)
     try:
         if fmt == "csv":
-            raw = pd.read_csv(args.data, sep=args.delimiter or ",", usecols=lambda c: c in domain)
+            raw = read_csv_text(args.data, domain, delimiter=args.delimiter)
         else:
             raw = pd.read_parquet(args.data)
     except (OSError, ValueError) as exc:
@@ -345,9 +364,60 @@ class CountingBar:
             close()
 
 
+def _check_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Every option of ``release``/``demo`` checked before any file is read (issue 16 item 12)."""
+    out: dict[str, Any] = {"delta": _report_delta(args)}
+    try:
+        out["formats"] = _check_formats(args.tables)
+    except DPMatrixError as exc:
+        raise CLIError(f"--tables: {exc}") from None
+    level = args.level
+    if not (isinstance(level, float) and math.isfinite(level) and 0 < level < 1):
+        raise CLIError(f"--level must be strictly between 0 and 1, got {level!r}")
+    out["policy"] = _on_unknown(args.on_unknown)
+    if not getattr(args, "plan", None):
+        _budget_kwargs(args)
+    mc = getattr(args, "max_cells", None)
+    if mc is not None and mc <= 0:
+        raise CLIError(f"--max-cells must be a positive integer, got {mc!r}")
+    out["max_cells"] = DEFAULT_MAX_CELLS if mc is None else int(mc)
+    data = str(args.data)
+    if not any(ch in data for ch in "*?[") and not Path(data).is_file():
+        raise CLIError(f"data file {data!r} does not exist" if not Path(data).exists() else f"data {data!r} is not a file")
+    try:
+        out["format"] = detect_format(data, args.data_format)
+    except (DPMatrixError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
+    if args.delimiter and out["format"] != "csv":
+        raise CLIError("--delimiter applies to CSV files only")
+    if args.delimiter is not None and len(args.delimiter) != 1:
+        raise CLIError(f"--delimiter must be one character, got {args.delimiter!r}")
+    if getattr(args, "no_ledger", False):
+        out["ledger"] = None
+    else:
+        out["dataset"] = (getattr(args, "dataset", None) or _dataset_name(data)).strip()
+        if not out["dataset"]:
+            raise CLIError("--dataset must not be empty")
+        out["ledger"] = getattr(args, "ledger", None)
+    return out
+
+
+def _dataset_name(data: str) -> str:
+    name = Path(data).name
+    for suffix in sorted((".csv", ".tsv", ".txt", ".gz", ".zst", ".parquet", ".pq", ".parq"), key=len, reverse=True):
+        while name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
 def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
-    """Plan (or load a plan), measure the data, write the release; returns the Measurements."""
-    delta = _report_delta(args)
+    """Check every option, plan (or load a plan), estimate the size, lock the output folder,
+    charge the ledger, measure the data, write the release; returns the Measurements.
+
+    Order matters for privacy: nothing is measured before the ledger holds the spend, and the
+    spend stays charged if anything fails afterwards."""
+    opts = _check_options(args)
+    delta = opts["delta"]
     if args.seed is not None:
         warn_line(SEED_WARNING)
     if getattr(args, "plan", None):
@@ -355,39 +425,80 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
             raise CLIError("give either --plan or a workload (--workload/--marginals), not both")
         if any(getattr(args, n) is not None for n in ("rho", "epsilon", "mu")):
             raise CLIError("a saved --plan fixes the privacy budget; do not give --rho/--epsilon/--mu")
-        plan = Plan.from_json(args.plan)
+        plan = load_plan(args.plan)
         if domain is not None and domain != plan.domain:
             raise CLIError(f"the domain in {args.plan!r} differs from the --domain file")
     else:
         if domain is None:
             raise CLIError("give --domain D.json (or a saved --plan)")
-        plan = _make_plan(args, domain)
-    _describe_plan(plan, say, delta)
-    prepare_target(Path(args.out), overwrite)  # fail before touching the data
+        wk = _workload(args, domain)
+        spill = bool(getattr(args, "spill", False))
+        check_size(estimate_size(wk, formats=len(opts["formats"]), spill=spill), opts["max_cells"])
+        plan = make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
+                         **_budget_kwargs(args))  # fmt: skip
+    size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
+    check_size(size, opts["max_cells"])
+    _describe_plan(plan, say, delta, describe_privacy=False)
+    say(describe_size(size))
     noise = getattr(args, "noise", "gaussian")
-    # Gaussian: a fresh OS-seeded generator; discrete Gaussian: the OS CSPRNG (rng=None), unless a
-    # testing seed was given
-    rng = np.random.default_rng(args.seed) if (args.seed is not None or noise == "gaussian") else None
-    engine = CountingBar(_open_engine(args, plan.domain, say), plan, not say.quiet)
-    try:
-        meas = plan.measure(
-            None, rng=rng, progress=not say.quiet, engine=engine, noise=noise,
-            store=True if getattr(args, "spill", False) else None,
-        )  # fmt: skip
-    finally:
-        engine.close()
-    del engine, rng
-    tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
-    notes = {
-        "data": {"engine": args.engine, "encoding": "raw values mapped through the domain",
-                 "on_unknown": _on_unknown(args.on_unknown)},
-    }  # fmt: skip
-    out = write_release(
-        meas, args.out, level=args.level, delta=delta, formats=tables,
-        progress=not say.quiet, overwrite=overwrite, notes=notes,
-    )  # fmt: skip
-    say(f"wrote {len(plan.workload)} marginal tables ({', '.join(tables)}), measurements.parquet and manifest.json to {out}/")
+    out = Path(args.out)
+    ledger = None
+    if not getattr(args, "no_ledger", False):
+        ledger = Ledger(opts["ledger"])
+    with output_lock(out):
+        recover_output(out)
+        check_target(out, overwrite)  # fail before touching the data
+        reservation = _reserve(ledger, opts, plan, str(args.data), out, say)
+        work = _sibling(out.absolute(), "work")
+        try:
+            with reservation as _charge:
+                work.mkdir()
+                # Gaussian: a fresh OS-seeded generator; discrete Gaussian: the OS CSPRNG
+                # (rng=None), unless a testing seed was given
+                rng = np.random.default_rng(args.seed) if (args.seed is not None or noise == "gaussian") else None
+                engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
+                                     not say.quiet)  # fmt: skip
+                try:
+                    meas = plan.measure(
+                        None, rng=rng, progress=not say.quiet, engine=engine, noise=noise,
+                        store=(work / "store") if getattr(args, "spill", False) else None,
+                    )  # fmt: skip
+                finally:
+                    engine.close()
+                del engine, rng
+                notes = {
+                    "data": {"engine": args.engine, "encoding": "raw values (read as text) mapped through the domain",
+                             "on_unknown": opts["policy"]},
+                }  # fmt: skip
+                written = write_release(
+                    meas, out, level=args.level, delta=delta, formats=opts["formats"],
+                    progress=not say.quiet, overwrite=overwrite, notes=notes,
+                    reproducible=args.seed is not None,
+                )  # fmt: skip
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
+    say(f"wrote {len(plan.workload)} marginal tables ({', '.join(opts['formats'])}), measurements.parquet and manifest.json to {written}/")
+    say(fmt_privacy(privacy))
     return meas
+
+
+def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
+    """The ledger charge of this release: a context manager that reserves ρ of the plan (for
+    discrete noise the rounded-up σ spends at most that) before any noise is drawn, and marks
+    the spend completed or failed on exit (a no-op without a ledger)."""
+    from contextlib import nullcontext
+
+    if ledger is None:
+        warn_line("--no-ledger: this release is not recorded in any privacy-budget ledger")
+        return nullcontext()
+    fp = ledger.fingerprint(data)
+    charge = ledger.reserve(opts["dataset"], fp, rho=float(plan.rho), note=f"release to {out}")
+    before = ledger.spent(opts["dataset"], fp)
+    cap = f" of its cap {before.rho_cap:.6g}" if before.rho_cap is not None else " (no cap set)"
+    say.note(f"ledger {ledger.path}: dataset {opts['dataset']!r} has spent rho = {before.rho:.6g}{cap} "
+             f"before this release of rho = {float(plan.rho):.6g}")
+    return charge
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -410,11 +521,14 @@ def _print_table(df: pd.DataFrame, fmt: str) -> None:
 
 def cmd_query(args: argparse.Namespace) -> int:
     say = Out(args.quiet or args.format != "table")
-    rel = load_release(args.release)
+    names = _marginal_names(args)  # checked before the release is read
+    if args.level is not None and not (math.isfinite(args.level) and 0 < args.level < 1):
+        raise CLIError(f"--level must be strictly between 0 and 1, got {args.level!r}")
+    rel = load_release(args.release, verify=not args.no_verify)
     p = rel.privacy
-    if args.marginal is None:
+    if names is None:
         say(f"{rel.path}: dpmatrix {rel.manifest['library']['version']} release created {rel.manifest['created']}")
-        say(fmt_privacy(p["rho"], p["mu"], p["epsilon"], p["delta"]))
+        say(fmt_privacy(p))
         rows = pd.DataFrame(
             {
                 "marginal": [",".join(e["attributes"]) or "total" for e in rel.manifest["marginals"]],
@@ -425,12 +539,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         say(f"{len(rows)} saved marginals (any marginal of their closure can be queried):")
         _print_table(rows, args.format)
         return 0
-    text = args.marginal.strip()
-    names: list[str] = [] if text.lower() in ("total", "()", "") else [n.strip() for n in text.split(",")]
     key = rel.domain.resolve(names)
     level = rel.level if args.level is None else args.level
-    if not 0 < level < 1:
-        raise CLIError(f"--level must be strictly between 0 and 1, got {level!r}")
     saved = rel.has_table(key)
     if saved and level == rel.level:
         df = rel.table(key, rel.manifest["tables"]["formats"][0])
@@ -440,9 +550,25 @@ def cmd_query(args: argparse.Namespace) -> int:
         source = "reconstructed from the saved measurements"
     label = ",".join(rel.domain.names_of(key)) or "total"
     say(f"marginal {label} ({source}); estimate, variance, std, {level:.0%} confidence interval [lower, upper]")
-    say(fmt_privacy(p["rho"], p["mu"], p["epsilon"], p["delta"]))
+    say(fmt_privacy(p))
     _print_table(df, args.format)
     return 0
+
+
+def _marginal_names(args: argparse.Namespace) -> list[str] | None:
+    """Attribute names from --marginal (comma-separated) or --marginal-json (a JSON list of
+    names: any characters, e.g. '["a,b", "c;d"]'); ``None`` when neither is given."""
+    if args.marginal is not None and args.marginal_json is not None:
+        raise CLIError("give --marginal or --marginal-json, not both")
+    if args.marginal_json is not None:
+        names = loads_strict(args.marginal_json, CLIError, "--marginal-json")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise CLIError(f"--marginal-json must be a JSON list of attribute names, got {args.marginal_json!r}")
+        return names
+    if args.marginal is None:
+        return None
+    text = args.marginal.strip()
+    return [] if text.lower() in ("total", "()", "") else [n.strip() for n in text.split(",")]
 
 
 # -- demo ----------------------------------------------------------------------------------------
@@ -463,7 +589,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         query_types=None, attributes=None, rho=args.rho, epsilon=None, delta=None, mu=None,
         objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
         on_unknown="error", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
-        seed=args.seed,
+        seed=args.seed, noise=args.noise, spill=False, max_cells=None, dataset="dpmatrix-demo-adult",
+        ledger=args.ledger, no_ledger=args.no_ledger,
     )  # fmt: skip
     out = Path(args.out)
     # re-running the demo replaces its own earlier release, never any other folder
@@ -539,7 +666,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--spill", action="store_true",
                    help="keep the noisy answers in a temporary on-disk store instead of memory "
                         "(plans with hundreds of millions of noisy numbers)")
-    r.add_argument("--seed", type=int, help="TESTING ONLY: fix the noise (never written to the release)")
+    r.add_argument("--seed", type=int, help="TESTING ONLY: fix the noise (never written to the release; the "
+                   "release is marked REPRODUCIBLE, NOT PRIVATE)")
+    r.add_argument("--max-cells", type=int, metavar="N",
+                   help="refuse releases with more than N table rows + noisy values (default 500,000,000), "
+                   "checked before any data is read")
+    _add_ledger(r)
     _add_noise(r)
     _add_quiet(r)
     r.set_defaults(func=cmd_release)
@@ -551,6 +683,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "from the saved measurements, without the data.")
     q.add_argument("release", metavar="DIR", help="release folder")
     q.add_argument("--marginal", metavar="A,B", help="attributes of the marginal, e.g. age,sex ('total' for the count)")
+    q.add_argument("--marginal-json", metavar="JSON",
+                   help='attributes as a JSON list, for names with any characters: \'["a,b", "c;d"]\'')
+    q.add_argument("--no-verify", action="store_true",
+                   help="skip the SHA-256 checks of the release's files (paths and the stated privacy are always checked)")
     q.add_argument("--level", type=float, help="confidence level (default: the release's)")
     q.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
     _add_quiet(q)
@@ -564,6 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="max_var (default) keeps small tables accurate; sum_var minimizes total variance")
     d.add_argument("--seed", type=int, default=None,
                    help="TESTING ONLY: seed for reproducible noise (a real release must not fix it)")
+    _add_ledger(d, dataset=False)
     _add_noise(d)
     _add_quiet(d)
     d.set_defaults(func=cmd_demo)
@@ -580,7 +717,65 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_quiet(i)
     i.set_defaults(func=cmd_infer_domain)
+
+    led = sub.add_parser("ledger", help="the privacy-budget ledger: show spends, set a dataset's cap",
+                         description="Every release is charged to a ledger before any noise is drawn "
+                         "(default file: $DPMATRIX_LEDGER or ~/.local/share/dpmatrix/ledger.sqlite3).")
+    lsub = led.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    ls = lsub.add_parser("show", help="totals per dataset (and every spend with --all)")
+    ls.add_argument("--ledger", metavar="PATH", help="ledger file")
+    ls.add_argument("--all", action="store_true", help="also list every release")
+    ls.add_argument("--delta", type=float, help="delta at which the rho totals are shown as epsilon (default 1e-9)")
+    ls.set_defaults(func=cmd_ledger_show)
+    lc = lsub.add_parser("set-cap", help="set a dataset's total budget (releases beyond it are refused)")
+    lc.add_argument("dataset", metavar="NAME", help="dataset name (as given to release --dataset)")
+    lc.add_argument("--rho", type=float, help="cap on the total rho (zCDP)")
+    lc.add_argument("--epsilon", type=float, help="cap on the total pure epsilon")
+    lc.add_argument("--ledger", metavar="PATH", help="ledger file")
+    lc.set_defaults(func=cmd_ledger_set_cap)
     return parser
+
+
+def _add_ledger(p: argparse.ArgumentParser, dataset: bool = True) -> None:
+    g = p.add_argument_group("privacy-budget ledger")
+    g.add_argument("--ledger", metavar="PATH",
+                   help="ledger file (default: $DPMATRIX_LEDGER, else ~/.local/share/dpmatrix/ledger.sqlite3)")
+    if dataset:
+        g.add_argument("--dataset", metavar="NAME",
+                       help="name the spend is charged to (default: the data file's name without suffix)")
+    g.add_argument("--no-ledger", action="store_true", help="do not record this release (warned)")
+
+
+# -- ledger --------------------------------------------------------------------------------------
+def cmd_ledger_show(args: argparse.Namespace) -> int:
+    delta = _report_delta(args)
+    led = Ledger(args.ledger)
+    rows = led.datasets()
+    print(f"ledger {led.path}: {len(rows)} dataset(s)")
+    for d in rows:
+        eps = epsilon_from_zcdp(d.rho, delta) if d.rho > 0 else 0.0
+        cap = f"cap rho {d.rho_cap:.6g}" if d.rho_cap is not None else "no rho cap"
+        ecap = f", cap pure epsilon {d.epsilon_cap:.6g}" if d.epsilon_cap is not None else ""
+        print(f"{d.dataset}: {d.releases} release(s); rho = {d.rho:.6g} (zCDP, sum; epsilon = {eps:.6g} "
+              f"at delta = {delta:.3g}); pure epsilon = {d.epsilon:.6g} (sum); {cap}{ecap}")
+    if args.all:
+        print(pd.DataFrame(led.rows()).to_string(index=False) if led.rows() else "(no releases)")
+    return 0
+
+
+def cmd_ledger_set_cap(args: argparse.Namespace) -> int:
+    if args.rho is None and args.epsilon is None:
+        raise CLIError("give --rho and/or --epsilon")
+    for n in ("rho", "epsilon"):
+        v = getattr(args, n)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise CLIError(f"--{n} must be a non-negative number, got {v!r}")
+    led = Ledger(args.ledger)
+    led.set_cap(args.dataset, rho=args.rho, epsilon=args.epsilon)
+    s = led.spent(args.dataset)
+    print(f"dataset {s.dataset!r}: cap rho = {s.rho_cap}, pure epsilon = {s.epsilon_cap}; spent so far "
+          f"rho = {s.rho:.6g}, pure epsilon = {s.epsilon:.6g} in {s.releases} release(s)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -593,9 +788,24 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
 
 
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``dpmatrix query ... | head``): exit quietly. stdout is
+    pointed at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except DPMatrixError as exc:
         if args.debug:
             raise

@@ -179,6 +179,8 @@ class Domain:
                 labels = value.pop("labels", None)
                 bins = value.pop("bins", None)
                 size = value.pop("size", None)
+                if labels is not None and (not isinstance(labels, Sequence) or isinstance(labels, str)):
+                    raise DomainError(f"attribute {name!r}: labels must be a list of strings")
                 if size is None and labels is not None:
                     size = len(labels)
                 if size is None and bins is not None:

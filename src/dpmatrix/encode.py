@@ -270,6 +270,32 @@ def encode_frame(
     return pd.DataFrame(out, index=df_raw.index, columns=list(domain.names))
 
 
+def read_csv_text(path: str, domain: Domain, *, delimiter: str | None = None) -> pd.DataFrame:
+    """The domain's columns of a CSV file with every value as text (no type sniffing, no
+    "NA"/"None"/"null" turned into missing, "01" kept as "01"); only an empty field is missing.
+    DuckDB reads raw CSV the same way (``all_varchar``), so both engines see the same values.
+
+    Parameters
+    ----------
+    path : str
+    domain : Domain
+    delimiter : str, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        Object columns of ``str`` (``None`` for empty fields).
+    """
+    try:
+        df = pd.read_csv(
+            path, sep=delimiter or ",", dtype=str, keep_default_na=False, na_filter=False,
+            usecols=lambda c: c in domain,
+        )  # fmt: skip
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read {path!r}: {exc}") from None
+    return df.astype(object).mask(df == "", None)
+
+
 # -- DuckDB SQL path -----------------------------------------------------------------------------
 
 

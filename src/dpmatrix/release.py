@@ -4,33 +4,59 @@ Layout of a release folder::
 
     manifest.json            format, library version, creation time (UTC), domain, workload,
                              objective, per-residual noise scales (sigma2), privacy (rho, pcost,
-                             mu, epsilon at a stated delta), confidence level, and one entry per
-                             released marginal (attributes, cells, variance, files)
+                             mu, epsilon at a stated delta, reproducible), confidence level, one
+                             entry per released marginal (attributes, cells, variance, files) and
+                             ``files``: the SHA-256 of every other file of the release
+    manifest.sha256          SHA-256 of manifest.json (written last: its presence marks a complete
+                             release)
     measurements.parquet     the noisy residual answers ω_A, one row per measured residual set
                              (columns: attributes, shape, values) — with the manifest, enough to
                              reconstruct any marginal of the workload's closure later
-    marginals/<a>__<b>.parquet, marginals/<a>__<b>.csv
+    marginals/<slug>-<hash>.parquet, .csv
                              one tidy table per workload marginal: attribute columns (labels),
-                             estimate, variance, std, lower, upper (normal interval at the level
-                             in the manifest)
+                             estimate, variance, std, lower, upper; ``<slug>`` is a readable form
+                             of the attribute names and ``<hash>`` the first 12 hex digits of the
+                             SHA-256 of their exact JSON list, so distinct marginals never share a
+                             file (issue 16 item 9); the manifest maps attributes to files
 
 Nothing derived from the data other than noisy answers is written: no record, no record count,
-no data path, no random seed. Tables are written one marginal at a time from
-:meth:`~dpmatrix.Measurements.iter_marginals`, so a release of many large marginals never holds
-all answers in memory. The folder is first written under a temporary name next to ``out_dir``
-and renamed at the end, so a failed run leaves no half-written release behind.
+no data path, no random seed.
+
+Safe writes (issue 16 items 5, 7, 8). Next to ``OUT`` live only hidden siblings:
+``.OUT.lock`` (an ``fcntl`` lock held for the whole write: a second writer gets a clear error),
+``.OUT.partial-XXXX`` (the new release being written), ``.OUT.old-XXXX`` (the previous release
+during an overwrite) and ``.OUT.work-XXXX`` (DuckDB spill / on-disk store of the CLI). An overwrite
+renames ``OUT`` to ``.OUT.old-*``, the finished ``.OUT.partial-*`` to ``OUT``, then removes the
+old one: at every instant a complete release exists under ``OUT`` or one of those names, and
+:func:`load_release` falls back to it when ``OUT`` is missing. Leftovers of a killed run are
+removed (or the complete one restored) by the next write to ``OUT``, with a warning stating the
+privacy meaning: a leftover measurement is budget already spent.
+
+Integrity (issue 16 item 11). Threat model: accidental corruption and naive tampering (an edited
+table, a lowered ρ in the manifest, a manifest path pointing outside the folder). Every file is
+verified against the manifest's SHA-256 when it is read, the manifest against
+``manifest.sha256``, every manifest path must resolve inside the folder, and the stated ρ and ε
+must equal those recomputed from the manifest's own noise scales. A determined forger can
+recompute all digests: this is not a signature (signing the manifest with a curator key is the
+noted next step).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
+import hashlib
 import json
 import math
+import os
 import re
 import shutil
+import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +68,27 @@ from tqdm.auto import tqdm
 
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
-from .jsonfile import json_float, read_json
+from .jsonfile import json_float, loads_strict
 from .planners.residual.plan import PLAN_FORMAT, Plan
-from .privacy import epsilon_from_zcdp
+from .plan_file import check_plan_spec
 from .reconstruct.measurements import Measurements, query_labels
+from .statement import check_delta, privacy_summary
 from .version import __version__
 from .workload import AttrSet
 
-__all__ = ["RELEASE_FORMAT", "Release", "load_release", "write_release"]
+__all__ = [
+    "RELEASE_FORMAT",
+    "LeftoverWarning",
+    "Release",
+    "load_release",
+    "output_lock",
+    "recover_output",
+    "write_release",
+]
 
 RELEASE_FORMAT = "dpmatrix.release/1"
 MANIFEST = "manifest.json"
+MANIFEST_DIGEST = "manifest.sha256"
 MEASUREMENTS = "measurements.parquet"
 MARGINALS_DIR = "marginals"
 FORMATS = ("parquet", "csv")
@@ -70,6 +106,15 @@ _MEAS_SCHEMA = pa.schema(
         ("values", pa.list_(pa.float64())),
     ]
 )
+
+LEFTOVER_MEANING = (
+    "it held noisy measurements of the data, so its privacy budget was already spent (the "
+    "ledger keeps that spend); a new release is a new measurement and spends budget again"
+)
+
+
+class LeftoverWarning(UserWarning):
+    """Files of an interrupted release were found next to the output folder and dealt with."""
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -97,50 +142,288 @@ def dump_json(obj: Any, indent: str = "") -> str:
     return json.dumps(obj, allow_nan=False, ensure_ascii=False)
 
 
-def file_stem(names: Sequence[str]) -> str:
-    """File name (without suffix) of a marginal: attribute names joined by ``__``, unsafe
-    characters replaced by ``_``; ``total`` for the 0-way marginal."""
-    if not names:
-        return "total"
-    stem = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names)
-    return stem[:150]
+def table_stem(names: Sequence[str]) -> str:
+    """File name (without suffix) of a marginal's table: a readable slug (names joined by
+    ``__``, characters outside ``[A-Za-z0-9._-]`` replaced by ``_``, at most 80 characters;
+    ``total`` for the 0-way marginal) and ``-`` and 12 hex digits of the SHA-256 of the exact
+    JSON list of names. Distinct attribute tuples get distinct stems (up to a 2⁻⁴⁸ hash
+    collision, which :func:`write_release` would refuse rather than overwrite)."""
+    slug = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names) or "total"
+    digest = hashlib.sha256(json.dumps(list(names), ensure_ascii=False).encode()).hexdigest()[:12]
+    return f"{slug[:80]}-{digest}"
+
+
+file_stem = table_stem  # former name
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
-    fs = tuple(dict.fromkeys(str(f).lower() for f in formats))
+    if isinstance(formats, str):
+        formats = [f for f in formats.split(",")]
+    fs = tuple(dict.fromkeys(str(f).strip().lower() for f in formats if str(f).strip()))
     bad = [f for f in fs if f not in FORMATS]
     if bad or not fs:
-        raise ReleaseError(f"table formats must be among {FORMATS}, got {list(formats)!r}")
+        raise ReleaseError(f"table formats must be among {', '.join(FORMATS)}, got {', '.join(map(str, formats)) or 'none'}")
     return fs
 
 
-def is_release(path: str | Path) -> bool:
-    """True if ``path`` is a folder holding a dpmatrix release manifest."""
-    m = Path(path) / MANIFEST
+def _sibling(out: Path, kind: str) -> Path:
+    return out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex[:8]}"
+
+
+def _siblings(out: Path, kind: str) -> list[Path]:
+    prefix = f".{out.name}.{kind}-"
     try:
-        return json.loads(m.read_text()).get("format") == RELEASE_FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+        return sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix))
+    except OSError:
+        return []
 
 
-def prepare_target(out: Path, overwrite: bool) -> None:
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _inside(folder: Path, rel: Any) -> Path:
+    """``folder / rel``, refused unless ``rel`` is a relative path that resolves inside
+    ``folder`` (no absolute paths, no ``..`` escapes, no symlinks leading out)."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel or Path(rel).is_absolute():
+        raise ReleaseError(f"the manifest of {str(folder)!r} names a file outside the release folder: {rel!r}")
+    root = folder.resolve()
+    target = (folder / rel).resolve()
+    if target != root and root not in target.parents:
+        raise ReleaseError(
+            f"the manifest of {str(folder)!r} names a file outside the release folder: {rel!r}; "
+            "refusing to read it"
+        )
+    return folder / rel
+
+
+def _listed_files(manifest: Mapping[str, Any]) -> dict[str, str | None]:
+    """Relative path -> SHA-256 (``None`` in manifests written before digests were recorded)."""
+    files = manifest.get("files")
+    if isinstance(files, dict):
+        return {str(k): (v if isinstance(v, str) else None) for k, v in files.items()}
+    out: dict[str, str | None] = {}
+    meas = manifest.get("measurements", {})
+    out[str(meas.get("file", MEASUREMENTS)) if isinstance(meas, dict) else MEASUREMENTS] = None
+    for e in manifest.get("marginals", []) or []:
+        if isinstance(e, dict) and isinstance(e.get("files"), dict):
+            for rel in e["files"].values():
+                out[str(rel)] = None
+    return out
+
+
+def release_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` is not a complete dpmatrix release (``None`` if it is): no or foreign
+    manifest, a digest that does not match the manifest, a listed file missing, or files that
+    the release does not list (a curator's own files). Reads no table contents."""
+    folder = Path(folder)
+    try:
+        raw = (folder / MANIFEST).read_bytes()
+    except OSError:
+        return f"no readable {MANIFEST}"
+    try:
+        manifest = loads_strict(raw.decode("utf-8"), ReleaseError, MANIFEST)
+    except (ReleaseError, UnicodeDecodeError) as exc:
+        return str(exc)
+    if not isinstance(manifest, dict) or manifest.get("format") != RELEASE_FORMAT:
+        return f"{MANIFEST} is not a {RELEASE_FORMAT} manifest"
+    for k in ("domain", "workload", "residuals", "privacy", "marginals"):
+        if k not in manifest:
+            return f"{MANIFEST} lacks {k!r}"
+    expected = {MANIFEST}
+    if isinstance(manifest.get("files"), dict):
+        expected.add(MANIFEST_DIGEST)
+        try:
+            stated = (folder / MANIFEST_DIGEST).read_text().split()[0]
+        except (OSError, IndexError, UnicodeDecodeError):
+            return f"no {MANIFEST_DIGEST} (the release was not finished)"
+        if stated != hashlib.sha256(raw).hexdigest():
+            return f"{MANIFEST} does not match {MANIFEST_DIGEST}"
+    for rel in _listed_files(manifest):
+        try:
+            p = _inside(folder, rel)
+        except ReleaseError as exc:
+            return str(exc)
+        if not p.is_file():
+            return f"listed file {rel!r} is missing"
+        expected.add(rel)
+    extra = []
+    for p in folder.rglob("*"):
+        if p.is_file() or p.is_symlink():
+            rel = p.relative_to(folder).as_posix()
+            if rel not in expected:
+                extra.append(rel)
+    if extra:
+        return f"it holds files that are not part of the release ({', '.join(sorted(extra)[:3])})"
+    return None
+
+
+def is_release(path: str | Path) -> bool:
+    """True if ``path`` is a folder holding a complete dpmatrix release and nothing else."""
+    return Path(path).is_dir() and release_problem(path) is None
+
+
+# -- locking and recovery ------------------------------------------------------------------------
+_HELD: dict[str, list] = {}
+_HELD_GUARD = threading.Lock()
+
+
+@contextmanager
+def output_lock(out_dir: str | Path) -> Iterator[bool]:
+    """Hold the write lock of a release folder (``fcntl.flock`` on the hidden sibling
+    ``.OUT.lock``, which is left in place) for the duration of the ``with`` block.
+
+    Re-entrant within one process; a second process gets :class:`~dpmatrix.ReleaseError` at
+    once instead of waiting. The lock is released by the OS when the process dies, so a killed
+    writer never blocks the next one.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        The release folder (need not exist yet; its parent is created).
+
+    Yields
+    ------
+    bool
+        True if this call took the lock (False when the process already held it: then the
+        outer holder has already recovered leftovers, and its own work files are not leftovers).
+    """
+    out = Path(out_dir).absolute()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReleaseError(f"cannot create {str(out.parent)!r}: {exc.strerror or exc}") from None
+    lock = out.parent / f".{out.name}.lock"
+    key = str(lock)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+    if held is None:
+        fd = _acquire(lock, out)
+        with _HELD_GUARD:
+            _HELD[key] = [fd, 1]
+    try:
+        yield held is None
+    finally:
+        with _HELD_GUARD:
+            entry = _HELD[key]
+            entry[1] -= 1
+            last = entry[1] == 0
+            if last:
+                del _HELD[key]
+        if last:
+            # unlink while still holding the lock: a process that opened the old file checks
+            # (in _acquire) that what it locked is still the file at that path
+            try:
+                os.unlink(lock)
+            except OSError:
+                pass
+            fcntl.flock(entry[0], fcntl.LOCK_UN)
+            os.close(entry[0])
+
+
+def _acquire(lock: Path, out: Path) -> int:
+    for _ in range(100):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ReleaseError(f"cannot create the lock file {str(lock)!r}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ReleaseError(
+                f"another dpmatrix process is writing a release to {str(out)!r} (its lock "
+                f"{lock.name} is held); wait for it to finish or choose another folder"
+            ) from None
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder removed the file after we opened it: lock the new one
+    raise ReleaseError(f"cannot take the lock {str(lock)!r}: it keeps being replaced")
+
+
+def recover_output(out_dir: str | Path) -> list[str]:
+    """Deal with what an interrupted write to ``out_dir`` left behind; call with the lock held.
+
+    If ``out_dir`` is missing (a kill between the two renames of an overwrite), the finished
+    new release (a complete ``.OUT.partial-*``) or else the previous one (``.OUT.old-*``) is
+    renamed into place. Every other leftover (``.OUT.partial-*``, ``.OUT.old-*``,
+    ``.OUT.work-*``) is removed. Each action is returned as a message (and warned as
+    :class:`LeftoverWarning`) stating its privacy meaning.
+
+    Returns
+    -------
+    list of str
+    """
+    out = Path(out_dir).absolute()
+    msgs: list[str] = []
+    partials, olds, works = _siblings(out, "partial"), _siblings(out, "old"), _siblings(out, "work")
+    if not out.exists():
+        for cand in [p for p in partials if is_release(p)] + [p for p in olds if is_release(p)]:
+            os.rename(cand, out)
+            _fsync_dir(out.parent)
+            which = "the finished new release" if cand in partials else "the previous release"
+            msgs.append(f"an overwrite of {str(out)!r} was interrupted; restored {which} from {cand.name}")
+            break
+    for p in _siblings(out, "partial") + works:
+        shutil.rmtree(p, ignore_errors=True)
+        msgs.append(f"removed {p.name} left by an interrupted release to {str(out)!r}: {LEFTOVER_MEANING}")
+    for p in _siblings(out, "old"):
+        shutil.rmtree(p, ignore_errors=True)
+        msgs.append(f"removed {p.name}, the previous release left by an interrupted overwrite of {str(out)!r}")
+    for m in msgs:
+        warnings.warn(m, LeftoverWarning, stacklevel=2)
+    return msgs
+
+
+def check_target(out_dir: str | Path, overwrite: bool) -> None:
+    """Refuse (with :class:`~dpmatrix.ReleaseError`) to write to ``out_dir`` unless it is
+    missing, an empty folder, or — with ``overwrite`` — a complete dpmatrix release holding
+    nothing else (a bare manifest or a curator's extra files are never wiped)."""
+    out = Path(out_dir)
     if not out.exists():
         return
     if not out.is_dir():
         raise ReleaseError(f"output {str(out)!r} exists and is not a folder")
     if not any(out.iterdir()):
         return
-    if overwrite and is_release(out):
-        return
-    if overwrite:
+    if not overwrite:
         raise ReleaseError(
-            f"output folder {str(out)!r} is not empty and is not a dpmatrix release; "
+            f"output folder {str(out)!r} is not empty; choose another folder or replace an earlier "
+            "release with --overwrite"
+        )
+    problem = release_problem(out)
+    if problem is not None:
+        raise ReleaseError(
+            f"output folder {str(out)!r} is not a dpmatrix release holding nothing else ({problem}); "
             "refusing to replace it (choose another --out)"
         )
-    raise ReleaseError(
-        f"output folder {str(out)!r} is not empty; choose another folder or replace an earlier "
-        "release with --overwrite"
-    )
+
+
+_prepare_target = check_target  # former name
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -173,12 +456,21 @@ def _write_table(table: pd.DataFrame, base: Path, formats: Sequence[str]) -> dic
     files: dict[str, str] = {}
     for f in formats:
         path = base.with_name(base.name + "." + f)
+        if path.exists():
+            raise ReleaseError(f"two marginals map to the table file {path.name!r}; refusing to overwrite")
         if f == "parquet":
             table.to_parquet(path, index=False)
         else:
             table.to_csv(path, index=False)
         files[f] = f"{MARGINALS_DIR}/{path.name}"
     return files
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def write_release(
@@ -191,33 +483,35 @@ def write_release(
     progress: bool = False,
     overwrite: bool = False,
     notes: Mapping[str, Any] | None = None,
+    reproducible: bool | None = None,
 ) -> Path:
-    """Write a release folder (layout in the module docstring).
+    """Write a release folder (layout, locking and integrity in the module docstring).
 
     Parameters
     ----------
     measurements : Measurements
-        What :func:`dpmatrix.measure` returned (ResidualPlanner plans).
-    out_dir : str or pathlib.Path
-        The release folder to create.
-    level : float, default 0.95
+    out_dir : str or Path
+    level : float
         Confidence level of the ``lower``/``upper`` columns.
     delta : float
-        The δ at which ε is reported in the manifest.
+        δ at which ε is reported (checked by :func:`dpmatrix.statement.check_delta`).
     formats : iterable of {"parquet", "csv"}
-        Table formats.
-    progress : bool, default False
-        Show a progress bar.
-    overwrite : bool, default False
-        Replace an existing release in ``out_dir`` (never any other folder).
+    progress : bool
+    overwrite : bool
+        Replace an existing complete release in ``out_dir`` (never any other folder); the
+        swap never leaves ``out_dir`` without a complete release.
     notes : mapping, optional
-        Extra JSON-ready facts for the manifest (e.g. how raw values were encoded); they must
-        not contain anything computed from the data.
+        Extra JSON-ready facts for the manifest; nothing computed from the data.
+    reproducible : bool, optional
+        The noise came from a user-given seed: recorded in the manifest and in every privacy
+        line as "REPRODUCIBLE, NOT PRIVATE". ``None``: inferred from
+        ``measurements.randomness`` (``"seeded_insecure"``), which cannot tell a seeded
+        floating-point Gaussian generator from an OS-seeded one — pass it explicitly.
 
     Returns
     -------
-    pathlib.Path
-        The folder written.
+    Path
+        ``out_dir``.
 
     Examples
     --------
@@ -232,113 +526,188 @@ def write_release(
     if not isinstance(measurements, Measurements):
         raise ReleaseError(f"write_release needs Measurements, got {type(measurements).__name__}")
     formats = _check_formats(formats)
-    if not 0 < float(level) < 1:
+    if isinstance(level, (str, bool)) or not 0 < float(level) < 1:
         raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
+    delta = check_delta(delta)
+    if reproducible is None:
+        reproducible = measurements.randomness == "seeded_insecure"
     plan: Plan = measurements.plan  # type: ignore[assignment]
-    discrete = measurements.noise == "discrete_gaussian"
-    # discrete Gaussian noise is rho-zCDP (Canonne-Kamath-Steinke); the exact analytic curve and
-    # mu-GDP are established for the continuous Gaussian only
-    epsilon = epsilon_from_zcdp(plan.rho, delta) if discrete else plan.epsilon(delta)
-    out = Path(out_dir)
-    prepare_target(out, overwrite)
-    parent = out.absolute().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ReleaseError(f"cannot create {str(parent)!r}: {exc.strerror or exc}") from None
-    stage = parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
-    try:
-        (stage / MARGINALS_DIR).mkdir(parents=True)
-        n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
-        wk = plan.workload
-        info = plan.marginal_table()
-        entries: list[dict[str, Any]] = []
-        used: set[str] = set()
-        row = {m: i for i, m in enumerate(info["marginal"])}
-        for names, table in measurements.iter_marginals(level=level, progress=progress):
-            stem = file_stem(names)
-            if stem.lower() in used:
-                stem = f"{stem}-{len(used)}"
-            used.add(stem.lower())
-            files = _write_table(table, stage / MARGINALS_DIR / stem, formats)
-            i = row[",".join(names)]
-            entries.append(
-                {
-                    "attributes": list(names),
-                    "cells": int(wk.cells[i]),
-                    "weight": float(wk.weights[i]),
-                    "max_variance": json_float(float(info["max_variance"][i])),
-                    "files": files,
-                }
-            )
-        spec = plan.to_dict()
-        manifest: dict[str, Any] = {
-            "format": RELEASE_FORMAT,
-            "library": {"name": "dpmatrix", "version": _library_version()},
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "privacy": {
-                "rho": plan.rho,
-                "pcost": plan.pcost,
-                "mu": None if discrete else plan.mu,
-                "epsilon": epsilon,
-                "delta": float(delta),
-                "definition": (
-                    "rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020); "
-                    "(epsilon, delta)-DP by their zCDP conversion; neighbouring datasets differ "
-                    "by adding or removing one record"
-                    if discrete
-                    else "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact "
-                    "analytic Gaussian conversion); neighbouring datasets differ by adding or "
-                    "removing one record"
-                ),
-            },
-            "mechanism": {
-                "noise": measurements.noise,
-                "randomness": measurements.randomness,
-                "planner": "ResidualPlanner" if plan.is_plain else "ResidualPlanner+",
-            },
-            "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
-            "confidence_level": float(level),
-            "plan_format": spec["format"],
-            "domain": spec["domain"],
-            "workload": spec["workload"],
-            "strategies": spec["strategies"],
-            "construction": spec["construction"],
-            "objective": spec["objective"],
-            "residuals": spec["residuals"],
-            "measurements": {"file": MEASUREMENTS, "residual_sets": n_sets, "noisy_values": n_values},
-            "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"]},
-            "marginals": entries,
-        }
-        if notes:
-            manifest["notes"] = dict(notes)
-        (stage / MANIFEST).write_text(dump_json(manifest) + "\n")
-        if out.exists():
-            shutil.rmtree(out) if any(out.iterdir()) else out.rmdir()
-        stage.rename(out)
-    except OSError as exc:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise ReleaseError(f"cannot write the release to {str(out)!r}: {exc.strerror or exc}") from None
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    return out
+    privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
+    out = Path(out_dir).absolute()
+    with output_lock(out) as fresh:
+        if fresh:
+            recover_output(out)
+        check_target(out, overwrite)
+        stage = _sibling(out, "partial")
+        try:
+            _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
+            _swap_into_place(stage, out)
+        except OSError as exc:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise ReleaseError(f"cannot write the release to {str(out)!r}: {exc.strerror or exc}") from None
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+    return Path(out_dir)
+
+
+def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible) -> None:
+    (stage / MARGINALS_DIR).mkdir(parents=True)
+    n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
+    wk = plan.workload
+    info = plan.marginal_table()
+    entries: list[dict[str, Any]] = []
+    row = {m: i for i, m in enumerate(info["marginal"])}
+    for names, table in measurements.iter_marginals(level=level, progress=progress):
+        files = _write_table(table, stage / MARGINALS_DIR / table_stem(names), formats)
+        i = row[",".join(names)]
+        entries.append(
+            {
+                "attributes": list(names),
+                "cells": int(wk.cells[i]),
+                "weight": float(wk.weights[i]),
+                "max_variance": json_float(float(info["max_variance"][i])),
+                "files": files,
+            }
+        )
+    spec = plan.to_dict()
+    digests = {MEASUREMENTS: sha256_file(stage / MEASUREMENTS)}
+    for e in entries:
+        for rel in e["files"].values():
+            digests[rel] = sha256_file(stage / rel)
+    manifest: dict[str, Any] = {
+        "format": RELEASE_FORMAT,
+        "library": {"name": "dpmatrix", "version": _library_version()},
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "privacy": privacy,
+        "mechanism": {
+            "noise": measurements.noise,
+            "randomness": measurements.randomness,
+            "reproducible": bool(reproducible),
+            "planner": "ResidualPlanner" if plan.is_plain else "ResidualPlanner+",
+        },
+        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
+        "confidence_level": float(level),
+        "plan_format": spec["format"],
+        "domain": spec["domain"],
+        "workload": spec["workload"],
+        "strategies": spec["strategies"],
+        "construction": spec["construction"],
+        "objective": spec["objective"],
+        "residuals": spec["residuals"],
+        "measurements": {"file": MEASUREMENTS, "residual_sets": n_sets, "noisy_values": n_values},
+        "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"]},
+        "marginals": entries,
+        "files": digests,
+    }
+    if notes:
+        manifest["notes"] = dict(notes)
+    text = dump_json(manifest) + "\n"
+    _write_synced(stage / MANIFEST, text)
+    # written last: its presence (matching the manifest) marks the stage as a complete release
+    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
+    _fsync_dir(stage)
+
+
+def _swap_into_place(stage: Path, out: Path) -> None:
+    """``stage`` becomes ``out``; an existing ``out`` is renamed aside first and removed last,
+    so a kill at any point leaves a complete release under ``out`` or a hidden sibling."""
+    if out.exists() and any(out.iterdir()):
+        trash = _sibling(out, "old")
+        os.rename(out, trash)
+        try:
+            os.rename(stage, out)
+        except BaseException:
+            os.rename(trash, out)  # put the previous release back
+            raise
+        _fsync_dir(out.parent)
+        shutil.rmtree(trash, ignore_errors=True)
+        return
+    if out.exists():
+        out.rmdir()
+    os.rename(stage, out)
+    _fsync_dir(out.parent)
 
 
 # -- reading -------------------------------------------------------------------------------------
+class _ParquetResiduals(Mapping):
+    """The noisy residual answers of ``measurements.parquet``, read on demand (issue 16 item
+    13): opening checks the file's digest and reads only the ``attributes`` and ``shape``
+    columns; a residual's values are read from its row group when asked for, so answering one
+    marginal decodes only the row groups of its subsets."""
+
+    def __init__(self, path: Path, domain: Domain, digest: str | None):
+        self._path = path
+        try:
+            if digest is not None and sha256_file(path) != digest:
+                raise ReleaseError(
+                    f"{path.name} was modified after the release was written (SHA-256 mismatch); "
+                    "refusing to use it (--no-verify / verify=False skips the check)"
+                )
+            self._pf = pq.ParquetFile(str(path))
+            index: dict[AttrSet, tuple[int, int, tuple[int, ...]]] = {}
+            for g in range(self._pf.num_row_groups):
+                t = self._pf.read_row_group(g, columns=["attributes", "shape"]).to_pydict()
+                for r, (names, shape) in enumerate(zip(t["attributes"], t["shape"])):
+                    try:
+                        key = domain.resolve(names)
+                    except DPMatrixError as exc:
+                        raise ReleaseError(f"measurements of an unknown residual set: {exc}") from None
+                    if key in index:
+                        raise ReleaseError(f"measurements of {tuple(names)} appear twice in {path.name}")
+                    index[key] = (g, r, tuple(int(s) for s in shape))
+        except (OSError, pa.lib.ArrowException, KeyError) as exc:
+            raise ReleaseError(f"cannot read the measurements {str(path)!r}: {exc}") from None
+        self._index = index
+        self._group: tuple[int, Any] | None = None
+
+    def shape(self, key: AttrSet) -> tuple[int, ...]:
+        return self._index[key][2]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, key: AttrSet) -> np.ndarray:
+        g, r, shape = self._index[key]
+        try:
+            if self._group is None or self._group[0] != g:
+                self._group = (g, self._pf.read_row_group(g, columns=["values"]).column(0))
+            arr = np.asarray(self._group[1][r].values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        except (OSError, pa.lib.ArrowException) as exc:
+            raise ReleaseError(f"cannot read the measurements {str(self._path)!r}: {exc}") from None
+        if arr.size != math.prod(shape):
+            raise ReleaseError(f"measurements of {key}: {arr.size} values for shape {list(shape)}")
+        return arr.reshape(shape)
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
-    """A release read back from its folder: manifest, plan, and the noisy measurements.
+    """A release read back from its folder: manifest and plan; the noisy measurements are
+    opened on first use.
 
-    :meth:`table` returns a saved table; :meth:`marginal` answers any marginal in the closure
-    of the workload (from the saved tables when possible, else reconstructed from the saved
+    :meth:`table` returns a saved table (its file verified against the manifest's SHA-256);
+    :meth:`marginal` answers any marginal in the closure of the workload (from the saved
     measurements — no data needed).
     """
 
     path: Path
     manifest: dict
     plan: Plan
-    measurements: Measurements
+    verify: bool = True
+    _opened: list = field(default_factory=list, repr=False)
+
+    @property
+    def measurements(self) -> Measurements:
+        """The noisy residual answers (read lazily from ``measurements.parquet``)."""
+        if not self._opened:
+            self._opened.append(_open_measurements(self))
+        return self._opened[0]
 
     @property
     def domain(self) -> Domain:
@@ -356,6 +725,31 @@ class Release:
     def marginals(self) -> list[tuple[str, ...]]:
         """Attribute names of every saved marginal table."""
         return [tuple(e["attributes"]) for e in self.manifest["marginals"]]
+
+    def _digest(self, rel: str) -> str | None:
+        files = self.manifest.get("files")
+        if not self.verify or not isinstance(files, dict):
+            return None
+        if rel not in files:
+            raise ReleaseError(f"{rel!r} has no digest in the manifest of {str(self.path)!r}")
+        return files[rel]
+
+    def file(self, rel: str) -> Path:
+        """Path of a file named by the manifest: confined to the folder, and (unless
+        ``verify=False``) checked against its SHA-256."""
+        p = _inside(self.path, rel)
+        want = self._digest(rel)
+        if want is not None:
+            try:
+                got = sha256_file(p)
+            except OSError as exc:
+                raise ReleaseError(f"cannot read {rel!r} of {str(self.path)!r}: {exc.strerror or exc}") from None
+            if got != want:
+                raise ReleaseError(
+                    f"{rel} in {str(self.path)!r} was modified after the release was written "
+                    "(SHA-256 mismatch); refusing to use it (--no-verify / verify=False skips the check)"
+                )
+        return p
 
     def _entry(self, key: AttrSet) -> dict | None:
         for e in self.manifest["marginals"]:
@@ -378,7 +772,7 @@ class Release:
             )
         if format not in e["files"]:
             raise ReleaseError(f"this release has no {format} tables (it has {sorted(e['files'])})")
-        path = self.path / e["files"][format]
+        path = self.file(e["files"][format])
         try:
             df = pd.read_parquet(path) if format == "parquet" else pd.read_csv(path)
         except (OSError, ValueError) as exc:
@@ -415,51 +809,145 @@ class Release:
         )
 
 
-def _read_manifest(folder: Path) -> dict:
-    if not folder.exists():
-        raise ReleaseError(f"release folder {str(folder)!r} does not exist")
-    if not folder.is_dir():
-        raise ReleaseError(f"{str(folder)!r} is not a folder (give the release folder)")
-    path = folder / MANIFEST
-    manifest = read_json(
-        path, ReleaseError, repr(str(path)), missing=f"{str(folder)!r} is not a dpmatrix release: no {MANIFEST}"
+def _open_measurements(rel: Release) -> Measurements:
+    manifest, plan, folder = rel.manifest, rel.plan, rel.path
+    meas_info = manifest.get("measurements", {})
+    rel_path = meas_info.get("file", MEASUREMENTS) if isinstance(meas_info, dict) else MEASUREMENTS
+    path = _inside(folder, rel_path)
+    noisy = _ParquetResiduals(path, plan.domain, rel._digest(rel_path))
+    dom = plan.domain
+    expected = {s for s, m in zip(plan.closure.sets, plan.measured) if m}
+    got = set(noisy)
+    missing, extra = expected - got, got - expected
+    if missing or extra:
+        which = sorted(missing or extra)[0]
+        raise ReleaseError(
+            f"measurements do not match the plan: {len(missing)} measured residual(s) missing, "
+            f"{len(extra)} unexpected (e.g. {dom.names_of(which)})"
+        )
+    for key in expected:
+        want = tuple(plan.mechanism(key).output_shape)
+        if noisy.shape(key) != want:
+            raise ReleaseError(
+                f"measurements of {dom.names_of(key)} have shape {noisy.shape(key)}, the plan "
+                f"expects {want}"
+            )
+    mech = manifest.get("mechanism", {})
+    return Measurements(
+        plan=plan, noisy=noisy, noise=mech.get("noise", "gaussian"),
+        randomness=mech.get("randomness", "unknown"),
     )
+
+
+def _fallback_folder(folder: Path) -> Path | None:
+    """A complete hidden copy of ``folder`` left by an interrupted overwrite (the finished new
+    release first, then the previous one)."""
+    out = folder.absolute()
+    for cand in _siblings(out, "partial") + _siblings(out, "old"):
+        if is_release(cand):
+            return cand
+    return None
+
+
+def _read_manifest(folder: Path, verify: bool) -> dict:
+    if not folder.is_dir():
+        if folder.exists():
+            raise ReleaseError(f"{str(folder)!r} is not a folder (give the release folder)")
+        raise ReleaseError(f"release folder {str(folder)!r} does not exist")
+    path = folder / MANIFEST
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ReleaseError(f"{str(folder)!r} is not a dpmatrix release: no {MANIFEST}") from None
+    except OSError as exc:
+        raise ReleaseError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ReleaseError(f"{str(path)!r} is not UTF-8 text") from None
+    manifest = loads_strict(text, ReleaseError, repr(str(path)))
     if not isinstance(manifest, dict) or manifest.get("format") != RELEASE_FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else None
-        raise ReleaseError(
-            f"{str(path)!r} is not a {RELEASE_FORMAT} manifest (format {got!r})"
-        )
+        raise ReleaseError(f"{str(path)!r} is not a {RELEASE_FORMAT} manifest (format {got!r})")
+    if verify and isinstance(manifest.get("files"), dict):
+        try:
+            stated = (folder / MANIFEST_DIGEST).read_text().split()[0]
+        except (OSError, IndexError, UnicodeDecodeError):
+            raise ReleaseError(
+                f"{str(folder)!r} has no {MANIFEST_DIGEST}: the release is incomplete or was altered"
+            ) from None
+        if stated != hashlib.sha256(raw).hexdigest():
+            raise ReleaseError(
+                f"{MANIFEST} in {str(folder)!r} was modified after the release was written (it "
+                f"does not match {MANIFEST_DIGEST}); refusing to use it (--no-verify / "
+                "verify=False skips the check)"
+            )
+    elif verify:
+        warnings.warn(
+            f"{str(folder)!r} was written by an older dpmatrix without file digests: its files "
+            "cannot be verified", UserWarning, stacklevel=3,
+        )  # fmt: skip
     return manifest
 
 
-def load_release(folder: str | Path) -> Release:
-    """Read a release folder written by :func:`write_release`.
+def _check_privacy_consistent(manifest: dict, plan: Plan, folder: Path) -> None:
+    """The stated ρ and ε must be those of the manifest's own noise scales."""
+    p = manifest.get("privacy")
+    if not isinstance(p, dict):
+        raise ReleaseError(f"the manifest of {str(folder)!r} has no privacy statement")
+    try:
+        stated_rho, stated_eps, delta = float(p["rho"]), float(p["epsilon"]), float(p["delta"])
+    except (KeyError, TypeError, ValueError):
+        raise ReleaseError(f"the manifest of {str(folder)!r} has an incomplete privacy statement") from None
+    noise = manifest.get("mechanism", {}).get("noise", "gaussian")
+    if not (0 < delta < 1):
+        raise ReleaseError(f"the manifest of {str(folder)!r} states delta = {delta!r}")
+    want = privacy_summary(plan, noise=noise, delta=delta)
+    if not math.isclose(stated_rho, want["rho"], rel_tol=1e-9) or not math.isclose(
+        stated_eps, want["epsilon"], rel_tol=1e-6
+    ):
+        raise ReleaseError(
+            f"the manifest of {str(folder)!r} states rho = {stated_rho:.6g}, epsilon = "
+            f"{stated_eps:.6g}, but its noise scales spend rho = {want['rho']:.6g}, epsilon = "
+            f"{want['epsilon']:.6g}: the manifest was altered; refusing to use it"
+        )
 
-    The plan is rebuilt from the manifest and the noisy residual answers from
-    ``measurements.parquet``; every measured residual must be present.
+
+def load_release(folder: str | Path, *, verify: bool = True) -> Release:
+    """Read a release folder written by :func:`write_release`.
 
     Parameters
     ----------
-    folder : str or pathlib.Path
-        A release folder.
+    folder : str or Path
+        The release folder. If it is missing because an overwrite was interrupted, its complete
+        hidden copy (``.NAME.partial-*`` / ``.NAME.old-*``) is read instead, with a warning.
+    verify : bool
+        Check ``manifest.json`` against ``manifest.sha256`` now, and every other file against
+        the manifest's SHA-256 when it is read (default). The stated ρ/ε are always checked
+        against the manifest's noise scales, and manifest paths always confined to the folder.
 
     Returns
     -------
     Release
-        ``table(attrs)`` (the saved table), ``marginal(attrs, level)``, ``measurements``,
-        ``plan`` and ``privacy``.
-
-    Raises
-    ------
-    ReleaseError
-        Not a release folder, or a measured residual is missing.
+        Measurements are opened lazily: printing a saved table reads only the manifest and
+        that table.
 
     Examples
     --------
     See :func:`write_release`.
     """
     folder = Path(folder)
-    manifest = _read_manifest(folder)
+    if not folder.exists():
+        alt = _fallback_folder(folder)
+        if alt is not None:
+            warnings.warn(
+                f"{str(folder)!r} is missing because an overwrite was interrupted; reading its "
+                f"complete copy {alt.name} (the next release to that folder restores it)",
+                LeftoverWarning, stacklevel=2,
+            )  # fmt: skip
+            folder = alt
+    manifest = _read_manifest(folder, verify)
+    check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
         spec = {
             "format": manifest.get("plan_format", PLAN_FORMAT),
@@ -471,44 +959,9 @@ def load_release(folder: str | Path) -> Release:
         raise ReleaseError(f"the manifest of {str(folder)!r} lacks {exc}") from None
     except DPMatrixError as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
-    mfile = folder / manifest.get("measurements", {}).get("file", MEASUREMENTS)
-    try:
-        pf = pq.ParquetFile(str(mfile))
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise ReleaseError(f"cannot read the measurements {str(mfile)!r}: {exc}") from None
-    dom = plan.domain
-    noisy: dict[AttrSet, np.ndarray] = {}
-    for batch in pf.iter_batches(columns=["attributes", "shape", "values"]):
-        cols = batch.to_pydict()
-        for names, shape, values in zip(cols["attributes"], cols["shape"], cols["values"]):
-            try:
-                key = dom.resolve(names)
-            except DPMatrixError as exc:
-                raise ReleaseError(f"measurements of an unknown residual set: {exc}") from None
-            arr = np.asarray(values, dtype=np.float64)
-            if arr.size != math.prod(shape):
-                raise ReleaseError(f"measurements of {tuple(names)}: {arr.size} values for shape {shape}")
-            noisy[key] = arr.reshape(shape)
-    closure = plan.closure
-    expected = {s for s, m in zip(closure.sets, plan.measured) if m}
-    missing = expected - set(noisy)
-    extra = set(noisy) - expected
-    if missing or extra:
-        which = sorted(missing or extra)[0]
-        raise ReleaseError(
-            f"measurements do not match the plan: {len(missing)} measured residual(s) missing, "
-            f"{len(extra)} unexpected (e.g. {dom.names_of(which)})"
-        )
-    for key in expected:
-        want = plan.mechanism(key).output_shape
-        if tuple(noisy[key].shape) != tuple(want):
-            raise ReleaseError(
-                f"measurements of {dom.names_of(key)} have shape {noisy[key].shape}, the plan "
-                f"expects {tuple(want)}"
-            )
-    mech = manifest.get("mechanism", {})
-    meas = Measurements(
-        plan=plan, noisy=noisy, noise=mech.get("noise", "gaussian"),
-        randomness=mech.get("randomness", "unknown"),
-    )
-    return Release(path=folder, manifest=manifest, plan=plan, measurements=meas)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
+    _check_privacy_consistent(manifest, plan, folder)
+    # paths are confined when each file is read (Release.file), not all up front: printing one
+    # saved table of a release with thousands of tables stays fast
+    return Release(path=folder, manifest=manifest, plan=plan, verify=verify)

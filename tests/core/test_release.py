@@ -4,6 +4,9 @@ import json
 
 import numpy as np
 import pandas as pd
+import hashlib
+import json
+
 import pytest
 
 import dpmatrix as dm
@@ -67,7 +70,7 @@ def test_tables_carry_labels_and_bins(codes, tmp_path):
     t = rel.table(("age", "sex"))
     assert list(t["age"].cat.categories) == ["[0, 20)", "[20, 40)", "[40, 60)", "[60, 120]"]
     assert t["sex"].astype(str).tolist()[:2] == ["F", "M"]
-    csv = pd.read_csv(tmp_path / "rel" / "marginals" / "age__sex.csv")
+    csv = pd.read_csv(tmp_path / "rel" / json.loads((tmp_path / "rel" / "manifest.json").read_text())["marginals"][0]["files"]["csv"])
     assert csv["age"].tolist()[0] == "[0, 20)" and set(csv["sex"]) == {"F", "M"}
     assert list(csv.columns) == ["age", "sex", "estimate", "variance", "std", "lower", "upper"]
     np.testing.assert_allclose(csv["upper"] - csv["estimate"], 1.959963984540054 * csv["std"])
@@ -93,7 +96,9 @@ def test_manifest_contents(codes, tmp_path):
     sig = {tuple(r["attributes"]): r["sigma2"] for r in m["residuals"]}
     assert sig[("age", "sex")] == pytest.approx(float(plan.sigma2[plan.closure.index((0, 1))]))
     assert [e["files"] for e in m["marginals"]] == [
-        {"csv": "marginals/age__sex.csv"}, {"csv": "marginals/race.csv"}
+        # file names: readable slug + 12 hex digits of the SHA-256 of the JSON attribute list
+        {"csv": "marginals/age__sex-" + hashlib.sha256(b'["age", "sex"]').hexdigest()[:12] + ".csv"},
+        {"csv": "marginals/race-" + hashlib.sha256(b'["race"]').hexdigest()[:12] + ".csv"}
     ]
     assert not list((tmp_path / "rel" / "marginals").glob("*.parquet"))
 
@@ -138,8 +143,10 @@ def test_load_errors(codes, tmp_path):
 
     t = pq.read_table(out / MEASUREMENTS)
     pq.write_table(t.slice(1), out / MEASUREMENTS)
+    with pytest.raises(dm.ReleaseError, match="modified"):  # the digest catches it first
+        load_release(out).measurements
     with pytest.raises(dm.ReleaseError, match="missing"):
-        load_release(out)
+        load_release(out, verify=False).measurements
     (out / MANIFEST).write_text("{broken")
     with pytest.raises(dm.ReleaseError, match="not valid JSON"):
         load_release(out)

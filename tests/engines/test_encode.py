@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from dpmatrix.domain import Attribute, Domain
+from dpmatrix.encode import read_csv_text
 from dpmatrix.encode import (
     InferredDomainWarning,
     RemappedValuesWarning,
@@ -233,7 +234,8 @@ def test_duckdb_raw_errors_identical(domain, tmp_path, policy):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RemappedValuesWarning)
         with pytest.raises(DataError) as e_np:
-            encode_frame(pd.read_csv(path), domain, on_unknown=policy)
+            # both engines read CSV values as text (issue 16 item 10)
+            encode_frame(read_csv_text(str(path), domain), domain, on_unknown=policy)
         with pytest.raises(DataError) as e_db:
             DuckDBEngine(path, domain, encoding="raw", on_unknown=policy)
     assert str(e_np.value) == str(e_db.value)

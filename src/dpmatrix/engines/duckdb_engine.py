@@ -183,6 +183,10 @@ class DuckDBEngine:
         self.strategy = strategy
         self.batch_size = min(max(1, int(batch_size)), 62)  # DuckDB: <= 64 groups
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
+        if encoding == "raw" and self.format == "csv":
+            # every column as text, then the domain's rules (issue 16 item 10): no sniffing of
+            # yes/no or T/F as booleans, "01" stays "01" — the same as encode.read_csv_text
+            csv_options = {"all_varchar": True, **(csv_options or {})}
         src = source_sql(path, format, csv_options)
         self._con = connect(threads, memory_limit, temp_directory)
         try:

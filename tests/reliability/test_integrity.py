@@ -1,0 +1,105 @@
+"""Issue 16 item 11: tampered files refused by name, lowered privacy caught, manifest paths
+confined to the folder; --no-verify / verify=False skips only the digests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+from ._support import assert_one_line_error, release_args, run
+
+import dpmatrix as dm
+from dpmatrix.release import load_release
+
+
+@pytest.fixture()
+def rel(small, capsys):
+    out = small / "rel"
+    rc, _, err = run(capsys, *release_args(small, out))
+    assert rc == 0, err
+    return out
+
+
+def _manifest(out):
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _rewrite_manifest(out, m, fix_digest: bool):
+    text = json.dumps(m, indent=1) + "\n"
+    (out / "manifest.json").write_text(text)
+    if fix_digest:  # a forger who knows the format recomputes the manifest's digest
+        (out / "manifest.sha256").write_text(hashlib.sha256(text.encode()).hexdigest() + "  manifest.json\n")
+
+
+def _table_file(out, attrs=("sex",), fmt="csv"):
+    (e,) = [e for e in _manifest(out)["marginals"] if e["attributes"] == list(attrs)]
+    return e["files"][fmt]
+
+
+def test_edited_table_is_refused_by_name(rel, capsys):
+    name = _table_file(rel, fmt="parquet")
+    df = pd.read_parquet(rel / name)
+    df["estimate"] += 1000
+    df.to_parquet(rel / name, index=False)
+    rc, _, err = run(capsys, "query", rel, "--marginal", "sex")
+    assert_one_line_error(rc, err, name, "modified")
+    rc, out, err = run(capsys, "query", rel, "--marginal", "sex", "--no-verify")
+    assert rc == 0 and "1" in out
+
+
+def test_edited_measurements_are_refused(rel, capsys):
+    data = bytearray((rel / "measurements.parquet").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (rel / "measurements.parquet").write_bytes(bytes(data))
+    rc, _, err = run(capsys, "query", rel, "--marginal", "age,smoker", "--level", "0.9")
+    assert_one_line_error(rc, err, "measurements.parquet", "modified")
+    # a saved table at the release's level does not need the measurements: still served
+    rc, _, err = run(capsys, "query", rel, "--marginal", "sex")
+    assert rc == 0, err
+
+
+def test_lowered_rho_is_caught(rel, capsys):
+    m = _manifest(rel)
+    true_rho = m["privacy"]["rho"]
+    m["privacy"]["rho"] = 0.01
+    _rewrite_manifest(rel, m, fix_digest=False)
+    rc, _, err = run(capsys, "query", rel)
+    assert_one_line_error(rc, err, "manifest.json", "modified")
+    # with a recomputed digest, the stated rho still disagrees with the manifest's noise scales
+    _rewrite_manifest(rel, m, fix_digest=True)
+    rc, _, err = run(capsys, "query", rel, "--no-verify")
+    assert_one_line_error(rc, err, "states rho = 0.01", f"spend rho = {true_rho:.6g}")
+
+
+def test_negative_sigma2_in_manifest_is_refused(rel):
+    m = _manifest(rel)
+    next(r for r in m["residuals"] if r["sigma2"] != "inf")["sigma2"] = -1.0
+    _rewrite_manifest(rel, m, fix_digest=True)
+    with pytest.raises(dm.PlanError, match="sigma2 must be a positive number"):
+        load_release(rel)
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../outside.csv", "marginals/../../outside.csv"])
+def test_paths_outside_the_folder_are_refused(rel, capsys, target):
+    (rel.parent / "outside.csv").write_text("sex,estimate\nF,1\n")
+    m = _manifest(rel)
+    old = _table_file(rel)
+    for e in m["marginals"]:
+        if e["attributes"] == ["sex"]:
+            e["files"]["csv"] = target
+    m["files"][target] = m["files"].pop(old)
+    m["tables"]["formats"] = ["csv", "parquet"]
+    _rewrite_manifest(rel, m, fix_digest=True)
+    rc, out, err = run(capsys, "query", rel, "--marginal", "sex", "--no-verify")
+    assert_one_line_error(rc, err, "outside the release folder")
+    assert "root" not in out
+
+
+def test_symlink_leading_out_is_refused(rel, capsys):
+    name = _table_file(rel, fmt="parquet")
+    (rel / name).unlink()
+    (rel / name).symlink_to("/etc/hostname")
+    rc, _, err = run(capsys, "query", rel, "--marginal", "sex", "--no-verify")
+    assert_one_line_error(rc, err, "outside the release folder")
