@@ -347,6 +347,7 @@ class _Core:
         self.m, self.r = Fr.shape
         self.n = V.shape[0]
         self.fixed_lam = fixed_lam
+        self.full = self.r == self.n and np.array_equal(V, np.eye(self.n))
         self.evals = 0
         self.best_lower = 0.0
         self.best_dual: tuple[np.ndarray, np.ndarray] | None = None
@@ -370,11 +371,15 @@ class _Core:
         lam = self.fixed_lam if self.fixed_lam is not None else self._softmax(x[:m])
         mu = self._softmax(x[m:])
         self.evals += 1
-        T = (self.V * mu[:, None]).T @ self.V  # Vᵀ D_μ V
-        Th = _psd_sqrt(T)
         H = (self.Fr * lam[:, None]).T @ self.Fr  # Frᵀ Λ Fr
-        ThH = Th @ H
-        K = ThH @ Th
+        if self.full:  # V = I: T = D_μ is diagonal
+            smu = np.sqrt(mu)
+            ThH = smu[:, None] * H
+            K = ThH * smu[None, :]
+        else:
+            Th = _psd_sqrt((self.V * mu[:, None]).T @ self.V)  # (Vᵀ D_μ V)^{1/2}
+            ThH = Th @ H
+            K = ThH @ Th
         K = 0.5 * (K + K.T)
         kap, Q = np.linalg.eigh(K)  # ascending; singular values of A are sqrt(kap)
         s = np.sqrt(np.maximum(kap, 0.0))
@@ -552,13 +557,24 @@ def _barrier_polish(core: _Core, tol: float, max_newton: int = 400) -> None:
 
 
 def _diag_and_var(Z: np.ndarray, V: np.ndarray, Fr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For X = V ZᵀZ Vᵀ: ``diag X`` and ``f_j X⁺ f_jᵀ`` (rows of ``F = Fr Vᵀ``)."""
-    U, zeta, Vzt = np.linalg.svd(Z)
-    zeta = np.maximum(zeta, float(zeta[0]) * 1e-13)
-    G = V @ Vzt.T  # n × r orthonormal; X = G diag(ζ²) Gᵀ
-    dx = (G * G) @ (zeta * zeta)
-    R = (Fr @ Vzt.T) / zeta[None, :]
-    return dx, np.einsum("ij,ij->i", R, R)
+    """For X = V ZᵀZ Vᵀ: ``diag X`` and ``f_j X⁺ f_jᵀ = ‖Z⁻ᵀ f_jᵀ‖²`` (rows of ``F = Fr Vᵀ``).
+
+    Used inside the iteration only (an LU solve); the returned strategy and its bounds are
+    recomputed from an SVD factor in :func:`_finish`.
+    """
+    G = Z @ V.T if V.shape[0] != V.shape[1] or not np.array_equal(V, np.eye(V.shape[0])) else Z
+    dx = np.einsum("ij,ij->j", G, G)
+    try:
+        R = sla.lu_solve(sla.lu_factor(Z.T, check_finite=False), Fr.T, check_finite=False)
+        var = np.einsum("ij,ij->j", R, R)
+        if not np.all(np.isfinite(var)):
+            raise ValueError
+    except (ValueError, np.linalg.LinAlgError, sla.LinAlgError):
+        _, zeta, Vzt = np.linalg.svd(Z)
+        zeta = np.maximum(zeta, float(zeta[0]) * 1e-13)
+        Rs = (Fr @ Vzt.T) / zeta[None, :]
+        var = np.einsum("ij,ij->i", Rs, Rs)
+    return dx, var
 
 
 def _factor(Z: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -569,8 +585,12 @@ def _factor(Z: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 
 def _rowspace(W: np.ndarray) -> np.ndarray:
-    _, s, Vt = np.linalg.svd(W, full_matrices=False)
+    """Orthonormal basis (n × r) of rowspace W; the identity when W has full column rank."""
+    s = np.linalg.svd(W, compute_uv=False)
     r = int(np.sum(s > _rank_tol(s, W.shape)))
+    if r == W.shape[1]:
+        return np.eye(r)
+    _, s, Vt = np.linalg.svd(W, full_matrices=False)
     return np.ascontiguousarray(Vt[:r].T)
 
 
