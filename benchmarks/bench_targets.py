@@ -63,7 +63,7 @@ PAPER = {
 }
 
 
-def row(name, W, c, key, *, branchings=(2, 4, 8, 16), max_seconds=600.0) -> None:
+def row(name, W, c, key, *, branchings=(2, 4, 8, 16), max_seconds=120.0) -> None:
     t0 = time.perf_counter()
     res = solve_min_privacy_cost(W, c, max_seconds=max_seconds)
     t1 = time.perf_counter() - t0

@@ -441,7 +441,7 @@ class _Core:
             x = x3 if lo3 >= lo2 * (1.0 - 1e-13) else x2
 
 
-_POLISH_MAX_RANK = 48  # dense Newton on r(r+1)/2 + 1 unknowns; r⁴ memory for the Hessian
+_POLISH_MAX_RANK = 64  # dense Newton on r(r+1)/2 + 1 ≤ 2081 unknowns
 
 
 def _barrier_polish(core: _Core, tol: float, max_newton: int = 400) -> None:
@@ -527,10 +527,9 @@ def _barrier_polish(core: _Core, tol: float, max_newton: int = 400) -> None:
         H = np.empty((p + 1, p + 1))
         H[:p, :p] = (A.T / g**2) @ A + (Bq.T / h**2) @ Bq
         # Kronecker part: T[(a,b),(c,d)] = P_bc S_da for unit matrices, symmetrized to E_k.
-        T4 = np.einsum("bc,da->abcd", P, S)
-        T4 = T4 + T4.transpose(1, 0, 2, 3)
-        T4 = T4 + T4.transpose(0, 1, 3, 2)
-        Tk = T4[iu0, iu1][:, iu0, iu1] * half[:, None] * half[None, :]
+        a_, b_, c_, d_ = iu0[:, None], iu1[:, None], iu0[None, :], iu1[None, :]
+        Tk = P[b_, c_] * S[d_, a_] + P[a_, c_] * S[d_, b_] + P[b_, d_] * S[c_, a_] + P[a_, d_] * S[c_, b_]
+        Tk *= half[:, None] * half[None, :]
         H[:p, :p] += Tk + Tk.T
         H[:p, p] = H[p, :p] = (Bq.T / h**2).sum(axis=1)
         H[p, p] = np.sum(1.0 / h**2)
