@@ -326,7 +326,7 @@ def test_table9_age_pyramid():
 
 
 @pytest.mark.parametrize(
-    "t, paper_ip, paper_ca", [(2, 1.82, 1.14), (4, 4.55, 1.42), (6, 8.6, 1.66)]
+    "t, paper_ip, paper_ca", [(2, 1.82, 1.14), (4, 4.55, 1.42), (6, 8.6, 1.66), (8, 14.03, 1.88)]
 )
 def test_table10_marginals(t, paper_ip, paper_ca):
     W = marginals_workload(t)
