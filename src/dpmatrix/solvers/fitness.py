@@ -408,7 +408,9 @@ class _Core:
         xl, xm = x[:m] - x[:m].max(), x[m:] - x[m:].max()
         return np.maximum(np.concatenate([xl, xm]), _LOG_FLOOR)
 
-    def run(self, tol: float, max_iter: int, max_seconds: float = math.inf) -> None:
+    def run(
+        self, tol: float, max_iter: int, max_seconds: float = math.inf, stall: int | None = None
+    ) -> None:
         """SQUAREM-accelerated fixed point (Varadhan & Roland 2008, scheme S3, |α| ≤ 4).
 
         The extrapolated point is kept only if its lower bound does not drop; every evaluation
@@ -416,10 +418,16 @@ class _Core:
         """
         x = np.zeros(self.m + self.n)
         t0 = time.perf_counter()
+        mark = [0, math.inf]  # (evaluation count, gap) at the last 10 % improvement
 
         def done() -> bool:
             if self.gap() <= tol or self.evals >= max_iter:
                 return True
+            if stall is not None:
+                if self.gap() < 0.9 * mark[1]:
+                    mark[:] = [self.evals, self.gap()]
+                elif self.evals - mark[0] > stall:
+                    return True
             self.timed_out = time.perf_counter() - t0 > max_seconds
             return self.timed_out
 
@@ -666,8 +674,11 @@ def solve_min_privacy_cost(
     V = _rowspace(F)
     B = _resolve_basis(basis, W, V)
     core = _Core(F @ V, V)
-    core.run(tol, int(max_iter), float(max_seconds))
-    if core.gap() > tol and core.r <= _POLISH_MAX_RANK and not core.timed_out:
+    polish = core.r <= _POLISH_MAX_RANK
+    # With the polish available, hand over when the fixed point stalls (no 10 % gain of the
+    # gap in 300 evaluations: a degenerate optimum, see _barrier_polish).
+    core.run(tol, int(max_iter), float(max_seconds), stall=300 if polish else None)
+    if core.gap() > tol and polish and not core.timed_out:
         _barrier_polish(core, tol)
     return _finish(core, W, c, B, V, scale, tol)
 
