@@ -107,6 +107,24 @@ def epsilon_at(delta: float, pcost: float) -> float:
                   xtol=1e-13, rtol=1e-13)
 
 
+def epsilon_from_rho(delta: float, rho: float) -> float:
+    """ε implied by ρ-zCDP at δ (Canonne, Kamath, Steinke 2020, Proposition 12):
+    δ = exp((α − 1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α for any α > 1, solved for ε here as
+    αρ + (log(1/δ) + (α − 1) log(1 − 1/α) − log α) / (α − 1) (the same expression rearranged:
+    α log(1 − 1/α) − log(α − 1) = (α − 1) log(1 − 1/α) − log α) and minimized over α on a fine
+    grid in log(α − 1), then refined with a bounded scalar minimization."""
+    from scipy.optimize import minimize_scalar
+
+    def eps(t: float) -> float:
+        a = 1.0 + math.exp(t)
+        return a * rho + (math.log(1 / delta) + (a - 1) * math.log1p(-1 / a) - math.log(a)) / (a - 1)
+
+    grid = np.linspace(-20, 20, 4001)
+    t0 = grid[int(np.argmin([eps(t) for t in grid]))]
+    res = minimize_scalar(eps, bounds=(t0 - 0.02, t0 + 0.02), method="bounded", options={"xatol": 1e-12})
+    return max(float(res.fun), 0.0)
+
+
 def domain_sizes(facts: Mapping[str, Any]) -> dict[str, int]:
     return {k: (v["size"] if isinstance(v, Mapping) else v) for k, v in facts["domain"].items()}
 
@@ -124,7 +142,8 @@ def residual_costs(facts: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np
     return np.array(coef), np.array(s2), np.array(outs)
 
 
-def expected_derived(facts: Mapping[str, Any], rule: list, fair: Callable[[str, str], float] | None) -> float:
+def expected_derived(facts: Mapping[str, Any], rule: list, fair: Callable[[str, str], float] | None,
+                     discrete: bool = False) -> float:
     """Recompute a derived number from the facts by the rule named in its tag."""
     kind, args = rule[0], rule[1:]
     level = float(facts.get("confidence_level", 0.95))
@@ -133,6 +152,8 @@ def expected_derived(facts: Mapping[str, Any], rule: list, fair: Callable[[str, 
     if kind == "moe":
         return z_value(level) * math.sqrt(float(resolve(facts, args[0])))
     if kind == "epsilon_at":
+        if discrete:  # discrete Gaussian noise: ε from ρ-zCDP only
+            return epsilon_from_rho(float(args[0]), float(facts["privacy"]["rho"]))
         return epsilon_at(float(args[0]), float(facts["privacy"]["pcost"]))
     if kind in ("pcoef", "share", "outputs", "share_order", "n_measured", "n_measured_k"):
         coef, s2, outs = residual_costs(facts)
@@ -173,7 +194,8 @@ def check_numbers(tagged: list[dict], facts: Mapping[str, Any], *, folder: Path 
                   fair: Callable[[str, str], float] | None = None,
                   structural: set[str] = frozenset({"shown_bars", "omitted_bars", "omitted_rows",
                                                     "shown_residuals", "omitted_residuals", "shown_k",
-                                                    "links_left_out"})) -> dict[str, int]:
+                                                    "links_left_out"}),
+                  discrete: bool = False) -> dict[str, int]:
     """Every tagged number: its text shows its value, and its value is the manifest's (or the
     independently recomputed one, or the release file's cell). Returns counts by kind."""
     counts = {"key": 0, "derive": 0, "src": 0, "fixed": 0, "structural": 0}
@@ -200,7 +222,7 @@ def check_numbers(tagged: list[dict], facts: Mapping[str, Any], *, folder: Path 
             if rule[0] in structural:
                 counts["structural"] += 1
                 continue
-            want = expected_derived(facts, rule, fair)
+            want = expected_derived(facts, rule, fair, discrete)
             assert math.isclose(value, want, rel_tol=1e-7, abs_tol=1e-12), (t, want)
             counts["derive"] += 1
         elif t["src"] is not None:
@@ -220,6 +242,23 @@ def check_numbers(tagged: list[dict], facts: Mapping[str, Any], *, folder: Path 
             assert t["fixed"], t
             counts["fixed"] += 1
     return counts
+
+
+def tagged_from_html(text: str) -> list[dict]:
+    """The tagged numbers of a page read from its HTML source (no browser; no visibility)."""
+    import html as _html
+
+    out = []
+    for m in re.finditer(r'<span (class="num" [^>]*|data-fixed)>(.*?)</span>', text, flags=re.S):
+        attrs = dict((k, _html.unescape(v) if v is not None else "")
+                     for k, v in re.findall(r'(data-[a-z]+)(?:=["\']([^"\']*)["\'])?', m.group(1)))
+        inner = m.group(2)
+        out.append({"key": attrs.get("data-key"), "derive": attrs.get("data-derive"),
+                    "src": attrs.get("data-src"), "row": attrs.get("data-row"), "col": attrs.get("data-col"),
+                    "fixed": "data-fixed" in attrs, "value": attrs.get("data-value"),
+                    "text": attrs.get("data-text"), "scale": attrs.get("data-scale"), "html": inner,
+                    "shown": _html.unescape(re.sub(r"<[^>]+>", "", inner)), "visible": None})
+    return out
 
 
 def nonblank(png: bytes) -> tuple[float, float]:
