@@ -379,6 +379,13 @@ class Release:
         lv = self.level if level is None else float(level)
         return self.measurements.marginal(key, lv)
 
+    def report(self, path: str | Path | None = None, *, fairness: bool = True) -> Path:
+        """Write a self-contained HTML report of this release (default ``report.html`` in its
+        folder); see :func:`dpmatrix.report.write_release_report`."""
+        from .report import write_release_report
+
+        return write_release_report(self, path, fairness=fairness)
+
     def __repr__(self) -> str:
         p = self.manifest["privacy"]
         return (
