@@ -491,11 +491,25 @@ def _safe_link(folder: Path, rel: str) -> str | None:
     return p.as_posix()
 
 
-def _read_table(path: Path, fmt: str) -> pd.DataFrame | None:
+def _read_table(path: Path, fmt: str, names: Sequence[str]) -> dict[str, list] | None:
+    """Columns of a saved table, read with pyarrow (Parquet: the exact binary numbers; CSV:
+    attribute columns kept as text, so labels such as "01" stay as written)."""
+    import pyarrow as pa
+
     try:
-        return pd.read_csv(path, keep_default_na=False) if fmt == "csv" else pd.read_parquet(path)
-    except (OSError, ValueError):
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        else:
+            import pyarrow.csv as pcsv
+
+            opts = pcsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                       strings_can_be_null=False, quoted_strings_can_be_null=False)
+            table = pcsv.read_csv(path, convert_options=opts)
+    except (OSError, ValueError, pa.ArrowException):
         return None
+    return table.to_pydict()
 
 
 def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str, inline: bool) -> TableView:
@@ -509,24 +523,25 @@ def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str,
     base = TableView(index, names, int(entry["cells"]), _float(entry["max_variance"]), files)
     if not inline or not links:
         return base
-    fmt, rel = sorted(links, key=lambda x: x[0] != "csv")[0]  # the CSV readers download
-    df = _read_table(folder / rel, fmt)
+    # the Parquet file holds the exact numbers; the page links the CSV too, for readers
+    fmt, rel = sorted(links, key=lambda x: x[0] != "parquet")[0]
+    cols = _read_table(folder / rel, fmt, names)
     needed = [*names, "estimate", "std", "lower", "upper"]
-    if df is None or any(c not in df.columns for c in needed) or len(df) == 0:
+    if cols is None or any(c not in cols for c in needed) or not cols["estimate"]:
         return base
-    labels = [df[n].astype(str).tolist() for n in names]
-    axes = tuple(tuple(pd.unique(pd.Series(col))) for col in labels)
-    grid_ok = math.prod(len(a) for a in axes) == len(df)
+    cells = len(cols["estimate"])
+    labels = [[str(v) for v in cols[n]] for n in names]
+    axes = tuple(tuple(dict.fromkeys(col)) for col in labels)
+    grid_ok = math.prod(len(a) for a in axes) == cells
     if len(names) == 2 and grid_ok:  # C order: the first attribute varies slowest
         n2 = len(axes[1])
         grid_ok = all(labels[0][i] == axes[0][i // n2] and labels[1][i] == axes[1][i % n2]
-                      for i in range(len(df)))
-    cells = len(df)
+                      for i in range(cells))
     show_figure = grid_ok and (
         (len(names) == 1 and cells <= MAX_BAR_CELLS)
         or (len(names) == 2 and max(len(a) for a in axes) <= MAX_HEATMAP_SIDE)
     )
-    col = lambda c: tuple(float(v) for v in df[c].to_numpy(dtype=float))  # noqa: E731
+    col = lambda c: tuple(float(v) for v in cols[c])  # noqa: E731
     return TableView(
         index, names, base.cells, base.max_variance, files, prefix + rel, axes,
         tuple(zip(*labels)) if names else ((),) * cells,
