@@ -189,3 +189,14 @@ def test_querysmasher_plan_report(tmp_path):
     assert math.isclose(sum(costs), plan.pcost, rel_tol=1e-12)
     for j, c in enumerate(costs):
         assert math.isclose(derived(html, ["share", j]), c / plan.pcost, rel_tol=1e-12)
+
+
+def test_plan_and_release_report_methods(tmp_path):
+    from dpmatrix.release import load_release
+
+    plan = small_plan()
+    page = plan.report(tmp_path / "plan.html", fairness=False)
+    assert page == tmp_path / "plan.html" and "A plan for a differentially private release" in page.read_text()
+    out = write_release(plan.measure(adult_codes(), rng=np.random.default_rng(6)), tmp_path / "rel")
+    page = load_release(out).report(fairness=False)
+    assert page == out / "report.html" and "A differentially private release" in page.read_text()

@@ -519,6 +519,7 @@ def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str,
         safe = _safe_link(folder, rel)
         if safe is not None:
             links.append((str(fmt), safe))
+    links.sort(key=lambda x: x[0] != "csv")  # the CSV first: what most readers open
     files = tuple((fmt, prefix + rel) for fmt, rel in links)
     base = TableView(index, names, int(entry["cells"]), _float(entry["max_variance"]), files)
     if not inline or not links:

@@ -233,8 +233,10 @@ def fairness_scatter(panels: Sequence[tuple[str, Sequence[int], Sequence[int], S
         axes[0].set_ylim(lo / pad, hi * pad)
         for ax in axes:
             ax.set_xlim(max(all_c.min() / 1.8, 0.5), all_c.max() * 1.8)
+            if hi * pad / (lo / pad) < 1e4:  # label 1, 2 and 5 × 10^k when there is room
+                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(FuncFormatter(_plain_tick))
-            ax.yaxis.set_minor_formatter(FuncFormatter(_minor_tick(lo / pad, hi * pad)))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p=None: ""))
             ax.xaxis.set_major_formatter(FuncFormatter(_plain_tick))
         axes[0].set_ylabel("variance of a cell (log scale)")
         fig.legend(list(handles.values()), list(handles.keys()), loc="center right", title="marginal",
@@ -247,16 +249,6 @@ def _plain_tick(v: float, _pos=None) -> str:
     if v <= 0:
         return ""
     return f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
-
-
-def _minor_tick(lo: float, hi: float):
-    """Label minor log ticks (2, 5 × 10^k) only when the axis spans less than a decade and a half."""
-    def f(v: float, _pos=None) -> str:
-        if hi / lo > 30:
-            return ""
-        lead = v / 10 ** math.floor(math.log10(v) + 1e-9)
-        return _plain_tick(v) if round(lead) in (2, 5) or hi / lo < 4 else ""
-    return f
 
 
 def budget_share_chart(labels: Sequence[str], shares: Sequence[float]) -> Figure:
@@ -414,6 +406,7 @@ def heatmap(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
         cax = fig.add_axes((pos.x1 + 0.12 / width, pos.y0, 0.14 / width, pos.height))
         cb = fig.colorbar(im, cax=cax)
         cb.set_label("estimated count" + (" (square-root scale)" if skewed else ""))
+        cb.ax.yaxis.set_major_locator(MaxNLocator(5))
         cb.ax.yaxis.set_major_formatter(FuncFormatter(_count_tick))
         ax.set_title(title, loc="left")
         return _render(fig, f"Heatmap of the {nr} by {nc} estimated counts of {row_name} by "

@@ -187,6 +187,7 @@ details > summary { cursor: pointer; color: var(--blue); font-size: .92rem; }
 .mbody.side { display: flex; gap: 28px; align-items: flex-start; flex-wrap: wrap; }
 .mbody.side figure.fig { flex: 0 0 auto; margin-top: 0; }
 .mbody.side .mtable { flex: 1 1 260px; }
+p.callout { border-left: 4px solid var(--blue); background: var(--bg); padding: 8px 14px; margin: 12px 0; }
 p.headline { font-size: 1.25rem; font-weight: 700; margin: 4px 0; }
 p.headline .note { font-weight: 400; }
 .two { display: grid; grid-template-columns: 1fr 1fr; gap: 8px 28px; }
@@ -409,17 +410,25 @@ def _accuracy_section(report: Report) -> str:
     unit = "cell" if acc.plain else "query"
     z = _z(acc.level)
     ms = sorted(acc.marginals, key=lambda m: (-m.max_variance, m.index))
-    bars = ms[:MAX_STD_BARS]
-    fig = figures.std_bars(
-        [" × ".join(m.attributes) or "total" for m in bars], [m.max_std for m in bars],
-        title=(f"Standard deviation of a {unit}, by marginal" if len(bars) == len(ms)
-               else f"The {len(bars)} least accurate marginals"),
-        xlabel=f"standard deviation of one {unit} (counts)",
-    )
-    left = len(ms) - len(bars)
-    bars_note = (f'<p class="note">The chart shows the {num(len(bars), derive=["shown_bars"])} marginals '
-                 f'with the largest standard deviation; {num(left, derive=["omitted_bars"])} more are '
-                 "in the table and the manifest.</p>" if left else "")
+    stds = np.array([m.max_std for m in ms])
+    if len(ms) > 1 and np.allclose(stds, stds[0], rtol=1e-6, atol=0):
+        # the max_var optimum often equalizes every marginal: a wall of equal bars says less
+        chart = (f'<p class="callout">Every marginal has the same worst-case standard deviation, '
+                 f'{num(ms[0].max_std, derive=["sqrt", ["marginals", ms[0].index, "max_variance"]])}: '
+                 "no table is less accurate than another.</p>")
+    else:
+        bars = ms[:MAX_STD_BARS]
+        fig = figures.std_bars(
+            [" × ".join(m.attributes) or "total" for m in bars], [m.max_std for m in bars],
+            title=(f"Standard deviation of a {unit}, by marginal" if len(bars) == len(ms)
+                   else f"The {len(bars)} least accurate marginals"),
+            xlabel=f"standard deviation of one {unit} (counts)",
+        )
+        left = len(ms) - len(bars)
+        chart = _img(fig) + (
+            f'<p class="note">The chart shows the {num(len(bars), derive=["shown_bars"])} marginals '
+            f'with the largest standard deviation; {num(left, derive=["omitted_bars"])} more are '
+            "in the table and the manifest.</p>" if left else "")
     head = (f'<tr><th>marginal</th><th class="n">cells</th><th class="n">weight</th>'
             f'<th class="n">variance (worst {unit})</th><th class="n">std</th>'
             f'<th class="n">± margin ({_pct(acc.level)})</th></tr>')
@@ -449,7 +458,7 @@ def _accuracy_section(report: Report) -> str:
         f'<td class="note">its margin of error is ± '
         f'{num(z * math.sqrt(acc.max_variance), derive=["moe", ["accuracy", "max_variance"]])} '
         f"at {_pct(acc.level)} confidence</td></tr></table>"
-        f"{_img(fig)}{bars_note}{_order_summary(report)}"
+        f"{chart}{_order_summary(report)}"
         f"<details{open_attr}><summary>Accuracy of every marginal, least accurate first</summary>"
         f"<table>{head}{rows}</table>{table_note}</details>"
     )
