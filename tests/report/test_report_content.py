@@ -200,3 +200,22 @@ def test_plan_and_release_report_methods(tmp_path):
     out = write_release(plan.measure(adult_codes(), rng=np.random.default_rng(6)), tmp_path / "rel")
     page = load_release(out).report(fairness=False)
     assert page == out / "report.html" and "A differentially private release" in page.read_text()
+
+
+def test_pure_epsilon_privacy_is_stated_without_a_delta_curve():
+    """Hook for pure ε-DP planners (issue 14): a privacy entry with δ = 0 is shown as pure ε-DP
+    (with ρ = ε²/2 when given), without an ε(δ) curve and without μ-GDP."""
+    from dpmatrix.report.html import render
+
+    plan = small_plan()
+    facts = plan_facts(plan)
+    facts["privacy"] = {"epsilon": 1.5, "delta": 0.0, "rho": 1.5**2 / 2, "mu": None}
+    facts["mechanism"] = {"noise": "discrete_laplace", "randomness": "os_csprng", "planner": "pure"}
+    html = render(content._content("release", facts, plan, fairness=False, folder=None, prefix=""))
+    text = page_text(html)
+    assert "pure ε-DP" in text and "The (ε, δ) trade-off" not in text and "not claimed" in text
+    assert "discrete_laplace noise" in text
+    check_numbers(tagged_from_html(html), facts, structural={
+        "fair", "pcoef", "share", "outputs", "share_order", "n_measured", "n_measured_k", "shown_bars",
+        "omitted_bars", "omitted_rows", "shown_residuals", "omitted_residuals"})
+    assert html.count('data-key=\'[&quot;privacy&quot;,&quot;epsilon&quot;]\'') == 2  # card and table

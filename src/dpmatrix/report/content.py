@@ -67,16 +67,17 @@ class Privacy:
     noise); ``curve`` holds ``(δ, ε(δ))`` points, ``at`` the ε at :data:`DELTA_GRID`;
     ``pure_epsilon`` is set only by a pure ε-DP planner."""
 
-    pcost: float
-    rho: float
+    pcost: float | None
+    rho: float | None
     mu: float | None
     epsilon: float
     delta: float
-    conversion: str  # "analytic_gaussian" | "zcdp"
+    conversion: str  # "analytic_gaussian" | "zcdp" | "pure"
     definition: str
     curve: tuple[tuple[float, float], ...]
     at: tuple[tuple[float, float], ...]
     pure_epsilon: float | None = None
+    pure_key: tuple = ("privacy", "pure_epsilon")  # where the pure ε is in the facts
 
 
 @dataclass(frozen=True)
@@ -332,26 +333,33 @@ def json_rows(df: pd.DataFrame) -> list[dict]:
 
 # -- privacy ---------------------------------------------------------------------------------------
 def _privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
+    """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (issue 14: a
+    ``pure_epsilon`` entry, or δ = 0) has no ε(δ) curve and no μ-GDP; Gaussian ones get the
+    exact analytic curve, discrete Gaussian ones the zCDP conversion."""
     p = facts["privacy"]
+    definition = p.get("definition") or (
+        "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact analytic Gaussian "
+        "conversion); neighbouring datasets differ by adding or removing one record"
+    )
+    opt = lambda k: None if p.get(k) is None else float(p[k])  # noqa: E731
+    pure, pure_key = opt("pure_epsilon"), ("privacy", "pure_epsilon")
+    if pure is None and opt("delta") == 0.0:
+        pure, pure_key = float(p["epsilon"]), ("privacy", "epsilon")
+    if pure is not None or opt("pcost") is None:
+        return Privacy(opt("pcost"), opt("rho"), None, float(p["epsilon"]), float(p.get("delta") or 0.0),
+                       "pure", str(definition), (), (), pure, pure_key)
     pcost, rho = float(p["pcost"]), float(p["rho"])
     if discrete:
         eps_of = lambda d: epsilon_from_zcdp(rho, d)  # noqa: E731
         conversion = "zcdp"
     else:
-        budget = Budget(pcost)
-        eps_of = budget.epsilon
+        eps_of = Budget(pcost).epsilon
         conversion = "analytic_gaussian"
     deltas = np.logspace(-12, -3, CURVE_POINTS)
     curve = tuple((float(d), float(eps_of(float(d)))) for d in deltas)
     at = tuple((d, float(eps_of(d))) for d in DELTA_GRID)
-    definition = p.get("definition") or (
-        "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact analytic Gaussian "
-        "conversion); neighbouring datasets differ by adding or removing one record"
-    )
-    mu = p.get("mu")
-    pure = p.get("pure_epsilon")
-    return Privacy(pcost, rho, None if mu is None else float(mu), float(p["epsilon"]), float(p["delta"]),
-                   conversion, str(definition), curve, at, None if pure is None else float(pure))
+    return Privacy(pcost, rho, opt("mu"), float(p["epsilon"]), float(p["delta"]), conversion,
+                   str(definition), curve, at)
 
 
 # -- accuracy --------------------------------------------------------------------------------------

@@ -284,10 +284,14 @@ def _header(report: Report, toc: str) -> str:
     heading = ("A differentially private release" if kind == "release"
                else "A plan for a differentially private release")
     noun = "released" if kind == "release" else "planned"
-    eps_line = (f"ε = {num(p.epsilon, key=['privacy', 'epsilon'])} at δ = "
-                f"{num(p.delta, key=['privacy', 'delta'], sig=3)}")
+    if p.pure_epsilon is not None:
+        privacy_card = ("Privacy", f"ε = {num(p.pure_epsilon, key=list(p.pure_key))}", "pure ε-DP (δ = 0)")
+    else:
+        eps_line = (f"ε = {num(p.epsilon, key=['privacy', 'epsilon'])} at δ = "
+                    f"{num(p.delta, key=['privacy', 'delta'], sig=3)}")
+        privacy_card = ("Privacy", f"ρ = {num(p.rho, key=['privacy', 'rho'])}", f"zCDP; {eps_line}")
     cards = [
-        ("Privacy", f"ρ = {num(p.rho, key=['privacy', 'rho'])}", f"zCDP; {eps_line}"),
+        privacy_card,
         ("Accuracy",
          f"± {num(_z(acc.level) * math.sqrt(acc.max_variance), derive=['moe', ['accuracy', 'max_variance']], sig=3)}",
          f"worst-case {_pct(acc.level)} margin of error of one {'cell' if acc.plain else 'query'}; "
@@ -325,28 +329,39 @@ def _noise_name(report: Report) -> str:
 # -- privacy -----------------------------------------------------------------------------------------
 def _privacy_section(report: Report) -> str:
     p = report.privacy
-    rows = [
-        ("ρ-zCDP", num(p.rho, key=["privacy", "rho"]),
-         "zero-concentrated DP: the unit in which Gaussian mechanisms add up"),
-        ("(ε, δ)-DP", f"ε = {num(p.epsilon, key=['privacy', 'epsilon'])} at δ = "
-         f"{num(p.delta, key=['privacy', 'delta'], sig=3)}",
-         "exact analytic Gaussian conversion (Balle and Wang)" if p.conversion == "analytic_gaussian"
-         else "by the zCDP conversion of Canonne, Kamath and Steinke (discrete noise)"),
-    ]
+    rows = []
+    if p.pure_epsilon is not None:
+        rows.append(("pure ε-DP", f"ε = {num(p.pure_epsilon, key=list(p.pure_key))}",
+                     "ε-differential privacy with δ = 0: the strongest form, no small print"))
+    if p.rho is not None:
+        rows.append(("ρ-zCDP", num(p.rho, key=["privacy", "rho"]),
+                     "zero-concentrated DP: the unit in which Gaussian mechanisms add up"))
+    if p.conversion != "pure":
+        rows.append(("(ε, δ)-DP", f"ε = {num(p.epsilon, key=['privacy', 'epsilon'])} at δ = "
+                     f"{num(p.delta, key=['privacy', 'delta'], sig=3)}",
+                     "exact analytic Gaussian conversion (Balle and Wang)" if p.conversion == "analytic_gaussian"
+                     else "by the zCDP conversion of Canonne, Kamath and Steinke (discrete noise)"))
     if p.mu is not None:
         rows.append(("μ-GDP", num(p.mu, key=["privacy", "mu"]),
                      "Gaussian differential privacy: the release is as hard to tell apart as two "
                      "normal distributions this many standard deviations apart"))
     else:
         rows.append(("μ-GDP", "not claimed", "Gaussian DP is established for continuous Gaussian "
-                     "noise only; this release used discrete noise"))
-    if p.pure_epsilon is not None:
-        rows.append(("pure ε-DP", num(p.pure_epsilon, key=["privacy", "pure_epsilon"]),
-                     "ε-differential privacy with δ = 0"))
-    rows.append(("privacy cost", num(p.pcost, key=["privacy", "pcost"]),
-                 "Σ p_A / σ²_A over the residual mechanisms (ResidualPlanner+, Definition <span data-fixed>2</span>); "
-                 "ρ is half of it"))
+                     f"noise only; this release used {_noise_name(report)}"))
+    if p.pcost is not None:
+        rows.append(("privacy cost", num(p.pcost, key=["privacy", "pcost"]),
+                     "Σ p_A / σ²_A over the residual mechanisms (ResidualPlanner+, Definition "
+                     '<span data-fixed>2</span>); ρ is half of it'))
     kv = "".join(f"<tr><td>{a}</td><td><b>{b}</b></td><td class=\"note\">{c}</td></tr>" for a, b, c in rows)
+    intro = (
+        '<p class="explain">Differential privacy limits what anyone can learn about one person '
+        "from the release, whatever else they know; smaller numbers mean stronger protection. "
+        "The same guarantee is stated below in each unit in common use.</p>"
+        f'<table class="kv">{kv}</table>'
+        f'<p class="note">Neighbouring datasets: {_html.escape(_neighbours(p.definition))}.</p>'
+    )
+    if not p.curve:
+        return intro
     grid = "".join(
         f'<th class="n plain">δ = {num(d, fixed=True, sig=1, sci=True)}</th>' for d, _ in p.at
     )
@@ -356,12 +371,7 @@ def _privacy_section(report: Report) -> str:
         label="analytic Gaussian curve" if p.conversion == "analytic_gaussian" else "zCDP conversion",
     )
     return (
-        '<p class="explain">Differential privacy limits what anyone can learn about one person '
-        "from the release, whatever else they know; smaller numbers mean stronger protection. "
-        "The same guarantee is stated below in each unit in common use.</p>"
-        f'<table class="kv">{kv}</table>'
-        f'<p class="note">Neighbouring datasets: {_html.escape(_neighbours(p.definition))}.</p>'
-        "<h3>The (ε, δ) trade-off</h3>"
+        intro + "<h3>The (ε, δ) trade-off</h3>"
         '<p class="explain">One guarantee, many (ε, δ) pairs: a smaller δ (the chance that the ε '
         "bound fails) comes with a larger ε. Pick the pair your policy asks for.</p>"
         f"{_img(curve)}<table><tr><th></th>{grid}</tr><tr><td>ε</td>{eps}</tr></table>"
