@@ -215,6 +215,7 @@ def render(report: Report) -> str:
     sections = [
         ("privacy", "Privacy guarantee", _privacy_section(report)),
         ("noise", "Noise and randomness", _noise_section(report)),
+        ("attributes", "Attributes", _attributes_section(report)),
         ("accuracy", "Accuracy before data", _accuracy_section(report)),
     ]
     if report.accuracy.targets:
@@ -412,6 +413,20 @@ def _objective_text(obj: str) -> str:
         "sum_var": "sum_var: the smallest weighted sum of variances (the best average accuracy)",
         "max_var": "max_var: the smallest largest variance (the best worst case)",
     }.get(obj, f"{lab(obj)} (a user-defined convex loss)")
+
+
+# -- attributes --------------------------------------------------------------------------------------
+def _attributes_section(report: Report) -> str:
+    rows = "".join(
+        f'<tr><td>{lab(name)}</td><td class="n">{num(size, key=list(path))}</td><td>{lab(kind)}</td></tr>'
+        for name, size, kind, path in report.domain
+    )
+    what = "released" if report.kind == "release" else "planned"
+    return ('<p class="explain">The columns the counts are about, and how many values each can '
+            f"take: every {what} table counts records by a few of them. The privacy guarantee "
+            "assumes this list is public knowledge, written without looking at the data (a domain "
+            "inferred from the data reveals which values occur).</p>"
+            f'<table><tr><th>attribute</th><th class="n">values</th><th>kind</th></tr>{rows}</table>')
 
 
 # -- accuracy ----------------------------------------------------------------------------------------
