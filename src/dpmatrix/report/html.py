@@ -336,7 +336,7 @@ def _privacy_section(report: Report) -> str:
                      "ε-differential privacy with δ = 0: the strongest form, no small print"))
     if p.rho is not None:
         rows.append(("ρ-zCDP", num(p.rho, key=["privacy", "rho"]),
-                     "zero-concentrated DP: the unit in which Gaussian mechanisms add up"))
+                     "zero-concentrated DP: ρ of several releases of the same data add up"))
     if p.conversion != "pure":
         rows.append(("(ε, δ)-DP", f"ε = {num(p.epsilon, key=['privacy', 'epsilon'])} at δ = "
                      f"{num(p.delta, key=['privacy', 'delta'], sig=3)}",
@@ -344,8 +344,9 @@ def _privacy_section(report: Report) -> str:
                      else "by the zCDP conversion of Canonne, Kamath and Steinke (discrete noise)"))
     if p.mu is not None:
         rows.append(("μ-GDP", num(p.mu, key=["privacy", "mu"]),
-                     "Gaussian differential privacy: the release is as hard to tell apart as two "
-                     "normal distributions this many standard deviations apart"))
+                     "Gaussian differential privacy: telling whether one person's record is in "
+                     "the data is as hard as telling apart two normal distributions this many "
+                     "standard deviations apart"))
     else:
         rows.append(("μ-GDP", "not claimed", "Gaussian DP is established for continuous Gaussian "
                      f"noise only; this release used {_noise_name(report)}"))
