@@ -6,6 +6,7 @@ Commands:
   the privacy guarantee; reads no data.
 * ``release`` — plan, measure a CSV/Parquet file (DuckDB by default) and write a release folder.
 * ``query``   — print one marginal (with confidence intervals) from a release folder.
+* ``report``  — write the HTML report of a release folder (``release`` writes one by default).
 * ``demo``    — ``release`` on the shipped UCI Adult data, then show one marginal.
 * ``infer-domain`` — derive a domain file from data (opt-in; weakens privacy, see its warning).
 * ``ledger``  — the privacy-budget ledger: ``show`` totals per dataset, ``set-cap`` a dataset's cap.
@@ -44,6 +45,7 @@ from .ledger import Ledger
 from .plan_file import load_plan
 from .planners.dispatch import plan as make_plan
 from .privacy import epsilon_from_zcdp
+from .report import REPORT_FILE, write_plan_report, write_release_report
 from .release import (
     DEFAULT_DELTA,
     MANIFEST,
@@ -272,6 +274,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             plan.to_json(args.save)
         except OSError as exc:
             raise CLIError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
+    if args.report:
+        _write_plan_report(plan, args.report, delta)
     if args.format == "json":
         out = plan.to_dict()
         out["privacy"].update({"epsilon": plan.epsilon(delta), "delta": delta})
@@ -286,6 +290,40 @@ def cmd_plan(args: argparse.Namespace) -> int:
     say(table.to_string(index=False))
     if args.save:
         say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
+    if args.report:
+        say(f"report written to {args.report} (open it in a browser)")
+    return 0
+
+
+# -- report --------------------------------------------------------------------------------------
+def _write_plan_report(plan, path: str, delta: float) -> None:
+    try:
+        write_plan_report(plan, path, delta=delta)
+    except OSError as exc:
+        raise CLIError(f"cannot write the report {path!r}: {exc.strerror or exc}") from None
+
+
+def write_release_report_into(out: Path) -> Path:
+    """Write ``report.html`` into a finished release folder, under a temporary name first, so a
+    failed report leaves the release as it was."""
+    tmp = out / f".{REPORT_FILE}.partial"
+    try:
+        write_release_report(out, tmp)  # in the release folder: its links stand after the rename
+        tmp.replace(out / REPORT_FILE)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out / REPORT_FILE
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    say = Out(args.quiet)
+    folder = Path(args.release)
+    try:
+        path = write_release_report(folder, args.out, fairness=not args.no_fairness)
+    except OSError as exc:
+        target = args.out or str(folder / "report.html")
+        raise CLIError(f"cannot write the report {target!r}: {exc.strerror or exc}") from None
+    say(f"report written to {path} (open it in a browser)")
     return 0
 
 
@@ -480,6 +518,14 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
     say(f"wrote {len(plan.workload)} marginal tables ({', '.join(opts['formats'])}), measurements.parquet and manifest.json to {written}/")
     say(fmt_privacy(privacy))
+    if not getattr(args, "no_report", False):
+        try:
+            report = write_release_report_into(Path(written))
+        except (DPMatrixError, OSError, ValueError) as exc:
+            warn_line(f"the release was written but its HTML report was not ({exc}); "
+                      f"write it with: dpmatrix report {written}")
+        else:
+            say(f"wrote {report} (open it in a browser)")
     return meas
 
 
@@ -590,7 +636,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
         on_unknown="error", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
         seed=args.seed, noise=args.noise, spill=False, max_cells=None, dataset="dpmatrix-demo-adult",
-        ledger=args.ledger, no_ledger=args.no_ledger,
+        ledger=args.ledger, no_ledger=args.no_ledger, no_report=args.no_report,
     )  # fmt: skip
     out = Path(args.out)
     # re-running the demo replaces its own earlier release, never any other folder
@@ -639,6 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload(p)
     _add_budget(p)
     p.add_argument("--save", metavar="PLAN.json", help="also save the plan (for release --plan)")
+    p.add_argument("--report", metavar="PLAN.html",
+                   help="also write an HTML report of the plan (privacy, accuracy, fairness, strategy)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
     p.set_defaults(func=cmd_plan)
 
@@ -672,6 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse releases with more than N table rows + noisy values (default 500,000,000), "
                    "checked before any data is read")
     _add_ledger(r)
+    r.add_argument("--no-report", action="store_true",
+                   help="do not write report.html (the HTML report) into the release folder")
     _add_noise(r)
     _add_quiet(r)
     r.set_defaults(func=cmd_release)
@@ -692,6 +742,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quiet(q)
     q.set_defaults(func=cmd_query)
 
+    h = sub.add_parser("report", help="write the HTML report of a release folder",
+                       description="Write a self-contained HTML report of a release: the privacy "
+                       "guarantee in every unit, the noise and its randomness source, accuracy, cell "
+                       "fairness, the strategy's budget shares, and the small marginals as tables and "
+                       "charts (larger ones linked). Reads the manifest and the saved tables only.")
+    h.add_argument("release", metavar="DIR", help="release folder")
+    h.add_argument("--out", metavar="REPORT.html",
+                   help="file to write (default: report.html in the release folder; links to the "
+                   "release's files are relative to it)")
+    h.add_argument("--no-fairness", action="store_true",
+                   help="skip the sum_var / max_var comparison (it plans the workload a second time)")
+    _add_quiet(h)
+    h.set_defaults(func=cmd_report)
+
     d = sub.add_parser("demo", help="release the shipped Adult data (same code path as 'release')")
     d.add_argument("--out", default="demo-release", help="output folder (default: demo-release)")
     d.add_argument("--k", type=int, default=2, help="all marginals on at most k attributes (default 2)")
@@ -701,6 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=None,
                    help="TESTING ONLY: seed for reproducible noise (a real release must not fix it)")
     _add_ledger(d, dataset=False)
+    d.add_argument("--no-report", action="store_true", help="do not write report.html into the folder")
     _add_noise(d)
     _add_quiet(d)
     d.set_defaults(func=cmd_demo)

@@ -113,6 +113,12 @@ LEFTOVER_MEANING = (
 )
 
 
+# Files written into a finished release from its own published contents (the HTML report of
+# issue 20): part of the folder, not of the measured release, so not covered by the digests and
+# rewritten at will by ``dpmatrix report``; they never make a folder "not a release".
+DERIVED_FILES = ("report.html",)
+
+
 class LeftoverWarning(UserWarning):
     """Files of an interrupted release were found next to the output folder and dealt with."""
 
@@ -269,7 +275,7 @@ def release_problem(folder: str | Path) -> str | None:
     for p in folder.rglob("*"):
         if p.is_file() or p.is_symlink():
             rel = p.relative_to(folder).as_posix()
-            if rel not in expected:
+            if rel not in expected and rel not in DERIVED_FILES:
                 extra.append(rel)
     if extra:
         return f"it holds files that are not part of the release ({', '.join(sorted(extra)[:3])})"
@@ -800,6 +806,13 @@ class Release:
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
         return self.measurements.marginal(key, lv)
+
+    def report(self, path: str | Path | None = None, *, fairness: bool = True) -> Path:
+        """Write a self-contained HTML report of this release (default ``report.html`` in its
+        folder); see :func:`dpmatrix.report.write_release_report`."""
+        from .report import write_release_report
+
+        return write_release_report(self, path, fairness=fairness)
 
     def __repr__(self) -> str:
         p = self.manifest["privacy"]

@@ -269,6 +269,14 @@ class Plan(PlanBase, PrivacyReport):
             store=store,
         )
 
+    def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,
+               fairness: bool = True) -> Path:
+        """Write a self-contained HTML report of this plan (privacy in every unit, accuracy
+        before data, cell fairness, budget shares); see :func:`dpmatrix.report.write_plan_report`."""
+        from ...report import write_plan_report
+
+        return write_plan_report(self, path, delta=delta, level=level, fairness=fairness)
+
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description: domain, workload, objective, noise scales, privacy."""

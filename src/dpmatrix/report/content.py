@@ -1,0 +1,677 @@
+"""What a report says: numbers gathered from a plan or a release folder into frozen dataclasses.
+
+Every number is taken from one *facts* dictionary laid out like a release manifest
+(``privacy``, ``accuracy``, ``marginals``, ``residuals``, ``domain``, ...): for a release it is
+the manifest itself, for a plan :func:`plan_facts` builds the same layout from the plan. The
+page (:mod:`dpmatrix.report.html`) tags each number with its path in that dictionary, so what a
+reader sees can be checked against what is published, number by number.
+
+A report holds only what the release publishes or the plan states — privacy parameters, noise
+scales, variances, and the saved noisy tables — never a record, a record count, a seed or a path
+of the machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pandas as pd
+
+from ..planners.dispatch import plan as make_plan
+from ..planners.residual.plan import Plan
+from ..privacy import Budget, epsilon_from_zcdp
+from ..version import __version__
+
+__all__ = [
+    "Accuracy",
+    "Bound",
+    "Fairness",
+    "MarginalAccuracy",
+    "Mechanism",
+    "ObjectiveProfile",
+    "Privacy",
+    "Report",
+    "ResidualShare",
+    "Strategy",
+    "TableView",
+    "Tables",
+    "Target",
+    "plan_content",
+    "plan_facts",
+    "release_content",
+]
+
+#: δ values at which ε is tabulated, and the range of the ε(δ) curve
+DELTA_GRID = (1e-12, 1e-9, 1e-6, 1e-3)
+CURVE_POINTS = 46
+
+# size caps, so that a report of a release with thousands of marginals stays a few megabytes
+MAX_STD_BARS = 40         # bars in the per-marginal std chart (the largest)
+MAX_ACCURACY_ROWS = 100   # rows of the per-marginal accuracy table (the largest std first)
+MAX_RESIDUAL_ROWS = 25    # rows of the residual-mechanism table (the largest budget shares)
+MAX_INLINE = {0: 1, 1: 30, 2: 20}  # marginals shown with table and chart, by order
+MAX_TABLE_ROWS = 200      # cells of a table printed inline
+MAX_BAR_CELLS = 120       # cells of a one-way chart
+MAX_HEATMAP_SIDE = 60     # rows / columns of a two-way heatmap
+MAX_LINKS = 200           # marginals listed as file links
+FAIRNESS_MAX_SETS = 20000  # residual sets up to which the other objective is planned
+MAX_LINK_UP = 2           # ".." steps allowed in links from a report saved outside its release
+
+
+# -- dataclasses -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Privacy:
+    """The guarantee in every unit. ``mu`` is ``None`` where μ-GDP does not apply (discrete
+    noise); ``curve`` holds ``(δ, ε(δ))`` points, ``at`` the ε at :data:`DELTA_GRID`;
+    ``pure_epsilon`` is set only by a pure ε-DP planner."""
+
+    pcost: float | None
+    rho: float | None
+    mu: float | None
+    epsilon: float
+    delta: float
+    conversion: str  # "analytic_gaussian" | "zcdp" | "pure"
+    definition: str
+    curve: tuple[tuple[float, float], ...]
+    at: tuple[tuple[float, float], ...]
+    pure_epsilon: float | None = None
+    pure_key: tuple = ("privacy", "pure_epsilon")  # where the pure ε is in the facts
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """How the noise is made: planner, noise kind and randomness source (``None`` for a plan:
+    they are chosen when measuring)."""
+
+    planner: str
+    objective: str
+    construction: str | None
+    noise: str | None
+    randomness: str | None
+
+
+@dataclass(frozen=True)
+class MarginalAccuracy:
+    """Data-independent accuracy of one workload marginal; ``index`` is its position in the
+    facts' ``marginals`` list."""
+
+    index: int
+    attributes: tuple[str, ...]
+    cells: int
+    weight: float
+    max_variance: float
+    mean_variance: float
+
+    @property
+    def max_std(self) -> float:
+        return math.sqrt(self.max_variance)
+
+
+@dataclass(frozen=True)
+class Target:
+    """An accuracy target of a plan planned from targets (issue 13), per marginal."""
+
+    attributes: tuple[str, ...]
+    target: float
+    achieved: float
+    ratio: float
+    binding: bool
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    objective: str
+    rmse: float
+    max_variance: float
+    level: float
+    plain: bool
+    marginals: tuple[MarginalAccuracy, ...]
+    targets: tuple[Target, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ObjectiveProfile:
+    """Per-marginal variances of the plan selected for one objective at the same budget."""
+
+    objective: str
+    own: bool
+    rmse: float
+    max_variance: float
+    total_variance: float
+    cells: tuple[int, ...]
+    orders: tuple[int, ...]
+    variance: tuple[float, ...]  # average query (cell) variance of each marginal
+
+
+@dataclass(frozen=True)
+class Fairness:
+    profiles: tuple[ObjectiveProfile, ...]
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class ResidualShare:
+    """One residual mechanism: ``index`` in the facts' ``residuals`` list, σ², privacy-cost
+    coefficient ``p_A`` and its share ``(p_A/σ²_A) / Σ_B p_B/σ²_B`` of the budget."""
+
+    index: int
+    attributes: tuple[str, ...]
+    sigma2: float
+    coefficient: float
+    share: float
+    outputs: int
+
+
+@dataclass(frozen=True)
+class Strategy:
+    n_measured: int
+    residuals: tuple[ResidualShare, ...]  # the largest shares first, at most MAX_RESIDUAL_ROWS
+    by_order: tuple[tuple[int, float, int], ...]  # (number of attributes, share, count)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Distance to the best any matrix mechanism can do (issue 15): the lower bound on the
+    reported quantity, the plan's value and their ratio; ``comparison`` rows
+    ``(strategy, value, ratio)``."""
+
+    quantity: str
+    lower_bound: float
+    value: float
+    ratio: float
+    comparison: tuple[tuple[str, float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class TableView:
+    """One released marginal: its files and, when shown inline, its saved numbers.
+
+    ``axes`` are the ordered row labels of each attribute; ``labels`` one tuple per row; the
+    numeric columns are those of the saved table (``source``, a file of the release)."""
+
+    index: int
+    attributes: tuple[str, ...]
+    cells: int
+    max_variance: float
+    files: tuple[tuple[str, str], ...]  # (format, link relative to the report)
+    source: str | None = None
+    axes: tuple[tuple[str, ...], ...] = ()
+    labels: tuple[tuple[str, ...], ...] = ()
+    estimate: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    lower: tuple[float, ...] = ()
+    upper: tuple[float, ...] = ()
+    show_table: bool = False
+    show_figure: bool = False
+
+    @property
+    def order(self) -> int:
+        return len(self.attributes)
+
+
+@dataclass(frozen=True)
+class Tables:
+    level: float
+    inline: tuple[TableView, ...]
+    links: tuple[TableView, ...]
+    links_left_out: int
+    count_by_order: tuple[tuple[int, int], ...]  # (order, number of released marginals)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a report page shows."""
+
+    kind: str  # "plan" | "release"
+    version: str
+    created: str | None
+    domain: tuple[tuple[str, int, str, tuple], ...]  # (name, size, kind, path of the size)
+    n_marginals: int
+    total_cells: int
+    privacy: Privacy
+    mechanism: Mechanism
+    accuracy: Accuracy
+    fairness: Fairness
+    strategy: Strategy
+    bound: Bound | None
+    tables: Tables | None
+    link_prefix: str = ""  # path from the page's folder to the release folder ("" = the same)
+    links_note: str | None = None  # set when links are relative to the release folder, not the page
+
+
+# -- facts -----------------------------------------------------------------------------------------
+def _version() -> str:
+
+    return __version__
+
+
+def _planner_name(plan) -> str:
+    is_plain = getattr(plan, "is_plain", None)
+    if is_plain is None:
+        return str(getattr(plan, "planner", "QuerySmasher"))
+    return "ResidualPlanner" if is_plain else "ResidualPlanner+"
+
+
+def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, Any]:
+    """The numbers of a plan in the layout of a release manifest (no measurement fields).
+
+    Parameters
+    ----------
+    plan : Plan
+        A ResidualPlanner / ResidualPlanner+ plan (QuerySmasher plans: privacy, accuracy and
+        residuals only).
+    delta : float
+        δ at which ε is stated.
+    level : float
+        Confidence level of the margins of error.
+
+    Returns
+    -------
+    dict
+        ``library``, ``privacy``, ``mechanism``, ``accuracy``, ``confidence_level``, ``domain``,
+        ``objective``, ``construction``, ``residuals``, ``marginals``.
+    """
+    spec = plan.to_dict()
+    facts: dict[str, Any] = {
+        "library": {"name": "dpmatrix", "version": _version()},
+        "privacy": {"rho": plan.rho, "pcost": plan.pcost, "mu": plan.mu,
+                    "epsilon": plan.epsilon(delta), "delta": float(delta)},
+        "mechanism": {"noise": None, "randomness": None, "planner": _planner_name(plan)},
+        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
+        "confidence_level": float(level),
+        "domain": spec["domain"],
+        "objective": spec.get("objective", "sum_var"),
+        "construction": spec.get("construction"),
+        "residuals": spec["residuals"],
+    }  # fmt: skip
+    if hasattr(plan, "marginal_table"):
+        info = plan.marginal_table()
+        wk = plan.workload
+        facts["marginals"] = [
+            {"attributes": list(wk.names(i)), "cells": int(wk.cells[i]), "weight": float(wk.weights[i]),
+             "max_variance": float(info["max_variance"][i])}
+            for i in range(len(wk))
+        ]  # fmt: skip
+    else:  # QuerySmasher: one entry per query group
+        wk = plan.workload
+        facts["marginals"] = [
+            {"attributes": list(plan.domain.names_of(g.attrs)), "cells": int(np.prod(g.shape)),
+             "weight": float(np.mean(g.weights)), "max_variance": float(np.max(plan.group_variance(i)))}
+            for i, g in enumerate(wk.groups)
+        ]  # fmt: skip
+    for hook in ("targets", "lower_bound"):  # issues 13 and 15: present once those plans exist
+        value = _hook(plan, hook)
+        if value is not None:
+            facts[hook] = value
+    return facts
+
+
+def _hook(plan, name: str):
+    """Optional facts of newer planners, read by name only (never required)."""
+    if name == "targets":
+        table = getattr(plan, "target_table", None)
+        if callable(table):
+            df = table()
+            return json_rows(df)
+        return None
+    if name == "lower_bound":
+        lb, ratio = getattr(plan, "lower_bound", None), getattr(plan, "optimality_ratio", None)
+        if callable(lb) and callable(ratio):
+            try:
+                return {"value": float(lb()), "ratio": float(ratio())}
+            except Exception:  # an optional section must never break the report
+                return None
+    return None
+
+
+def json_rows(df: pd.DataFrame) -> list[dict]:
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in df.to_dict("records")]
+
+
+# -- privacy ---------------------------------------------------------------------------------------
+def _privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
+    """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (issue 14: a
+    ``pure_epsilon`` entry, or δ = 0) has no ε(δ) curve and no μ-GDP; Gaussian ones get the
+    exact analytic curve, discrete Gaussian ones the zCDP conversion."""
+    p = facts["privacy"]
+    definition = p.get("definition") or (
+        "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact analytic Gaussian "
+        "conversion); neighbouring datasets differ by adding or removing one record"
+    )
+    opt = lambda k: None if p.get(k) is None else float(p[k])  # noqa: E731
+    pure, pure_key = opt("pure_epsilon"), ("privacy", "pure_epsilon")
+    if pure is None and opt("delta") == 0.0:
+        pure, pure_key = float(p["epsilon"]), ("privacy", "epsilon")
+    if pure is not None or opt("pcost") is None:
+        return Privacy(opt("pcost"), opt("rho"), None, float(p["epsilon"]), float(p.get("delta") or 0.0),
+                       "pure", str(definition), (), (), pure, pure_key)
+    pcost, rho = float(p["pcost"]), float(p["rho"])
+    if discrete:
+        eps_of = lambda d: epsilon_from_zcdp(rho, d)  # noqa: E731
+        conversion = "zcdp"
+    else:
+        eps_of = Budget(pcost).epsilon
+        conversion = "analytic_gaussian"
+    deltas = np.logspace(-12, -3, CURVE_POINTS)
+    curve = tuple((float(d), float(eps_of(float(d)))) for d in deltas)
+    at = tuple((d, float(eps_of(d))) for d in DELTA_GRID)
+    return Privacy(pcost, rho, opt("mu"), float(p["epsilon"]), float(p["delta"]), conversion,
+                   str(definition), curve, at)
+
+
+# -- accuracy --------------------------------------------------------------------------------------
+def _accuracy(facts: Mapping[str, Any], plan) -> Accuracy:
+    mean_var = _mean_variances(plan)
+    rows = []
+    for i, e in enumerate(facts["marginals"]):
+        names = tuple(e["attributes"])
+        mv = float(e["max_variance"])
+        rows.append(MarginalAccuracy(i, names, int(e["cells"]), float(e.get("weight", 1.0)), mv,
+                                     mean_var.get(names, mv)))
+    targets = None
+    if facts.get("targets"):
+        targets = tuple(
+            Target(tuple(t.get("attributes") or str(t.get("marginal", "")).split(",")), float(t["target"]),
+                   float(t["achieved"]), float(t["ratio"]), bool(t.get("binding", t.get("binds", False))))
+            for t in facts["targets"]
+        )  # fmt: skip
+    acc = facts["accuracy"]
+    return Accuracy(str(facts.get("objective", "")), float(acc["rmse"]), float(acc["max_variance"]),
+                    float(facts.get("confidence_level", 0.95)), bool(getattr(plan, "is_plain", False)),
+                    tuple(rows), targets)
+
+
+def _mean_variances(plan) -> dict[tuple[str, ...], float]:
+    """Average query (cell) variance of every workload marginal of a residual plan."""
+    if not hasattr(plan, "marginal_table"):
+        return {}
+    t = plan.marginal_table()
+    mean = np.asarray(t["total_variance"], dtype=float) / np.asarray(t["queries"], dtype=float)
+    return {tuple(plan.workload.names(i)): float(mean[i]) for i in range(len(plan.workload))}
+
+
+# -- fairness (paper §6.2) -------------------------------------------------------------------------
+def _profile(plan, objective: str, own: bool) -> ObjectiveProfile:
+    wk = plan.workload
+    t = plan.marginal_table()
+    keep = np.asarray(wk.weights) > 0
+    mean = np.asarray(t["total_variance"], dtype=float) / np.asarray(t["queries"], dtype=float)
+    idx = np.flatnonzero(keep)
+    return ObjectiveProfile(
+        objective, own, plan.rmse(), plan.max_variance(), plan.total_variance(),
+        tuple(int(wk.cells[i]) for i in idx), tuple(len(wk.sets[i]) for i in idx),
+        tuple(float(mean[i]) for i in idx),
+    )  # fmt: skip
+
+
+def _fairness(plan, enabled: bool) -> Fairness:
+    if not isinstance(plan, Plan):
+        return Fairness((), "this planner optimizes the sum of variances only, so there is no "
+                        "other objective to compare with")
+    if not enabled:
+        return Fairness((), "the comparison was not asked for (fairness=False)")
+    if len(plan.closure) > FAIRNESS_MAX_SETS:
+        return Fairness((), "the workload is too large to plan a second time for the report; "
+                        "plan it with the other objective to compare")
+    strategies = {plan.domain.names[a]: S for a, S in enumerate(plan.strategies)
+                  if not plan.bases[a].is_identity}
+    profiles = []
+    for obj in ("sum_var", "max_var"):
+        if plan.objective == obj:
+            profiles.append(_profile(plan, obj, True))
+            continue
+        other = make_plan(plan.workload, objective=obj, pcost=plan.pcost, strategies=strategies or None,
+                          construction=plan.construction)
+        profiles.append(_profile(other, obj, False))
+    return Fairness(tuple(profiles))
+
+
+# -- strategy --------------------------------------------------------------------------------------
+def _strategy(facts: Mapping[str, Any], plan) -> Strategy:
+    names = [tuple(r["attributes"]) for r in facts["residuals"]]
+    sigma2 = np.array([_float(r["sigma2"]) for r in facts["residuals"]])
+    measured = np.isfinite(sigma2)
+    coef, outputs = _coefficients(plan, names)
+    cost = np.where(measured, coef / np.where(measured, sigma2, 1.0), 0.0)
+    share = cost / cost.sum() if cost.sum() > 0 else cost
+    order = np.array([len(n) for n in names])
+    by_order = tuple(
+        (int(k), float(share[order == k].sum()), int(np.sum(measured & (order == k))))
+        for k in sorted(set(order[measured].tolist()))
+    )
+    top = np.argsort(-share, kind="stable")[: MAX_RESIDUAL_ROWS]
+    rows = tuple(ResidualShare(int(j), names[j], float(sigma2[j]), float(coef[j]), float(share[j]),
+                               int(outputs[j])) for j in top if measured[j])  # fmt: skip
+    return Strategy(int(measured.sum()), rows, by_order)
+
+
+def _coefficients(plan, names: Sequence[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """Privacy-cost coefficient ``p_A`` and number of noisy outputs of each residual set, in the
+    order of ``names`` (the facts' residual list)."""
+    if hasattr(plan, "coefficients"):  # residual plans: closure order is the facts' order
+        t = plan.table()  # one row per closure set, in closure order
+        pos = {tuple(plan.domain.names_of(s)): i for i, s in enumerate(plan.closure.sets)}
+        idx = np.array([pos[n] for n in names])
+        return (np.asarray(t["pcost_coefficient"], dtype=float)[idx],
+                np.asarray(t["noisy_outputs"], dtype=np.int64)[idx])
+    # QuerySmasher: each residual space's sub-mechanism has its own privacy cost
+    by_name = {tuple(plan.domain.names_of(S)): r for S, r in plan.residuals.items()}
+    coef = np.array([plan.solutions[by_name[n].structure].pcost for n in names], dtype=float)
+    outs = np.array([plan.solutions[by_name[n].structure].n_outputs for n in names], dtype=np.int64)
+    return coef, outs
+
+
+def _float(v) -> float:
+    """A manifest number (non-finite values are written as the strings "inf" / "nan")."""
+    return float(v)
+
+
+# -- bound (issue 15) ------------------------------------------------------------------------------
+def _bound(facts: Mapping[str, Any]) -> Bound | None:
+    lb = facts.get("lower_bound") or facts.get("accuracy", {}).get("lower_bound")
+    if not lb:
+        return None
+    if isinstance(lb, Mapping):
+        value, ratio = float(lb["value"]), float(lb["ratio"])
+        quantity = str(lb.get("quantity", "total variance"))
+        comparison = tuple((str(c["strategy"]), float(c["value"]), float(c["ratio"]))
+                           for c in lb.get("comparison", ()))
+    else:
+        value = float(lb)
+        ratio = float(facts["accuracy"].get("optimality_ratio", math.nan))
+        quantity, comparison = "total variance", ()
+    return Bound(quantity, value, value * ratio, ratio, comparison)
+
+
+# -- released tables -------------------------------------------------------------------------------
+def _safe_link(folder: Path, rel: str) -> str | None:
+    """A manifest file path, if it is a plain relative path inside the release folder."""
+    p = PurePosixPath(str(rel))
+    if p.is_absolute() or ".." in p.parts or "\\" in str(rel) or not p.parts:
+        return None
+    if not (folder / p).is_file():
+        return None
+    return p.as_posix()
+
+
+def _read_table(path: Path, fmt: str, names: Sequence[str]) -> dict[str, list] | None:
+    """Columns of a saved table, read with pyarrow (Parquet: the exact binary numbers; CSV:
+    attribute columns kept as text, so labels such as "01" stay as written)."""
+
+    try:
+        if fmt == "parquet":
+
+            table = pq.read_table(path)
+        else:
+
+            opts = pcsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                       strings_can_be_null=False, quoted_strings_can_be_null=False)
+            table = pcsv.read_csv(path, convert_options=opts)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return table.to_pydict()
+
+
+def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str, inline: bool) -> TableView:
+    names = tuple(entry["attributes"])
+    links = []
+    for fmt, rel in entry.get("files", {}).items():
+        safe = _safe_link(folder, rel)
+        if safe is not None:
+            links.append((str(fmt), safe))
+    links.sort(key=lambda x: x[0] != "csv")  # the CSV first: what most readers open
+    files = tuple((fmt, prefix + rel) for fmt, rel in links)
+    base = TableView(index, names, int(entry["cells"]), _float(entry["max_variance"]), files)
+    if not inline or not links:
+        return base
+    # the Parquet file holds the exact numbers; the page links the CSV too, for readers
+    fmt, rel = sorted(links, key=lambda x: x[0] != "parquet")[0]
+    cols = _read_table(folder / rel, fmt, names)
+    needed = [*names, "estimate", "std", "lower", "upper"]
+    if cols is None or any(c not in cols for c in needed) or not cols["estimate"]:
+        return base
+    cells = len(cols["estimate"])
+    labels = [[str(v) for v in cols[n]] for n in names]
+    axes = tuple(tuple(dict.fromkeys(col)) for col in labels)
+    grid_ok = math.prod(len(a) for a in axes) == cells
+    if len(names) == 2 and grid_ok:  # C order: the first attribute varies slowest
+        n2 = len(axes[1])
+        grid_ok = all(labels[0][i] == axes[0][i // n2] and labels[1][i] == axes[1][i % n2]
+                      for i in range(cells))
+    show_figure = grid_ok and (
+        (len(names) == 1 and cells <= MAX_BAR_CELLS)
+        or (len(names) == 2 and max(len(a) for a in axes) <= MAX_HEATMAP_SIDE)
+    )
+    col = lambda c: tuple(float(v) for v in cols[c])  # noqa: E731
+    return TableView(
+        index, names, base.cells, base.max_variance, files, prefix + rel, axes,
+        tuple(zip(*labels)) if names else ((),) * cells,
+        col("estimate"), col("std"), col("lower"), col("upper"),
+        show_table=cells <= MAX_TABLE_ROWS, show_figure=show_figure,
+    )  # fmt: skip
+
+
+def _tables(facts: Mapping[str, Any], folder: Path, prefix: str) -> Tables:
+    entries = facts["marginals"]
+    counts: dict[int, int] = {}
+    inline, links = [], []
+    left_out = 0
+    for i, e in enumerate(entries):
+        k = len(e["attributes"])
+        counts[k] = counts.get(k, 0) + 1
+        if counts[k] <= MAX_INLINE.get(k, 0):
+            inline.append(_table_view(folder, i, e, prefix, inline=True))
+        elif len(links) < MAX_LINKS:
+            links.append(_table_view(folder, i, e, prefix, inline=False))
+        else:
+            left_out += 1
+    return Tables(float(facts.get("confidence_level", 0.95)), tuple(inline), tuple(links), left_out,
+                  tuple(sorted(counts.items())))
+
+
+# -- whole report ----------------------------------------------------------------------------------
+def _domain(facts: Mapping[str, Any]) -> tuple[tuple[str, int, str, tuple], ...]:
+    out = []
+    for name, v in facts["domain"].items():
+        if isinstance(v, Mapping):
+            out.append((name, int(v["size"]), str(v.get("kind", "categorical")), ("domain", name, "size")))
+        else:
+            out.append((name, int(v), "categorical", ("domain", name)))
+    return tuple(out)
+
+
+def _content(kind: str, facts: Mapping[str, Any], plan, *, fairness: bool, folder: Path | None,
+             prefix: str, links_note: str | None = None) -> Report:
+    mech = facts.get("mechanism", {})
+    noise = mech.get("noise")
+    discrete = noise == "discrete_gaussian"
+    marginals = facts["marginals"]
+    return Report(
+        kind=kind,
+        version=str(facts["library"]["version"]),
+        created=facts.get("created"),
+        domain=_domain(facts),
+        n_marginals=len(marginals),
+        total_cells=int(sum(int(e["cells"]) for e in marginals)),
+        privacy=_privacy(facts, discrete),
+        mechanism=Mechanism(str(mech.get("planner") or _planner_name(plan)), str(facts.get("objective", "")),
+                            facts.get("construction"), noise, mech.get("randomness")),
+        accuracy=_accuracy(facts, plan),
+        fairness=_fairness(plan, fairness),
+        strategy=_strategy(facts, plan),
+        bound=_bound(facts),
+        tables=None if folder is None else _tables(facts, folder, prefix),
+        link_prefix=prefix,
+        links_note=links_note,
+    )  # fmt: skip
+
+
+def plan_content(plan, *, delta: float = 1e-9, level: float = 0.95, fairness: bool = True) -> Report:
+    """Gather what the report of a plan shows (before any data is touched).
+
+    Parameters
+    ----------
+    plan : Plan or QuerySmasherPlan
+    delta : float, keyword-only
+        δ at which ε is stated (default 1e-9, as for releases).
+    level : float, keyword-only
+        Confidence level of the margins of error (default 0.95).
+    fairness : bool, keyword-only
+        Plan the workload for the other objective (sum_var / max_var) at the same budget to show
+        the §6.2 comparison (one more plan selection).
+
+    Returns
+    -------
+    Report
+    """
+    return _content("plan", plan_facts(plan, delta=delta, level=level), plan, fairness=fairness,
+                    folder=None, prefix="")
+
+
+def release_content(manifest: Mapping[str, Any], plan, folder: str | Path, *, report_dir: str | Path | None = None,
+                    fairness: bool = True) -> Report:
+    """Gather what the report of a release shows, from its manifest, its plan and its saved
+    tables.
+
+    Parameters
+    ----------
+    manifest : dict
+        The release's ``manifest.json``.
+    plan : Plan
+        The plan rebuilt from the manifest (``Release.plan``), for budget shares and the
+        fairness comparison.
+    folder : path
+        The release folder (saved tables are read from it).
+    report_dir : path, optional
+        Folder the report will be written to; links to the release's files are relative to it
+        (default: the release folder itself).
+    fairness : bool, keyword-only
+        As in :func:`plan_content`.
+
+    Returns
+    -------
+    Report
+    """
+
+    folder = Path(folder)
+    prefix, note = "", None
+    if report_dir is not None and Path(report_dir).resolve() != folder.resolve():
+        rel = PurePosixPath(*Path(os.path.relpath(folder.resolve(), Path(report_dir).resolve())).parts)
+        # a short relative path keeps the links working next to the release; a long one would
+        # spell out the machine's folders, so links then stay relative to the release folder
+        if rel.parts.count("..") <= MAX_LINK_UP and len(rel.parts) <= MAX_LINK_UP + 2:
+            prefix = rel.as_posix() + "/"
+        else:
+            note = ("this report was saved away from its release folder: the file links below are "
+                    "relative to the release folder")
+    return _content("release", manifest, plan, fairness=fairness, folder=folder, prefix=prefix,
+                    links_note=note)
