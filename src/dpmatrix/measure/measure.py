@@ -59,7 +59,9 @@ def measure(
     """Noisy answers of every residual mechanism of ``plan`` on ``data``.
 
     ``data``: a pandas DataFrame (or 2-D integer array in domain column order) of codes, a path
-    to a CSV/Parquet file of codes (counted by DuckDB), or a data engine.
+    to a CSV/Parquet file of codes (counted by DuckDB), a Spark DataFrame (counted in Spark), or a
+    data engine. ``engine``: a data engine, or ``"numpy"``/``"duckdb"``/``"spark"`` for ``data``
+    (``"spark"``: a Parquet/CSV path, glob or table name counted in Spark).
     ``rng``: the ``numpy.random.Generator`` the Gaussian noise is drawn from; ``None`` draws a
     fresh generator seeded by the operating system (never numpy's global state).
     ``noise="discrete_gaussian"``: exact integer noise from the OS CSPRNG (Algorithm 3, see
@@ -100,7 +102,7 @@ def measure(
         randomness = "numpy_generator"
         if rng is None:
             rng = np.random.default_rng()
-    eng = engine if engine is not None else engine_for(data, plan.domain)
+    eng = engine_for(data, plan.domain, engine=engine)
     top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
     if store is None or store is False:
         noisy: dict[AttrSet, np.ndarray] | MeasurementStore = {}
@@ -118,6 +120,8 @@ def measure(
                     noisy[sub] = discrete_measure(plan.mechanism(sub), project(tables[m], m, sub), s_bar, rng)
         bar.update(len(batch))
     bar.close()
+    if eng is not engine and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
+        eng.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)

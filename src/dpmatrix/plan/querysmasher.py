@@ -505,7 +505,7 @@ class QuerySmasherPlan(PrivacyReport):
         sets are counted (16 per engine call), smaller ones are sums; never the data vector."""
         from ..engines import engine_for, maximal_sets, project
 
-        eng = engine if engine is not None else engine_for(data, self.domain)
+        eng = engine_for(data, self.domain, engine=engine)
         measured = {S for S, r in self.residuals.items() if math.isfinite(r.sigma2)}
         top = maximal_sets(measured)
         done: set = set()
