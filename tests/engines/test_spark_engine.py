@@ -79,6 +79,7 @@ def test_random_domains_identical_counts(spark, tmp_path, seed):
         "duckdb": DuckDBEngine(pq, domain),
         "spark-parquet": SparkEngine(str(pq), domain, spark=spark),
         "spark-csv": SparkEngine(str(csv), domain, spark=spark, batch_size=3),
+        "spark-grouping-sets": SparkEngine(str(pq), domain, spark=spark, strategy="grouping_sets"),
         "spark-df": SparkEngine(spark.read.parquet(str(pq)), domain, cache=False),
     }
     for name, eng in engines.items():
@@ -136,6 +137,7 @@ def raw_with_problems() -> pd.DataFrame:
 MIXED = {"age": "clip", "grade": "other", "income": "other", "n": "clip", "color": "error"}
 
 
+@pytest.mark.filterwarnings("ignore::dpmatrix.encode.RemappedValuesWarning")  # DuckDB's copy
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("policy", ["error", "mixed"])
 def test_raw_encoding_identical(spark, tmp_path, fmt, policy):

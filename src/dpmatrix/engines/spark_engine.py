@@ -4,8 +4,9 @@ The records stay in Spark. Everything the engine does is a Spark SQL plan; the o
 come back to the driver are
 
 * one aggregate row of validation counts (rows, missing values, unknown values per column),
-* per batch of attribute sets, the aggregated ``(set, cell, count)`` rows of its marginal tables
-  (``GROUPING SETS`` over mixed-radix cell keys, fetched with Arrow), and
+* per batch of attribute sets, the aggregated ``(cell, count)`` rows of its marginal tables
+  (grouping sets over mixed-radix cell keys, the sets' cells laid end to end in one BIGINT key,
+  fetched with Arrow), and
 * only when the data do not match the domain, at most :data:`~.base.MAX_SHOWN` distinct offending
   values per column for the error message — exactly what the numpy and DuckDB engines show.
 
@@ -349,7 +350,11 @@ class SparkEngine:
         ``spark://host:7077``, ``yarn``, ``k8s://https://…``) and extra Spark settings
         (e.g. ``{"spark.executor.memory": "8g"}``). Ignored parts of the environment: none.
     batch_size
-        Attribute sets counted per Spark job (one ``GROUPING SETS`` aggregation; at most 62).
+        Attribute sets counted per Spark job (at most 62).
+    strategy
+        ``"keys"`` (default: every row emits one BIGINT key ``offset(set) + cell`` per set of the
+        batch, counted by one ``GROUP BY``) or ``"grouping_sets"`` (Spark's ``GROUPING SETS`` on
+        one cell key per set; same counts, measured ~2x slower).
     cache
         Persist the compact code columns (``MEMORY_AND_DISK``) so the source is parsed once for
         validation and once for the codes, however many batches follow (default ``True``).
@@ -376,6 +381,7 @@ class SparkEngine:
         master: str | None = None,
         conf: Mapping[str, str] | None = None,
         batch_size: int = 16,
+        strategy: Literal["keys", "grouping_sets"] = "keys",
         cache: bool = True,
         csv_options: Mapping[str, Any] | None = None,
     ):
@@ -387,6 +393,9 @@ class SparkEngine:
             raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
         self._domain = domain
         self.encoding = encoding
+        if strategy not in ("keys", "grouping_sets"):
+            raise ValueError(f"strategy must be 'keys' or 'grouping_sets', got {strategy!r}")
+        self.strategy = strategy
         self.batch_size = min(max(1, int(batch_size)), 62)
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
         self._codes = None
@@ -452,6 +461,14 @@ class SparkEngine:
         """Show a text column's offending values as numbers (CSV, every value a number)."""
         return self._csv and cls == "str" and n_nonnumeric == 0
 
+    def _count_nonnumeric(self, c: Any, cls: str) -> Any:
+        """Rows whose text is not a number (only needed for CSV text columns)."""
+        from pyspark.sql import functions as F
+
+        if not (self._csv and cls == "str"):
+            return F.lit(0)
+        return F.count_if(c.isNotNull() & c.try_cast("double").isNull())
+
     def _distinct(self, df: Any, value: Any, where: Any) -> tuple[list[Any], int]:
         """At most MAX_SHOWN smallest distinct offending values, and how many there are."""
         from pyspark.sql import functions as F
@@ -473,9 +490,8 @@ class SparkEngine:
             null = _missing(c, cls)
             bad = ~null & (x.isNull() | ~_integral(x))
             out = ~null & _integral(x) & ((x < 0) | (x > a.size - 1))
-            nonnum = c.isNotNull() & c.cast("string").try_cast("double").isNull()
             conds.append((c, cls, x, null, bad, out))
-            aggs += [F.count_if(w) for w in (null, bad, out, nonnum)]
+            aggs += [F.count_if(w) for w in (null, bad, out)] + [self._count_nonnumeric(c, cls)]
         res = df.agg(*aggs).first()
         problems: list[str] = []
         codes = []
@@ -517,7 +533,7 @@ class SparkEngine:
                 F.count_if(code.isNull() & miss),
                 F.count_if(code.isNull() & ~miss),
                 F.count_if(base.isNull() & code.isNotNull()),
-                F.count_if(c.isNotNull() & c.cast("string").try_cast("double").isNull()),
+                self._count_nonnumeric(c, classes[a.name]),
             ]
         res = df.agg(*aggs).first()
         problems: list[str] = []
@@ -595,11 +611,32 @@ class SparkEngine:
             if not s:
                 out[s][()] = self._n
                 prog.step()
+        counter = self._count_keys if self.strategy == "keys" else self._count_grouping_sets
         for b in range(0, len(todo), self.batch_size):
             batch = todo[b : b + self.batch_size]
-            self._count_grouping_sets(batch, out)
+            counter(batch, out)
             prog.step(len(batch))
         return out
+
+    def _count_keys(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
+        """One Spark job: every row emits one key per set of the batch, ``offset(set) + cell``
+        (the sets' cells laid end to end), and the keys are counted by one ``GROUP BY``.
+
+        This is GROUPING SETS with the grouping id folded into a single BIGINT key: Spark's own
+        GROUPING SETS aggregates on m nullable key columns plus the id, measured ~2x slower.
+        Only ``(key, count)`` rows (at most the batch's cells) reach the driver."""
+        from pyspark.sql import functions as F
+
+        offsets = np.cumsum([0] + [self._domain.cells(s) for s in batch])
+        keys = [self._key(s).cast("long") + F.lit(int(o)) for s, o in zip(batch, offsets)]
+        key = F.explode(F.array(*keys)) if len(keys) > 1 else keys[0]
+        tbl = self._codes.select(key.alias("k")).groupBy("k").count().toArrow()
+        k = tbl.column("k").to_numpy().astype(np.int64, copy=False)
+        n = tbl.column("count").to_numpy().astype(np.int64, copy=False)
+        flat = np.zeros(int(offsets[-1]), dtype=np.int64)
+        flat[k] = n
+        for j, s in enumerate(batch):
+            out[s].reshape(-1)[:] = flat[offsets[j] : offsets[j + 1]]
 
     def _count_grouping_sets(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
         """One Spark job: ``GROUPING SETS ((k0), (k1), ...)`` over the cell keys of the batch;
