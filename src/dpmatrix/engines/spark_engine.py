@@ -348,7 +348,7 @@ class SparkEngine:
     master, conf
         For a session dpmatrix starts itself: the master URL (default ``local[*]``;
         ``spark://host:7077``, ``yarn``, ``k8s://https://…``) and extra Spark settings
-        (e.g. ``{"spark.executor.memory": "8g"}``). Ignored parts of the environment: none.
+        (e.g. ``{"spark.executor.memory": "8g"}``).
     batch_size
         Attribute sets counted per Spark job (at most 62).
     strategy
