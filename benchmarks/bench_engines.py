@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> None:
                 t = a + b * n * cores0 / (k * c)
                 cells.append(f"{k} x {c} cores: {t:7.1f} s ({n / t:,.0f} rows/s)")
             print(f"  N = {n:,d}: " + "; ".join(cells))
-        if b > 0:
+        if len(spark_pts) < 2:
+            print("  (one N only: the fixed per-run cost a cannot be separated from b; run more sizes)")
+        elif b > 0 and a > 0:
             print(f"  more cores stop paying off near b*N*{cores0}/cores = a, i.e. "
                   f"cores ~ {b * 1e9 * cores0 / max(a, 1e-9):,.0f} per 10^9 rows")
         print("  Our part does not serialize: the driver only plans ~13 jobs and receives "
