@@ -346,9 +346,12 @@ def _on_unknown(text: str) -> str | dict[str, str]:
 
 def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_directory: Path | None = None):
     path = Path(args.data)
-    if not any(ch in args.data for ch in "*?[") and not path.exists():
+    spark = args.engine == "spark"  # paths, URIs (hdfs://, s3a://) and table names: Spark checks
+    if not spark and not any(ch in args.data for ch in "*?[") and not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")
     policy = _on_unknown(args.on_unknown)
+    if args.engine == "spark":
+        return _open_spark_engine(args, domain, policy, say)
     fmt = detect_format(args.data, args.data_format)
     csv_options = {"delim": args.delimiter} if args.delimiter else None
     if args.delimiter and fmt != "csv":
@@ -368,6 +371,25 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {args.data!r}: {exc}") from None
     return NumpyEngine(encode_frame(raw, domain, on_unknown=policy), domain)
+
+
+def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Out):
+    from .engines.spark_engine import SparkEngine, detect_spark_format
+
+    conf: dict[str, str] = {}
+    for item in args.spark_conf or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise CLIError(f"--spark-conf: bad entry {item!r}; write key=value, e.g. spark.executor.memory=8g")
+        conf[k.strip()] = v.strip()
+    fmt = detect_spark_format(args.data, args.data_format)
+    if args.delimiter and fmt != "csv":
+        raise CLIError("--delimiter applies to CSV files only")
+    say.note(f"reading {args.data} ({fmt}) with spark ...")  # the master is not echoed or recorded
+    return SparkEngine(
+        args.data, domain, encoding="raw", format=fmt, on_unknown=policy, master=args.spark_master,
+        conf=conf, csv_options={"sep": args.delimiter} if args.delimiter else None,
+    )  # fmt: skip
 
 
 class CountingBar:
@@ -706,8 +728,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")
-    r.add_argument("--engine", choices=["duckdb", "numpy"], default="duckdb",
-                   help="duckdb (default; files larger than memory) or numpy (loads the file with pandas)")
+    r.add_argument("--engine", choices=["duckdb", "numpy", "spark"], default="duckdb",
+                   help="duckdb (default; files larger than memory), numpy (loads the file with pandas) "
+                   "or spark (counts in Apache Spark; DATA may be a Parquet/CSV path, glob, URI or table)")
+    r.add_argument("--spark-master", metavar="URL",
+                   help="Spark master for --engine spark: local[*] (default), spark://host:7077, yarn, k8s://...")
+    r.add_argument("--spark-conf", metavar="K=V", action="append",
+                   help="extra Spark setting for --engine spark (repeatable), e.g. spark.executor.memory=8g")
     r.add_argument("--data-format", choices=["csv", "parquet"], help="format of DATA if its suffix does not tell")
     r.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
     r.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 4GB (it spills to disk beyond)")

@@ -71,14 +71,16 @@ def measure(
         ``measure``, called from here).
     data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
         Codes ``0..size-1`` per attribute: a DataFrame (or 2-D integer array in domain column
-        order), a path to a CSV/Parquet file of codes (counted by DuckDB), or a data engine.
+        order), a path to a CSV/Parquet file of codes (counted by DuckDB), a Spark DataFrame
+        (counted in Spark), or a data engine.
     rng : numpy.random.Generator, optional
         The generator the Gaussian noise is drawn from; ``None`` draws a fresh generator seeded
         by the operating system (never numpy's global state).
     progress : bool, default False
         Show a progress bar.
-    engine : engine, optional
-        Count with this engine instead of the one chosen for ``data``.
+    engine : engine or {"numpy", "duckdb", "spark"}, optional
+        Count with this engine instead of the one chosen for ``data`` (``"spark"``: a
+        Parquet/CSV path, glob or table name counted in Spark).
     noise : {"gaussian", "discrete_gaussian"}
         ``"discrete_gaussian"``: exact integer noise from the OS CSPRNG (Algorithm 3, see
         :mod:`dpmatrix.measure.discrete`); every σ is rounded up to a rational (variance increase
@@ -130,7 +132,7 @@ def measure(
         randomness = "numpy_generator"
         if rng is None:
             rng = np.random.default_rng()
-    eng = engine if engine is not None else engine_for(data, plan.domain)
+    eng = engine_for(data, plan.domain, engine=engine)
     top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
     if store is None or store is False:
         noisy: dict[AttrSet, np.ndarray] | MeasurementStore = {}
@@ -148,6 +150,8 @@ def measure(
                     noisy[sub] = discrete_measure(plan.mechanism(sub), project(tables[m], m, sub), s_bar, rng)
         bar.update(len(batch))
     bar.close()
+    if eng is not engine and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
+        eng.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)

@@ -58,7 +58,7 @@ def measure_querysmasher(
 def residual_marginals(plan, data, engine):
     """Yield ``(S, marginal table on S)`` for every measured residual space: only the maximal
     sets are counted (:func:`~dpmatrix.measure.counting.marginal_tables`), smaller ones are sums."""
-    eng = engine if engine is not None else engine_for(data, plan.domain)
+    eng = engine_for(data, plan.domain, engine=engine)
     measured = {S for S, r in plan.residuals.items() if math.isfinite(r.sigma2)}
     yield from marginal_tables(plan.domain, measured, eng)
 

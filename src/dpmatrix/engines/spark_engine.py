@@ -1,0 +1,658 @@
+"""Apache Spark counting engine: marginals of a Spark DataFrame, table or Parquet/CSV lake.
+
+The records stay in Spark. Everything the engine does is a Spark SQL plan; the only rows that
+come back to the driver are
+
+* one aggregate row of validation counts (rows, missing values, unknown values per column),
+* per batch of attribute sets, the aggregated ``(cell, count)`` rows of its marginal tables
+  (grouping sets over mixed-radix cell keys, the sets' cells laid end to end in one BIGINT key,
+  fetched with Arrow), and
+* only when the data do not match the domain, at most :data:`~.base.MAX_SHOWN` distinct offending
+  values per column for the error message — exactly what the numpy and DuckDB engines show.
+
+Raw values are mapped to codes with Spark Column expressions that follow the rules of
+:func:`dpmatrix.encode.encode_column` (labels by their string form, left-closed bins with the last
+bin closed, integer codes, and the ``on_unknown`` policies ``error``/``clip``/``other``), and
+validation produces the same :class:`~dpmatrix.errors.DataError` messages (the message functions
+are shared in :mod:`dpmatrix.engines.base` and :mod:`dpmatrix.encode`).
+
+CSV files are read with every column as text (no type inference: ``yes``/``no`` stay strings,
+``"01"`` stays ``"01"`` and matches a label ``"01"``, not ``"1"``); bins and integer codes parse
+the text as a number. Offending values in error messages are shown as numbers when every value
+of the column is a number (as a type-sniffing reader such as pandas or DuckDB would show them),
+otherwise as text.
+
+Session: an existing :class:`pyspark.sql.SparkSession` (or the one a DataFrame belongs to) is
+used as given and never stopped; otherwise one is started on ``master`` (default ``local[*]``;
+``spark://host:7077``, ``yarn``, ``k8s://…``) with extra ``conf``, quiet logging, and stopped by
+:meth:`SparkEngine.close`. Nothing about the session (host, path) is recorded by dpmatrix.
+
+Why the driver never serializes the work: encoding, validation and counting run in the executors
+(per-partition partial aggregation, then a shuffle of at most ``cells`` keys per set); the driver
+receives per batch a table no larger than the dense marginals it must hold anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..domain import Attribute, Domain
+from ..encode import UNKNOWN_HINT, mapping_kind, problem_messages, remap_message, resolve_policies, warn_remapped
+from ..errors import DataError
+from .base import (
+    MAX_SHOWN,
+    AttrSet,
+    Progress,
+    empty_table,
+    missing_columns_message,
+    non_integer_message,
+    normalize_sets,
+    null_message,
+    out_of_range_message,
+    raise_problems,
+)
+
+__all__ = ["SparkEngine", "spark_session"]
+
+DEFAULT_MASTER = "local[*]"
+_CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.bz2")
+_PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+
+PYSPARK_HINT = "install it with: pip install 'dpmatrix[spark]' (PySpark ships Spark itself)"
+JAVA_HINT = (
+    "Apache Spark needs Java 17 or newer and no 'java' was found (neither JAVA_HOME nor PATH): "
+    "install a JDK/JRE 17+ (e.g. apt-get install openjdk-17-jre-headless, or brew install "
+    "openjdk@17) or set JAVA_HOME"
+)
+
+# Spark's own start-up chatter (log4j2 INFO/WARN) is silenced: errors only, on stderr.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+# -- session --------------------------------------------------------------------------------------
+def _import_pyspark():
+    try:
+        import pyspark  # noqa: F401
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise DataError(f"engine='spark' needs PySpark, which is not installed: {PYSPARK_HINT}") from None
+    return SparkSession
+
+
+def _java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return True
+    return shutil.which("java") is not None
+
+
+def _log4j2_file() -> str:
+    path = Path(tempfile.gettempdir()) / f"dpmatrix-spark-log4j2-{os.getpid()}.properties"
+    if not path.exists():
+        path.write_text(_LOG4J2)
+        atexit.register(lambda: path.unlink(missing_ok=True))
+    return path.as_uri()
+
+
+def spark_session(
+    master: str | None = None, conf: Mapping[str, str] | None = None
+) -> tuple[Any, bool]:
+    """The Spark session to count in, and whether we started it (then we stop it).
+
+    An active session in this process is used as given (Spark allows one per process); a
+    ``master`` different from its master is an error. Otherwise a session is started on
+    ``master`` (default ``local[*]``) with ``conf`` and quiet logging.
+
+    Raises
+    ------
+    DataError
+        One line saying what to install when PySpark or Java is missing, or why Spark failed.
+    """
+    SparkSession = _import_pyspark()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        running = active.sparkContext.master
+        if master is not None and master != running:
+            raise DataError(
+                f"a Spark session is already running in this process on master {running!r}; "
+                f"cannot start another on {master!r} (pass spark=<that session> or stop it first)"
+            )
+        return active, False
+    if not _java_available():
+        raise DataError(JAVA_HINT)
+    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("dpmatrix")
+    opts = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    opts.update({str(k): str(v) for k, v in (conf or {}).items()})
+    log = f"-Dlog4j2.configurationFile={_log4j2_file()}"
+    opts["spark.driver.extraJavaOptions"] = (
+        opts.get("spark.driver.extraJavaOptions", "") + " " + log
+    ).strip()
+    for k, v in opts.items():
+        builder = builder.config(k, v)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # py4j / PySparkRuntimeError: JVM did not start
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DataError(
+            f"Apache Spark failed to start on master {master or DEFAULT_MASTER!r}: {first} "
+            f"(needs Java 17+ and a reachable master; {PYSPARK_HINT})"
+        ) from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True
+
+
+# -- reading --------------------------------------------------------------------------------------
+def _is_spark_dataframe(data: Any) -> bool:
+    t = type(data)
+    return t.__name__ == "DataFrame" and t.__module__.startswith("pyspark.sql")
+
+
+def detect_spark_format(source: str, format: str | None) -> str:
+    """``"csv"``, ``"parquet"`` or ``"table"`` from ``format`` or the suffix of ``source``."""
+    if format is not None:
+        f = format.lower()
+        if f not in ("csv", "parquet", "table"):
+            raise ValueError(f"format must be 'csv', 'parquet' or 'table', got {format!r}")
+        return f
+    name = source.lower().rstrip("/")
+    if name.endswith(_CSV_SUFFIXES):
+        return "csv"
+    if name.endswith(_PARQUET_SUFFIXES):
+        return "parquet"
+    if "/" in source or "\\" in source or "*" in source:
+        raise DataError(
+            f"cannot tell the format of {source!r} from its suffix; pass format='csv' or "
+            "format='parquet' (or format='table' for a table name)"
+        )
+    return "table"
+
+
+def _check_local_path(p: str) -> None:
+    """Same messages as the DuckDB engine for local paths (remote URIs are left to Spark)."""
+    import glob
+
+    if "://" in p:
+        return
+    if any(ch in p for ch in "*?["):
+        if not glob.glob(p):
+            raise DataError(f"no data file matches {p!r}")
+    elif not Path(p).exists():
+        raise DataError(f"data file {p!r} does not exist")
+
+
+def _read(spark: Any, source: str, fmt: str, csv_options: Mapping[str, Any] | None) -> Any:
+    from pyspark.errors import AnalysisException
+
+    try:
+        if fmt == "table":
+            return spark.table(source)
+        _check_local_path(source)
+        if fmt == "parquet":
+            if csv_options:
+                raise ValueError("csv_options apply to CSV files only")
+            return spark.read.parquet(source)
+        opts = {"header": "true", "inferSchema": "false", "mode": "PERMISSIVE"}
+        opts.update({k: str(v) for k, v in (csv_options or {}).items()})
+        return spark.read.options(**opts).csv(source)  # every column is text
+    except AnalysisException as exc:
+        first = (str(exc).strip().splitlines() or ["?"])[0]
+        what = "table" if fmt == "table" else "data"
+        raise DataError(f"Spark cannot read the {what} {source!r}: {first}") from None
+
+
+# -- column expressions -----------------------------------------------------------------------------
+def type_class(data_type: Any) -> str:
+    """``int``/``float``/``bool``/``str``/``other`` (atomic) or ``nested`` for a Spark type."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return "int"
+    if isinstance(data_type, (T.FloatType, T.DoubleType, T.DecimalType)):
+        return "float"
+    if isinstance(data_type, T.BooleanType):
+        return "bool"
+    if isinstance(data_type, (T.StringType, T.CharType, T.VarcharType)):
+        return "str"
+    if isinstance(data_type, (T.ArrayType, T.MapType, T.StructType, T.BinaryType)):
+        return "nested"
+    return "other"
+
+
+def _number(c: Any, cls: str) -> Any:
+    """DOUBLE value of a column (NULL when missing, non-numeric or NaN)."""
+    from pyspark.sql import functions as F
+
+    if cls in ("int", "bool"):
+        return c.cast("double")
+    x = c.cast("double") if cls == "float" else c.cast("string").try_cast("double")
+    return F.when(F.isnan(x), F.lit(None).cast("double")).otherwise(x)
+
+
+def _missing(c: Any, cls: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return (c.isNull() | F.isnan(c.cast("double"))) if cls == "float" else c.isNull()
+
+
+def _integral(x: Any) -> Any:
+    """``x`` is an integer (``rint`` keeps +-inf, which count as out of range like numpy)."""
+    from pyspark.sql import functions as F
+
+    return F.rint(x) == x
+
+
+def _label_key(c: Any, cls: str) -> Any:
+    """Spark twin of :func:`dpmatrix.encode.label_key`."""
+    from pyspark.sql import functions as F
+
+    if cls == "str":
+        return c
+    if cls == "bool":
+        return F.when(c, F.lit("True")).when(~c, F.lit("False"))
+    if cls == "int":
+        return c.cast("string")
+    if cls == "float":
+        x = c.cast("double")
+        return (
+            F.when(F.isnan(x), F.lit(None).cast("string"))
+            .when(_integral(x) & (F.abs(x) < 1e15), x.cast("long").cast("string"))
+            .otherwise(x.cast("string"))
+        )
+    return c.cast("string")
+
+
+def encode_column(attr: Attribute, c: Any, cls: str, policy: str) -> tuple[Any, Any, Any]:
+    """``(code, base, missing)`` Spark Columns mapping raw values of ``attr`` as
+    :func:`dpmatrix.encode.encode_column` does: ``code`` is the final code (NULL when the row has
+    none), ``base`` the code before clip/other, ``missing`` whether the raw value is missing."""
+    from pyspark.sql import functions as F
+
+
+    kind = mapping_kind(attr)
+    null_int = F.lit(None).cast("int")
+    clip = None
+    if kind == "labels":
+        labels = F.array(*[F.lit(lab) for lab in attr.labels])  # type: ignore[union-attr]
+        pos = F.array_position(labels, _label_key(c, cls))
+        base = F.when(pos > 0, (pos - 1).cast("int"))
+    else:
+        v = _number(c, cls)
+        if kind == "bins":
+            e = [float(x) for x in attr.bins]  # type: ignore[union-attr]
+            k = len(e) - 1
+            base = F.when(v.isNull() | (v < e[0]) | (v > e[-1]), null_int)
+            for i in range(k - 1):
+                base = base.when(v < e[i + 1], F.lit(i))
+            base = base.otherwise(F.lit(k - 1))
+            clip = F.when(v < e[0], F.lit(0)).when(v > e[-1], F.lit(k - 1)).otherwise(base)
+        else:
+            top = attr.size - 1
+            ok = _integral(v)
+            base = F.when(ok & (v >= 0) & (v <= top), v.cast("int"))
+            clip = F.when(ok & (v < 0), F.lit(0)).when(ok & (v > top), F.lit(top)).otherwise(base)
+    code = base
+    if policy == "clip" and clip is not None:
+        code = clip
+    elif policy == "other" and attr.other_code is not None:
+        code = F.coalesce(base, F.lit(attr.other_code))
+    return code, base, _missing(c, cls)
+
+
+def _code_type(size: int) -> str:
+    return "byte" if size <= 128 else "short" if size <= 1 << 15 else "int"
+
+
+# -- the engine -------------------------------------------------------------------------------------
+class SparkEngine:
+    """Count marginals of records held by Apache Spark (see the module docstring).
+
+    Parameters
+    ----------
+    data
+        A :class:`pyspark.sql.DataFrame`; a Parquet or CSV path, directory or glob (local,
+        ``hdfs://``, ``s3a://``, …; format from the suffix or ``format``); or a table name of
+        the session's catalog (``format="table"``, or any name without a path or suffix).
+    domain
+        The domain the records are coded against.
+    encoding
+        ``"codes"``: columns hold integer codes ``0..size-1`` (validated like
+        :class:`~.numpy_engine.NumpyEngine`); ``"raw"``: raw values mapped through the domain's
+        labels / bins with ``on_unknown`` as in :func:`dpmatrix.encode.encode_frame`.
+    format
+        ``"csv"``, ``"parquet"`` or ``"table"`` when the suffix does not tell.
+    on_unknown
+        ``"error"`` (default), ``"clip"``, ``"other"`` or ``{column: policy}`` (raw encoding).
+    spark
+        A :class:`pyspark.sql.SparkSession` to use as given (never stopped by dpmatrix).
+    master, conf
+        For a session dpmatrix starts itself: the master URL (default ``local[*]``;
+        ``spark://host:7077``, ``yarn``, ``k8s://https://…``) and extra Spark settings
+        (e.g. ``{"spark.executor.memory": "8g"}``).
+    batch_size
+        Attribute sets counted per Spark job (at most 62).
+    strategy
+        ``"keys"`` (default: every row emits one BIGINT key ``offset(set) + cell`` per set of the
+        batch, counted by one ``GROUP BY``) or ``"grouping_sets"`` (Spark's ``GROUPING SETS`` on
+        one cell key per set; same counts, measured ~2x slower).
+    cache
+        Persist the compact code columns (``MEMORY_AND_DISK``) so the source is parsed once for
+        validation and once for the codes, however many batches follow (default ``True``).
+    csv_options
+        Extra options of Spark's CSV reader, e.g. ``{"sep": ";"}``.
+
+    Examples
+    --------
+    >>> eng = SparkEngine("lake/people/*.parquet", domain, encoding="raw")  # doctest: +SKIP
+    >>> eng.count([(0, 1)])[(0, 1)].sum() == eng.n_records                  # doctest: +SKIP
+    True
+    >>> eng.close()                                                         # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        domain: Domain,
+        encoding: Literal["codes", "raw"] = "codes",
+        *,
+        format: Literal["csv", "parquet", "table"] | None = None,
+        on_unknown: str | Mapping[str, str] = "error",
+        spark: Any = None,
+        master: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        batch_size: int = 16,
+        strategy: Literal["keys", "grouping_sets"] = "keys",
+        cache: bool = True,
+        csv_options: Mapping[str, Any] | None = None,
+    ):
+
+        if not isinstance(domain, Domain):
+            raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
+        if encoding not in ("codes", "raw"):
+            raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
+        self._domain = domain
+        self.encoding = encoding
+        if strategy not in ("keys", "grouping_sets"):
+            raise ValueError(f"strategy must be 'keys' or 'grouping_sets', got {strategy!r}")
+        self.strategy = strategy
+        self.batch_size = min(max(1, int(batch_size)), 62)
+        policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
+        self._codes = None
+        self._owned = False
+        if _is_spark_dataframe(data):
+            if master is not None or conf:
+                raise ValueError("master/conf apply to a session dpmatrix starts, not to a DataFrame")
+            df, self._spark, self._csv = data, data.sparkSession, False
+        else:
+            if not isinstance(data, (str, Path)):
+                raise DataError(
+                    f"the Spark engine reads a Spark DataFrame, a Parquet/CSV path or a table "
+                    f"name, got {type(data).__name__}"
+                )
+            source = str(data)
+            fmt = detect_spark_format(source, format)
+            if spark is not None:
+                self._spark = spark
+            else:
+                self._spark, self._owned = spark_session(master, conf)
+            self._csv = fmt == "csv"
+            try:
+                df = _read(self._spark, source, fmt, csv_options)
+            except BaseException:
+                self.close()
+                raise
+        try:
+            self._prepare(df, policies, cache)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- validation and encoding ----------------------------------------------------------------
+    def _prepare(self, df: Any, policies: Mapping[str, str], cache: bool) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        names = list(self._domain.names)
+        have = list(df.columns)
+        missing = [n for n in names if n not in have]
+        if missing:
+            raise DataError(missing_columns_message(missing, have))
+        classes = {n: type_class(df.schema[n].dataType) for n in names}
+        nested = [f"column {n!r} has Spark type {df.schema[n].dataType.simpleString()}, not a "
+                  "number or text" for n in names if classes[n] == "nested"]  # fmt: skip
+        raise_problems(nested)
+        df = df.select(*[F.col(f"`{n}`") for n in names])
+        cols = {n: F.col(f"`{n}`") for n in names}
+        if self.encoding == "codes":
+            codes = self._validate_codes(df, cols, classes)
+        else:
+            codes = self._validate_raw(df, cols, classes, policies)
+        self._codes = df.select(
+            *[
+                c.cast(_code_type(a.size)).alias(f"c{i}")
+                for i, (c, a) in enumerate(zip(codes, self._domain.attributes))
+            ]
+        )
+        if cache:
+            self._codes = self._codes.persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _numeric_text(self, cls: str, n_nonnumeric: int) -> bool:
+        """Show a text column's offending values as numbers (CSV, every value a number)."""
+        return self._csv and cls == "str" and n_nonnumeric == 0
+
+    def _count_nonnumeric(self, c: Any, cls: str) -> Any:
+        """Rows whose text is not a number (only needed for CSV text columns)."""
+        from pyspark.sql import functions as F
+
+        if not (self._csv and cls == "str"):
+            return F.lit(0)
+        return F.count_if(c.isNotNull() & c.try_cast("double").isNull())
+
+    def _distinct(self, df: Any, value: Any, where: Any) -> tuple[list[Any], int]:
+        """At most MAX_SHOWN smallest distinct offending values, and how many there are."""
+        from pyspark.sql import functions as F
+
+        sel = df.where(where).select(value.alias("v")).where(F.col("v").isNotNull())
+        vals = [r[0] for r in sel.distinct().orderBy("v").limit(MAX_SHOWN).collect()]
+        (nd,) = sel.agg(F.countDistinct("v")).first()
+        return vals, int(nd)
+
+    def _validate_codes(self, df: Any, cols: Mapping[str, Any], classes: Mapping[str, str]) -> list[Any]:
+        """Same checks and messages as the numpy engine, as one aggregate job."""
+        from pyspark.sql import functions as F
+
+        conds = []
+        aggs = [F.count(F.lit(1))]
+        for a in self._domain.attributes:
+            c, cls = cols[a.name], classes[a.name]
+            x = _number(c, cls)
+            null = _missing(c, cls)
+            bad = ~null & (x.isNull() | ~_integral(x))
+            out = ~null & _integral(x) & ((x < 0) | (x > a.size - 1))
+            conds.append((c, cls, x, null, bad, out))
+            aggs += [F.count_if(w) for w in (null, bad, out)] + [self._count_nonnumeric(c, cls)]
+        res = df.agg(*aggs).first()
+        problems: list[str] = []
+        codes = []
+        for j, (a, (c, cls, x, null, bad, out)) in enumerate(zip(self._domain.attributes, conds)):
+            n_null, n_bad, n_out, n_nonnum = (int(v) for v in res[1 + 4 * j : 5 + 4 * j])
+            if n_null:
+                problems.append(null_message(a.name, n_null))
+            if n_bad:
+                numeric = cls in ("int", "float", "bool") or self._numeric_text(cls, n_nonnum)
+                vals, nd = self._distinct(df, x if numeric else c.cast("string"), bad)
+                problems.append(non_integer_message(a.name, n_bad, vals, nd))
+            if n_out:
+                vals, nd = self._distinct(df, x, out)
+                problems.append(out_of_range_message(a.name, a.size, n_out, vals, nd))
+            codes.append(x.cast("int"))
+        raise_problems(problems)
+        self._n = int(res[0])
+        return codes
+
+    def _validate_raw(
+        self,
+        df: Any,
+        cols: Mapping[str, Any],
+        classes: Mapping[str, str],
+        policies: Mapping[str, str],
+    ) -> list[Any]:
+        from pyspark.sql import functions as F
+
+
+        encs = [
+            encode_column(a, cols[a.name], classes[a.name], policies[a.name])
+            for a in self._domain.attributes
+        ]
+        aggs = [F.count(F.lit(1))]
+        for a, (code, base, miss) in zip(self._domain.attributes, encs):
+            c = cols[a.name]
+            aggs += [
+                F.count_if(code.isNull() & miss),
+                F.count_if(code.isNull() & ~miss),
+                F.count_if(base.isNull() & code.isNotNull()),
+                self._count_nonnumeric(c, classes[a.name]),
+            ]
+        res = df.agg(*aggs).first()
+        problems: list[str] = []
+        remapped: list[str] = []
+        for j, (a, (code, base, miss)) in enumerate(zip(self._domain.attributes, encs)):
+            n_miss, n_unk, n_re, n_nonnum = (int(v) for v in res[1 + 4 * j : 5 + 4 * j])
+            vals: list[Any] = []
+            nd = 0
+            if n_unk:
+                c, cls = cols[a.name], classes[a.name]
+                shown = _number(c, cls) if self._numeric_text(cls, n_nonnum) else c
+                vals, nd = self._distinct(df, shown, code.isNull() & ~miss)
+            problems += problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
+            if n_re:
+                remapped.append(remap_message(a, policies[a.name], n_re))
+        raise_problems(problems, "raw values do not match the domain", UNKNOWN_HINT)
+        warn_remapped(remapped, stacklevel=5)
+        self._n = int(res[0])
+        return [code for code, _, _ in encs]
+
+    # -- the engine interface -------------------------------------------------------------------
+    @property
+    def domain(self) -> Domain:
+        return self._domain
+
+    @property
+    def n_records(self) -> int:
+        return self._n
+
+    @property
+    def session(self) -> Any:
+        """The Spark session counting the data."""
+        return self._spark
+
+    def close(self) -> None:
+        """Drop the cached codes; stop the Spark session if this engine started it."""
+        if self._codes is not None:
+            try:
+                self._codes.unpersist()
+            except Exception:  # session already gone
+                pass
+            self._codes = None
+        if self._owned:
+            self._owned = False
+            self._spark.stop()
+
+    def __enter__(self) -> "SparkEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _key(self, s: AttrSet) -> Any:
+        """Mixed-radix (C-order) cell index of the set ``s`` as a Spark Column."""
+        from pyspark.sql import functions as F
+
+        sizes = self._domain.sizes
+        itype = "int" if self._domain.cells(s) < 2**31 else "long"
+        key = F.col(f"c{s[0]}").cast(itype)
+        for a in s[1:]:
+            key = key * F.lit(sizes[a]).cast(itype) + F.col(f"c{a}").cast(itype)
+        return key
+
+    def count(
+        self, attr_sets: Sequence[AttrSet], progress: bool = False
+    ) -> dict[AttrSet, np.ndarray]:
+        """Count exactly the requested attribute sets (see :class:`~.base.CountEngine`)."""
+        if self._codes is None:
+            raise DataError("the Spark engine was closed")
+        sets = normalize_sets(self._domain, attr_sets)
+        out = {s: empty_table(self._domain, s) for s in sets}
+        prog = Progress(len(sets), progress)
+        todo = [s for s in sets if s]
+        for s in sets:
+            if not s:
+                out[s][()] = self._n
+                prog.step()
+        counter = self._count_keys if self.strategy == "keys" else self._count_grouping_sets
+        for b in range(0, len(todo), self.batch_size):
+            batch = todo[b : b + self.batch_size]
+            counter(batch, out)
+            prog.step(len(batch))
+        return out
+
+    def _count_keys(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
+        """One Spark job: every row emits one key per set of the batch, ``offset(set) + cell``
+        (the sets' cells laid end to end), and the keys are counted by one ``GROUP BY``.
+
+        This is GROUPING SETS with the grouping id folded into a single BIGINT key: Spark's own
+        GROUPING SETS aggregates on m nullable key columns plus the id, measured ~2x slower.
+        Only ``(key, count)`` rows (at most the batch's cells) reach the driver."""
+        from pyspark.sql import functions as F
+
+        offsets = np.cumsum([0] + [self._domain.cells(s) for s in batch])
+        keys = [self._key(s).cast("long") + F.lit(int(o)) for s, o in zip(batch, offsets)]
+        key = F.explode(F.array(*keys)) if len(keys) > 1 else keys[0]
+        tbl = self._codes.select(key.alias("k")).groupBy("k").count().toArrow()
+        k = tbl.column("k").to_numpy().astype(np.int64, copy=False)
+        n = tbl.column("count").to_numpy().astype(np.int64, copy=False)
+        flat = np.zeros(int(offsets[-1]), dtype=np.int64)
+        flat[k] = n
+        for j, s in enumerate(batch):
+            out[s].reshape(-1)[:] = flat[offsets[j] : offsets[j + 1]]
+
+    def _count_grouping_sets(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
+        """One Spark job: ``GROUPING SETS ((k0), (k1), ...)`` over the cell keys of the batch;
+        only ``(grouping id, cell, count)`` rows (at most the batch's cells) reach the driver."""
+        from pyspark.sql import functions as F
+
+        m = len(batch)
+        ks = [f"k{j}" for j in range(m)]
+        keyed = self._codes.select(*[self._key(s).alias(k) for s, k in zip(batch, ks)])
+        agg = keyed.groupingSets([[F.col(k)] for k in ks], *ks).agg(
+            F.grouping_id().alias("g"), F.count(F.lit(1)).alias("n")
+        )
+        key = F.coalesce(*[F.col(k).cast("long") for k in ks]) if m > 1 else F.col(ks[0]).cast("long")
+        tbl = agg.select("g", key.alias("k"), "n").toArrow()
+        g = tbl.column("g").to_numpy().astype(np.int64, copy=False)
+        k = tbl.column("k").to_numpy().astype(np.int64, copy=False)
+        n = tbl.column("n").to_numpy().astype(np.int64, copy=False)
+        for j, s in enumerate(batch):
+            # grouping_id: bit (m-1-j) is 0 for the grouped key j, 1 for the others
+            sel = g == ((1 << m) - 1) ^ (1 << (m - 1 - j))
+            out[s].reshape(-1)[k[sel]] = n[sel]
