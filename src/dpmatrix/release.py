@@ -379,6 +379,15 @@ class Release:
         lv = self.level if level is None else float(level)
         return self.measurements.marginal(key, lv)
 
+    def postprocess(self, **options):
+        """Non-negative, consistent marginals fitted to the saved measurements
+        (:meth:`Measurements.postprocess <dpmatrix.reconstruct.measurements.Measurements.postprocess>`)."""
+        return self.measurements.postprocess(**options)
+
+    def synthetic(self, rows: int | None = None, *, rng: np.random.Generator, **options) -> pd.DataFrame:
+        """Synthetic records from the saved measurements (see :meth:`postprocess`)."""
+        return self.measurements.synthetic(rows, rng=rng, **options)
+
     def __repr__(self) -> str:
         p = self.manifest["privacy"]
         return (
