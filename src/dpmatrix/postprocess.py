@@ -92,16 +92,17 @@ def _mbi():
     """Import ``mbi`` with JAX in float64 (counts of tens of thousands stall in float32)."""
     try:
         import jax
+
+        if not jax.config.jax_enable_x64:
+            jax.config.update("jax_enable_x64", True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # mbi's advice about JAX settings, at import
+            import mbi
+            import mbi.extensions.mixture_of_products  # noqa: F401
     except ImportError:  # pragma: no cover - dependency missing
         raise PlanError(
-            "post-processing needs private-pgm: pip install 'dpmatrix[postprocess]' (or pip install mbi)"
+            "post-processing needs private-pgm: pip install 'dpmatrix[postprocess]' (or pip install 'mbi>=2')"
         ) from None
-    if not jax.config.jax_enable_x64:
-        jax.config.update("jax_enable_x64", True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mbi
-        import mbi.extensions.mixture_of_products  # noqa: F401
     return mbi
 
 
