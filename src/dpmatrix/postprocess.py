@@ -34,10 +34,11 @@ fixes the model's total at its unbiased estimate (at least 1).
 
 Estimators
 ----------
-* ``method="graphical_model"``: mirror descent on the marginal polytope
-  (``mbi.estimation.MirrorDescent``, Algorithm 1 of the paper) — the maximum-likelihood (least
-  squares) non-negative, consistent marginals, represented by a graphical model whose junction
-  tree must fit in memory. If it does not (e.g. all 2-way marginals on Adult make the
+* ``method="graphical_model"``: the maximum-likelihood (generalized least squares)
+  non-negative, consistent marginals, found over the marginal polytope by mirror descent
+  (``mbi.estimation.MirrorDescent``, Algorithm 1 of the paper; default) or L-BFGS on the
+  potentials (``estimator="lbfgs"``, better when the noise scales differ by orders of
+  magnitude), represented by a graphical model whose junction tree must fit in memory. If it does not (e.g. all 2-way marginals on Adult make the
   measurement graph complete, so the junction tree is the whole domain), a
   :class:`~dpmatrix.errors.PlanError` says how many cells it would need.
 * ``method="mixture"``: a mixture of product distributions fitted to the same likelihood by
