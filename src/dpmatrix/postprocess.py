@@ -69,7 +69,6 @@ import numpy as np
 import pandas as pd
 
 from .errors import PlanError, WorkloadError
-from .workload import AttrSet
 
 __all__ = [
     "KronQuery",
@@ -212,16 +211,6 @@ def _mbi_domain(plan, measurements):
     return mbi.Domain(used, [plan.domain[a].size for a in used])
 
 
-def junction_tree_cells(domain, cliques: Sequence[tuple[str, ...]]) -> int:
-    """Cells of the junction tree of ``cliques`` over an ``mbi`` domain (sum over its maximal
-    cliques), the size of the graphical model that mirror descent would hold."""
-    mbi = _mbi()
-    if not cliques:
-        return 0
-    tree, _ = mbi.junction_tree.make_junction_tree(domain, list(cliques))
-    return int(sum(math.prod(domain.project(cl).shape) for cl in mbi.junction_tree.maximal_cliques(tree)))
-
-
 # -- the result -----------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class PostProcessed:
@@ -267,6 +256,8 @@ class PostProcessed:
             )
         if not key:
             return np.array(self.total)
+        if self.method == "mixture":
+            return _mixture_marginal(self.model, names)
         return np.clip(np.asarray(self.model.project(names).datavector(flatten=False), dtype=float), 0.0, None)
 
     def marginal(self, attrs: Iterable[str | int] | str) -> pd.DataFrame:
@@ -322,9 +313,29 @@ def _draw(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(out, cdf.shape[1] - 1)
 
 
+def _mixture_products(model) -> dict[str, np.ndarray]:
+    """Per-component categorical probabilities of a ``MixtureOfProducts`` (softmax of its logits),
+    in NumPy: ``model.products`` would compile one JAX program per attribute size."""
+    from scipy.special import softmax
+
+    logits = getattr(model, "_logits", None)
+    if logits is None:  # pragma: no cover - another mbi layout
+        return {a: np.asarray(p, dtype=float) for a, p in model.products.items()}
+    return {a: softmax(np.asarray(v, dtype=float), axis=1) for a, v in logits.items()}
+
+
+def _mixture_marginal(model, names: Sequence[str]) -> np.ndarray:
+    """``total / K · Σ_k ⊗_{a∈names} p_{k,a}``: the mixture's marginal (as ``model.project``)."""
+    products = _mixture_products(model)
+    letters = "bcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(names)]
+    formula = ",".join(f"a{c}" for c in letters) + "->" + letters
+    out = np.einsum(formula, *[products[a] for a in names]) * (float(model.total) / model.num_components)
+    return np.clip(out, 0.0, None)
+
+
 def _sample_mixture(model, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Component uniformly, then each attribute from the component's categorical."""
-    products = {a: np.asarray(p, dtype=float) for a, p in model.products.items()}
+    products = _mixture_products(model)
     k = rng.integers(0, model.num_components, size=n)
     out = {}
     for a, p in products.items():
@@ -350,7 +361,7 @@ def _sample_tree(model, jtree, n: int, rng: np.random.Generator) -> dict[str, np
         mass = table.sum(axis=1, keepdims=True)
         cond = np.divide(table, mass, out=np.full_like(table, 1.0 / size), where=mass > 0)
         cdf = np.cumsum(cond, axis=1)
-        idx = np.ravel_multi_index(tuple(out[p] for p in parents), table_shape(model, parents)) if parents else np.zeros(n, dtype=np.int64)
+        idx = np.ravel_multi_index(tuple(out[p] for p in parents), _table_shape(model, parents)) if parents else np.zeros(n, dtype=np.int64)
         drawn = np.empty(n, dtype=np.int64)
         for start in range(0, n, 200_000):
             ii = idx[start : start + 200_000]
@@ -359,7 +370,7 @@ def _sample_tree(model, jtree, n: int, rng: np.random.Generator) -> dict[str, np
     return out
 
 
-def table_shape(model, attrs: Sequence[str]) -> tuple[int, ...]:
+def _table_shape(model, attrs: Sequence[str]) -> tuple[int, ...]:
     return tuple(model.domain[a] for a in attrs)
 
 
@@ -428,7 +439,7 @@ def postprocess(
     cliques = list({m.clique for m in measurements})
     jt_cells = None
     if method in ("auto", "graphical_model"):
-        jt_cells = _tree_cells_bounded(mbi, domain, cliques, max_model_cells)
+        jt_cells = junction_tree_cells(domain, cliques)
         if jt_cells > max_model_cells:
             if method == "graphical_model":
                 raise PlanError(
@@ -477,11 +488,14 @@ def postprocess(
     )
 
 
-def _tree_cells_bounded(mbi, domain, cliques, limit: int) -> float:
-    """Junction-tree cells, as a float (it can exceed any integer type for dense graphs)."""
+def junction_tree_cells(domain, cliques: Sequence[tuple[str, ...]]) -> float:
+    """Cells of the junction tree ``mbi`` would build for ``cliques`` over an ``mbi`` domain (sum
+    over its maximal cliques): the size of the graphical model, as a float (a dense measurement
+    graph makes it the whole domain, beyond any integer type)."""
+    mbi = _mbi()
     if not cliques:
         return 0.0
-    tree, _ = mbi.junction_tree.make_junction_tree(domain, cliques)
+    tree, _ = mbi.junction_tree.make_junction_tree(domain, list(cliques))
     return float(sum(math.prod(float(s) for s in domain.project(cl).shape)
                      for cl in mbi.junction_tree.maximal_cliques(tree)))
 
@@ -534,7 +548,6 @@ def fit_chi2(pp: PostProcessed, meas) -> tuple[float, int]:
     whitened measurements, and the number of noisy values it sums over. A fit that keeps every
     measurement has chi2 = 0; unbiased noise alone gives chi2 ≈ the number of values around the
     truth."""
-    mbi = _mbi()
     ms, _ = linear_measurements(meas)
     if not ms:
         return 0.0, 0
@@ -543,7 +556,6 @@ def fit_chi2(pp: PostProcessed, meas) -> tuple[float, int]:
         mu = pp.model.project(m.clique)
         r = (np.asarray(m.query(mu)) - np.asarray(m.noisy_measurement)) / m.stddev
         chi2 += float(r @ r)
-    del mbi
     return chi2, int(sum(np.size(m.noisy_measurement) for m in ms))
 
 
