@@ -454,8 +454,6 @@ def postprocess(
     n_iter = int(iters) if iters is not None else (1000 if method == "graphical_model" else 2000)
     if n_iter < 1:
         raise PlanError(f"iters must be at least 1, got {iters!r}")
-    if not measurements:  # only the total was measured
-        method = "mixture" if method == "mixture" else "graphical_model"
     bar = tqdm(total=n_iter, desc=f"post-processing ({method})", unit="it", disable=not progress)
     step = mbi.estimation.CALLBACK_EVERY
     done = [0]
