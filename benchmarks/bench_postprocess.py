@@ -55,7 +55,7 @@ def synth_table(syn: pd.DataFrame, dom, names, scale: float) -> np.ndarray:
     return true_table(codes, dom, names) * scale
 
 
-def run(rhos, reps, n3, seed) -> pd.DataFrame:
+def run(rhos, reps, n3, seed, options=None) -> pd.DataFrame:
     dom = dm.Domain.from_json(DATA / "adult-domain.json")
     df = pd.read_csv(DATA / "adult.csv")
     wk = dm.Workload.marginals(dom, 2, upto=True)
@@ -72,7 +72,7 @@ def run(rhos, reps, n3, seed) -> pd.DataFrame:
             meas = plan.measure(df, rng=np.random.default_rng([seed, r, int(rho * 1e6)]))
             unb = {p: meas.estimate(p) for p in pairs}
             t0 = time.perf_counter()
-            pp = postprocess(meas)
+            pp = postprocess(meas, **(options or {}))
             fit_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             syn = pp.synthetic(rng=np.random.default_rng([seed, r, 7]))
@@ -127,10 +127,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="two budgets, one run, no 30-attribute case")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--components", type=int, help="mixture components (default: postprocess's)")
+    ap.add_argument("--iters", type=int, help="optimizer iterations (default: postprocess's)")
     args = ap.parse_args()
+    options = {k: v for k, v in (("components", args.components), ("iters", args.iters)) if v is not None}
     rhos = [0.01, 1.0] if args.quick else [0.01, 0.03, 0.1, 0.3, 1.0]
     reps = 1 if args.quick else args.reps
-    res = run(rhos, reps, n3=10 if args.quick else 30, seed=args.seed)
+    res = run(rhos, reps, n3=10 if args.quick else 30, seed=args.seed, options=options)
     cols = ["mae_unbiased", "mae_post", "mae_synth", "mae3_post", "mae3_synth", "neg_cells", "fit_s", "synth_s"]
     summary = res.groupby("rho")[cols].mean()
     summary["post/unbiased"] = summary["mae_post"] / summary["mae_unbiased"]

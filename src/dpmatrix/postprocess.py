@@ -478,6 +478,9 @@ def postprocess(
             model = est.estimate(domain, measurements, known_total=total, iters=n_iter, callback_fn=tick)
             jtree = None
             size = int(components) * int(sum(domain.shape))
+        import jax
+
+        model = jax.block_until_ready(model)  # JAX dispatches asynchronously: finish the fit here
     finally:
         bar.close()
     return PostProcessed(
