@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.planners",),
     ("dpmatrix.plan_file",),
     ("dpmatrix.release",),
-    ("dpmatrix.report",),
+    ("dpmatrix.report", "dpmatrix.postprocess"),
     ("dpmatrix.cli", "dpmatrix.__main__"),
     ("dpmatrix",),  # the package root only re-exports the public API
 ]
@@ -115,6 +115,7 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
 DELEGATING_HOOKS = {
     ("dpmatrix.planners.residual.plan", "dpmatrix.report"),
     ("dpmatrix.release", "dpmatrix.report"),
+    ("dpmatrix.reconstruct.measurements", "dpmatrix.postprocess"),  # Measurements.postprocess()
 }
 
 MODULES = _modules()

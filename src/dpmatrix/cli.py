@@ -38,12 +38,14 @@ from .domain import Domain
 from .encode import POLICIES, encode_frame, read_csv_text
 from .engines import DuckDBEngine, NumpyEngine, maximal_sets
 from .engines.duckdb_engine import detect_format
+from .engines.spark_engine import SparkEngine, detect_spark_format
 from .engines.infer import infer_domain
 from .errors import DPMatrixError, DataError, DomainError
 from .jsonfile import loads_strict
 from .ledger import Ledger
 from .plan_file import load_plan
 from .planners.dispatch import plan as make_plan
+from .postprocess import postprocess, write_postprocessed
 from .privacy import epsilon_from_zcdp
 from .report import REPORT_FILE, write_plan_report, write_release_report
 from .release import (
@@ -374,8 +376,6 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
 
 
 def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Out):
-    from .engines.spark_engine import SparkEngine, detect_spark_format
-
     conf: dict[str, str] = {}
     for item in args.spark_conf or []:
         k, eq, v = item.partition("=")
@@ -572,7 +572,31 @@ def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
 def cmd_release(args: argparse.Namespace) -> int:
     say = Out(args.quiet)
     domain = _read_domain(args.domain) if args.domain else None
-    run_release(args, domain, say, overwrite=args.overwrite)
+    meas = run_release(args, domain, say, overwrite=args.overwrite)
+    if getattr(args, "postprocess", False):
+        pp = postprocess(meas, progress=not say.quiet)
+        tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
+        out = write_postprocessed(pp, args.out, meas=meas, formats=tables, progress=not say.quiet)
+        say(f"wrote post-processed tables ({pp.method}) to {out}/: non-negative and consistent, "
+            "but biased and without variances or intervals (see its manifest.json)")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    say = Out(args.quiet)
+    if args.rows is not None and args.rows < 1:
+        raise CLIError(f"--rows must be at least 1, got {args.rows}")
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
+    rel = load_release(args.release)
+    pp = postprocess(rel.measurements, method=args.method, progress=not say.quiet)
+    df = pp.synthetic(args.rows, rng=np.random.default_rng(args.seed))
+    if out.suffix.lower() == ".parquet":
+        df.to_parquet(out, index=False)
+    else:
+        df.to_csv(out, index=False)
+    say(f"wrote {len(df)} synthetic records ({pp.method}, fitted to the release's measurements) to {out}")
     return 0
 
 
@@ -749,9 +773,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ledger(r)
     r.add_argument("--no-report", action="store_true",
                    help="do not write report.html (the HTML report) into the release folder")
+    r.add_argument("--postprocess", action="store_true",
+                   help="also write non-negative, consistent (but biased, no variances) tables fitted "
+                   "with private-pgm to DIR/postprocessed/")
     _add_noise(r)
     _add_quiet(r)
     r.set_defaults(func=cmd_release)
+
+    y = sub.add_parser("synth", help="synthetic records from a release folder (private-pgm; no data, no privacy cost)",
+                       description="Fit a distribution to a release's noisy measurements with private-pgm "
+                       "(non-negative, consistent) and write records drawn from it, in the domain's labels.")
+    y.add_argument("release", metavar="RELEASE_DIR", help="release folder")
+    y.add_argument("--rows", type=int, help="number of records (default: the estimated total)")
+    y.add_argument("--out", required=True, metavar="FILE", help="CSV (or .parquet) file to write")
+    y.add_argument("--method", choices=["auto", "graphical_model", "mixture"], default="auto",
+                   help="graphical model (exact fit) when its junction tree is small enough, else a "
+                   "mixture of products (default: auto)")
+    y.add_argument("--seed", type=int, help="seed of the record sampler (reproducible records; post-processing, so no privacy impact)")
+    y.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    _add_quiet(y)
+    y.set_defaults(func=cmd_synth)
 
     q = sub.add_parser("query", help="print a marginal (with confidence intervals) from a release folder",
                        description="Print one marginal of a release with its confidence intervals; "

@@ -113,10 +113,11 @@ LEFTOVER_MEANING = (
 )
 
 
-# Files written into a finished release from its own published contents (the HTML report of
-# issue 20): part of the folder, not of the measured release, so not covered by the digests and
-# rewritten at will by ``dpmatrix report``; they never make a folder "not a release".
-DERIVED_FILES = ("report.html",)
+# Files written into a finished release from its own published contents (the HTML report,
+# private-pgm post-processed tables): part of the folder, not of the measured release, so not
+# covered by the digests and rewritten at will by ``dpmatrix report`` / ``--postprocess``; they
+# never make a folder "not a release". Matched as prefixes of the relative path.
+DERIVED_PATHS = ("report.html", "postprocessed/")
 
 
 class LeftoverWarning(UserWarning):
@@ -275,7 +276,7 @@ def release_problem(folder: str | Path) -> str | None:
     for p in folder.rglob("*"):
         if p.is_file() or p.is_symlink():
             rel = p.relative_to(folder).as_posix()
-            if rel not in expected and rel not in DERIVED_FILES:
+            if rel not in expected and not rel.startswith(DERIVED_PATHS):
                 extra.append(rel)
     if extra:
         return f"it holds files that are not part of the release ({', '.join(sorted(extra)[:3])})"
@@ -813,6 +814,14 @@ class Release:
         from .report import write_release_report
 
         return write_release_report(self, path, fairness=fairness)
+    def postprocess(self, **options):
+        """Non-negative, consistent marginals fitted to the saved measurements
+        (:meth:`Measurements.postprocess <dpmatrix.reconstruct.measurements.Measurements.postprocess>`)."""
+        return self.measurements.postprocess(**options)
+
+    def synthetic(self, rows: int | None = None, *, rng: np.random.Generator, **options) -> pd.DataFrame:
+        """Synthetic records from the saved measurements (see :meth:`postprocess`)."""
+        return self.measurements.synthetic(rows, rng=rng, **options)
 
     def __repr__(self) -> str:
         p = self.manifest["privacy"]

@@ -455,6 +455,19 @@ class Measurements:
             return stack(positions)
         return np.stack([self.noisy[sets[i]] for i in positions.tolist()])
 
+    def postprocess(self, **options):
+        """Non-negative, mutually consistent marginals fitted to these measurements by
+        private-pgm (no data, no privacy cost; biased, no exact variances). See
+        :func:`dpmatrix.postprocess.postprocess` for the options."""
+        from ..postprocess import postprocess
+
+        return postprocess(self, **options)
+
+    def synthetic(self, rows: int | None = None, *, rng: np.random.Generator, **options) -> pd.DataFrame:
+        """Synthetic records drawn from the post-processed distribution
+        (:meth:`postprocess`), in the domain's labels."""
+        return self.postprocess(**options).synthetic(rows, rng=rng)
+
     def __repr__(self) -> str:
         n = getattr(self.noisy, "n_values", None)
         if n is None:
