@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import dpmatrix as dm
 from dpmatrix.cli import main
 from dpmatrix.errors import TargetError
 from dpmatrix.planners.targets import parse_target_spec, targets_from_specs
@@ -101,4 +102,5 @@ def test_release_records_targets_in_the_manifest(capsys, dom, tmp_path):
     assert m["target_certificate"]["status"] == "optimal" and m["target_certificate"]["kind"] == "var"
     # the released variances are the achieved ones
     race = pd.read_csv(next((out_dir / "marginals").glob("race-*.csv")))
+    assert dm.load_release(out_dir).plan.pcost == pytest.approx(m["privacy"]["pcost"])
     assert race["variance"].max() == pytest.approx(4.0, rel=1e-7)

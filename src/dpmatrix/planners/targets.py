@@ -352,15 +352,21 @@ class TargetReport:
 class _TargetMethods:
     """``target_table()`` and ``certificate()`` of a plan holding a :class:`TargetReport`."""
 
-    target_report: TargetReport
+    target_report: TargetReport | None
+
+    def _targets(self) -> TargetReport:
+        if self.target_report is None:
+            raise PlanError("this plan was not planned from accuracy targets (or was read back "
+                            "without them); plan it with dm.plan(workload, targets=...)")
+        return self.target_report
 
     def target_table(self) -> pd.DataFrame:
         """Per marginal/group: target, achieved variance, ratio, binding (see :class:`TargetReport`)."""
-        return self.target_report.table()
+        return self._targets().table()
 
     def certificate(self) -> dict[str, Any]:
         """Lower bound on the least privacy cost, relative gap and status."""
-        return self.target_report.certificate()
+        return self._targets().certificate()
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,7 +382,8 @@ class ResidualTargetPlan(_TargetMethods, Plan):
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
-        out["targets"] = self.target_report.to_dict()
+        if self.target_report is not None:
+            out["targets"] = self.target_report.to_dict()
         return out
 
 
