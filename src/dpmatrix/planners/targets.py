@@ -18,7 +18,7 @@ Routes
   every cell of a plain marginal has the same variance, so only the smallest target of a marginal
   binds; the plan is optimal among residual mechanisms, which are optimal among all Gaussian
   matrix mechanisms for marginal workloads when the targets are uniform within each marginal
-  (ResidualPlanner paper, Theorem 4.x: any convex loss of the marginals' variances). With
+  (the ResidualPlanner paper: optimal under any convex loss of the marginals' variances). With
   per-cell targets inside a plain marginal an explicit mechanism can do better (e.g. 1.4873
   against 1.5, see the tests). For generalized marginals (prefix/range queries) the plan is
   optimal among ResidualPlanner+ mechanisms with the chosen per-attribute strategies.
@@ -130,8 +130,14 @@ def _entries(workload) -> list[_Entry]:
             out.append(_Entry(",".join(dom.names_of(key)) or "(total)", tuple(key), shape))
         return out
     labels = [",".join(dom.names_of(g.attrs)) or "(total)" for g in workload.groups]
+    own = [g.label for g in workload.groups]
     for i, g in enumerate(workload.groups):
-        lab = labels[i] if labels.count(labels[i]) == 1 else f"{labels[i]}#{i}"
+        if labels.count(labels[i]) == 1:
+            lab = labels[i]  # the attributes name a group on its own marginal
+        elif g.label and own.count(g.label) == 1 and g.label not in labels:
+            lab = g.label  # several groups on one marginal: their own labels, when distinct
+        else:
+            lab = f"{labels[i]}#{i}"
         out.append(_Entry(lab, tuple(g.attrs), tuple(g.shape), g.label))
     return out
 
