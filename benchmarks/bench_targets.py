@@ -9,12 +9,15 @@ Usage::
 
     OPENBLAS_NUM_THREADS=2 PYTHONPATH=src python benchmarks/bench_targets.py [--quick]
 
-``--quick``: d ≤ 128, t ≤ 6, scale points up to d = 256.
+``--quick``: d ≤ 128, t ≤ 6, scale points up to d = 256. ``--residual``: only the table 10
+marginal workloads through ``dm.plan(Workload, targets=1)`` (the residual route, issue 13) up to
+t = 16, beside the explicit solver where it is small enough (same numbers, time ratio).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -33,6 +36,7 @@ from fitness_paper_workloads import (  # noqa: E402
     random_targets,
 )
 
+import dpmatrix as dm  # noqa: E402
 from dpmatrix.solvers.fitness import solve_min_privacy_cost  # noqa: E402
 from dpmatrix.solvers.fitness_baselines import baseline_costs  # noqa: E402
 
@@ -84,7 +88,11 @@ def row(name, W, c, key, *, branchings=(2, 4, 8, 16), max_seconds=120.0) -> None
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--residual", action="store_true", help="only table 10 through the residual route")
     args = ap.parse_args()
+    if args.residual:
+        residual_table10()
+        return
     ds = (64, 128) if args.quick else (64, 128, 256)
     ts = (2, 4, 6) if args.quick else (2, 4, 6, 8, 10)
 
@@ -121,6 +129,27 @@ def main() -> None:
                 f"{r.status:<10} it={r.iterations:<5} {time.perf_counter() - t0:6.1f}s",
                 flush=True,
             )
+
+
+def residual_table10(ts=(2, 4, 6, 8, 10, 12, 14, 16), explicit_max_t=8) -> None:
+    """Table 10 (all 1- and 2-way marginals of r = 3 attributes with t values, targets 1) planned
+    by ``dm.plan(Workload, targets=1.0)``: the residual route, optimal for uniform per-marginal
+    targets; the explicit solver beside it (t ≤ explicit_max_t) for the same Δ² and a time ratio."""
+    print("Table 10 through the residual route: dm.plan(Workload, targets=1)")
+    print(f"{'t':>3} {'Δ² residual':>12} {'gap':>8} {'time':>8} | {'Δ² explicit':>12} {'time':>8} {'ratio':>7}")
+    for t in ts:
+        dom = dm.Domain.from_sizes([t] * 3)
+        wk = dm.Workload(dom, [s for k in (1, 2) for s in itertools.combinations(dom.names, k)])
+        t0 = time.perf_counter()
+        p = dm.plan(wk, targets=1.0)
+        tr = time.perf_counter() - t0
+        line = f"{t:>3} {p.pcost:12.6f} {p.certificate()['gap']:8.1e} {tr:7.3f}s |"
+        if t <= explicit_max_t:
+            t0 = time.perf_counter()
+            r = solve_min_privacy_cost(marginals_workload(t), 1.0)
+            te = time.perf_counter() - t0
+            line += f" {r.privacy_cost:12.6f} {te:7.3f}s {te / tr:6.1f}x"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from .errors import (
     PlanError,
     ReleaseError,
     SamplerArgumentError,
+    TargetError,
     UnknownAttributeError,
     WorkloadError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "Release",
     "ReleaseError",
     "SamplerArgumentError",
+    "TargetError",
     "UnknownAttributeError",
     "Workload",
     "WorkloadError",

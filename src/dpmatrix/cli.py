@@ -45,6 +45,7 @@ from .jsonfile import loads_strict
 from .ledger import Ledger
 from .plan_file import load_plan
 from .planners.dispatch import plan as make_plan
+from .planners.targets import targets_from_specs
 from .postprocess import postprocess, write_postprocessed
 from .privacy import epsilon_from_zcdp
 from .report import REPORT_FILE, write_plan_report, write_release_report
@@ -242,8 +243,44 @@ def _workload(args: argparse.Namespace, domain: Domain):
 
 def _make_plan(args: argparse.Namespace, domain: Domain):
     wk = _workload(args, domain)
+    if getattr(args, "target", None):
+        return _plan_from_targets(args, wk)
     return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
                      **_budget_kwargs(args))
+
+
+def _add_targets(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target", action="append", metavar="SPEC",
+        help="accuracy target instead of a budget (repeat it): 'age,sex=std<=10', 'race=var<=4', "
+        "'age=moe<=50' (95%% margin of error), or 'var<=100' for every other marginal; with no "
+        "budget the least privacy cost meeting every target is planned, with one the release "
+        "missing its targets by the least factor",
+    )  # fmt: skip
+
+
+def _plan_from_targets(args: argparse.Namespace, wk):
+    """The plan for ``--target`` specs (issue 13): least budget, or least ratio at a budget."""
+    given = [n for n in ("rho", "epsilon", "mu") if getattr(args, n) is not None]
+    budget = _budget_kwargs(args) if given else {}
+    try:
+        targets = targets_from_specs(args.target)
+    except DPMatrixError as exc:
+        raise CLIError(f"--target: {exc}") from None
+    return make_plan(wk, targets=targets, construction=getattr(args, "construction", "auto"), **budget)
+
+
+def _describe_targets(plan, say: Out) -> None:
+    cert = plan.certificate()
+    if cert["problem"] == "least_privacy":
+        say(f"least privacy cost meeting every target: pcost {plan.pcost:.6g} (certified lower bound "
+            f"{cert['pcost_lower_bound']:.6g}, relative gap {cert['gap']:.1e}, {cert['status']})")
+    else:
+        say(f"at this budget the largest variance/target is {cert['max_ratio']:.6g} (certified lower "
+            f"bound {cert['max_ratio_lower_bound']:.6g}, relative gap {cert['gap']:.1e}, {cert['status']}); "
+            f"every target is met at pcost {cert['needed_pcost']:.6g}")
+    say("targets (variances; worst query of each marginal):")
+    say(plan.target_table().to_string(index=False))
 
 
 def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) -> None:
@@ -265,7 +302,8 @@ def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) 
 def cmd_plan(args: argparse.Namespace) -> int:
     say = Out(False)
     delta = _report_delta(args)
-    _budget_kwargs(args)
+    if not args.target:
+        _budget_kwargs(args)
     domain = _read_domain(args.domain)
     plan = _make_plan(args, domain)
     table = plan.marginal_table()
@@ -290,6 +328,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _describe_plan(plan, say, delta)
     say("")
     say(table.to_string(index=False))
+    if args.target:
+        say("")
+        _describe_targets(plan, say)
     if args.save:
         say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
     if args.report:
@@ -435,7 +476,7 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
     if not (isinstance(level, float) and math.isfinite(level) and 0 < level < 1):
         raise CLIError(f"--level must be strictly between 0 and 1, got {level!r}")
     out["policy"] = _on_unknown(args.on_unknown)
-    if not getattr(args, "plan", None):
+    if not getattr(args, "plan", None) and not getattr(args, "target", None):
         _budget_kwargs(args)
     mc = getattr(args, "max_cells", None)
     if mc is not None and mc <= 0:
@@ -494,11 +535,16 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         wk = _workload(args, domain)
         spill = bool(getattr(args, "spill", False))
         check_size(estimate_size(wk, formats=len(opts["formats"]), spill=spill), opts["max_cells"])
-        plan = make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
-                         **_budget_kwargs(args))  # fmt: skip
+        if getattr(args, "target", None):
+            plan = _plan_from_targets(args, wk)
+        else:
+            plan = make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
+                             **_budget_kwargs(args))  # fmt: skip
     size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
     check_size(size, opts["max_cells"])
     _describe_plan(plan, say, delta, describe_privacy=False)
+    if getattr(args, "target", None):
+        _describe_targets(plan, say)
     say(describe_size(size))
     noise = getattr(args, "noise", "gaussian")
     out = Path(args.out)
@@ -730,6 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domain", required=True, metavar="D.json", help="domain file ({attr: size} or the rich form)")
     _add_workload(p)
     _add_budget(p)
+    _add_targets(p)
     p.add_argument("--save", metavar="PLAN.json", help="also save the plan (for release --plan)")
     p.add_argument("--report", metavar="PLAN.html",
                    help="also write an HTML report of the plan (privacy, accuracy, fairness, strategy)")
@@ -745,6 +792,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--plan", metavar="PLAN.json", help="a plan saved by 'dpmatrix plan --save' (instead of a workload and budget)")
     _add_workload(r)
     _add_budget(r)
+    _add_targets(r)
     r.add_argument("--out", required=True, metavar="DIR", help="release folder to create (must not exist or be empty)")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier dpmatrix release in --out")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")

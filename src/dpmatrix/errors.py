@@ -36,6 +36,11 @@ class PlanError(DPMatrixError, ValueError):
     """The selection problem could not be solved (infeasible objective, solver failure)."""
 
 
+class TargetError(PlanError):
+    """Accuracy targets are malformed: non-positive, NaN or infinite values, arrays of the wrong
+    length, or a marginal that is not in the workload (the message names it)."""
+
+
 class NotMeasuredError(DPMatrixError, LookupError):
     """A marginal or query was requested that the measurements cannot answer."""
 

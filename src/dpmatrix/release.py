@@ -607,6 +607,9 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         "marginals": entries,
         "files": digests,
     }
+    if "targets" in spec:  # planned from accuracy targets (issue 13): rows read by the report
+        manifest["targets"] = spec["targets"]["rows"]
+        manifest["target_certificate"] = {"kind": spec["targets"]["kind"], **spec["targets"]["certificate"]}
     if notes:
         manifest["notes"] = dict(notes)
     text = dump_json(manifest) + "\n"

@@ -10,6 +10,7 @@ from ..errors import PlanError
 from ..privacy import Budget, resolve_pcost
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import plan_residual
+from .targets import plan_targets
 
 __all__ = ["plan"]
 
@@ -28,6 +29,8 @@ def plan(
     strategies: Mapping[str, str | np.ndarray] | None = None,
     construction: str = "auto",
     planner: str = "residual",
+    targets=None,
+    target_kind: str = "var",
     **planner_options: Any,
 ):
     """Plan a release: select the mechanisms for ``workload`` under a privacy budget.
@@ -52,6 +55,12 @@ def plan(
     planner : {"residual", "querysmasher", "qs", "wff"}, default "residual"
         ResidualPlanner / RP+, or QuerySmasher / WFF (sum_var and a budget only; extra keyword
         options go to :func:`~dpmatrix.planners.querysmasher.planner.plan_querysmasher`).
+    targets : float, mapping or array, optional
+        Accuracy targets (fitness-for-use, issue 13): without a budget, the least privacy cost
+        meeting every target; with one, the least largest variance/target. See
+        :func:`~dpmatrix.planners.targets.plan_targets` (options ``measurable=``, ``tol=``).
+    target_kind : {"var", "std", "moe95"}, default "var"
+        Unit of ``targets``: variance, standard deviation or 95 % margin of error.
 
     Returns
     -------
@@ -73,6 +82,17 @@ def plan(
     >>> round(plan.rho, 12)
     0.5
     """
+    if targets is not None:
+        if objective != "sum_var" or loss_bound is not None or planner not in ("residual", "rp", "rp+"):
+            raise PlanError("targets= replaces objective=, loss_bound= and planner=: the route is "
+                            "chosen from the workload (marginals: residual planner; query groups: "
+                            "explicit solver)")
+        unknown = set(planner_options) - {"measurable", "tol"}
+        if unknown:
+            raise PlanError(f"unknown options for planning from targets: {sorted(unknown)}")
+        return plan_targets(workload, targets, target_kind=target_kind, pcost=pcost, rho=rho,
+                            epsilon=epsilon, delta=delta, mu=mu, budget=budget, strategies=strategies,
+                            construction=construction, **planner_options)
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)

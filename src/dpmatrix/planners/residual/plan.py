@@ -353,6 +353,7 @@ def plan_residual(
     loss_bound: float | None = None,
     strategies: Mapping[str, str | np.ndarray] | None = None,
     construction: str = "auto",
+    query_weights: list[np.ndarray] | None = None,
 ):
     """Select the optimal residual mechanisms for a workload of marginals (ResidualPlanner).
 
@@ -385,6 +386,10 @@ def plan_residual(
     everywhere both are exactly ResidualPlanner (planned once); for ``max_var`` and custom
     objectives on more than ``AUTO_MAX_SETS`` (5,000) residual sets "auto" plans Algorithm 4
     only (each comparison costs a convex solve; ask for ``"split"`` explicitly).
+
+    ``query_weights`` (``max_var`` only; accuracy targets, issue 13): one array per workload
+    marginal shaped like its table of queries; the weight of a query is its entry (the
+    workload's marginal weights are then not used).
     """
     if not isinstance(workload, Workload):
         raise WorkloadError(f"plan() needs a Workload, got {type(workload).__name__}")
@@ -412,13 +417,23 @@ def plan_residual(
             if len(candidates) > 1 and cons == "split":
                 continue
             raise
-        sel = select(draft.coefficients, workload.weights, objective, pcost=c, loss_bound=lb)
+        weights = workload.weights if query_weights is None else np.ones(len(workload))
+        try:
+            sel = select(draft.coefficients, weights, objective, pcost=c, loss_bound=lb,
+                         query_weights=query_weights)
+        except PlanError:
+            # "auto": a construction whose max-variance solve stalls leaves the other one
+            if len(candidates) > 1 and (best is not None or cons != candidates[-1]):
+                continue
+            raise
         cand = draft._with_sigma2(sel.sigma2, name)
         # "auto": keep the better construction — the smaller loss at the given budget, or the
         # smaller privacy cost for a loss bound (ties: the paper's Algorithm 4)
         score = cand.pcost if lb is not None else sel.loss
         if best is None or score < best[0] * (1 - 1e-12):
             best = (score, cand)
+    if best is None:
+        raise PlanError("no residual construction could be planned for this workload")
     return best[1]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from ...errors import PlanError
 from ...linalg.sparse import spmv_inf
 from ...solvers.maxvar_solver import solve_min_cost
-from .coefficients import Coefficients
+from .coefficients import Coefficients, outer_variances
 
 __all__ = ["Selection", "select"]
 
@@ -69,11 +69,33 @@ def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     # the target gap is 1e-9; a solve that stalls on rounding (degenerate problems, e.g. RP+
     # with max-variance-optimal strategies) is accepted when its certified gap is below 1e-6
     if info["status"] != "optimal" and not info["rel_gap"] <= ACCEPT_GAP:
+        xc = _min_cost_conic(p, C) if C.shape[0] * C.shape[1] <= CONIC_MAX else None
+        if xc is not None:
+            return xc
         raise PlanError(
             f"the max-variance solver stopped without reaching the optimum (relative duality gap "
             f"{info['rel_gap']:.2e} after {info['iterations']} iterations)"
         )
     return x
+
+
+# fallback for small problems on which the interior-point method stalls (degenerate RP+ problems
+# with many parallel constraints): the same convex program through CVXPY's conic solvers
+CONIC_MAX = 4_000_000
+
+
+def _min_cost_conic(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray | None:
+    """argmin Σ p/x s.t. C x ≤ 1 by CVXPY (Clarabel/ECOS/SCS), or None if no solver succeeds."""
+    import cvxpy as cp
+
+    x = cp.Variable(len(p), pos=True)
+    prob = cp.Problem(cp.Minimize(p @ cp.inv_pos(x)), [C @ x <= 1])
+    try:
+        _solve(prob)
+    except PlanError:
+        return None
+    xv = np.maximum(np.asarray(x.value, dtype=float), 1e-300)
+    return xv / max(1.0, float(np.max(C @ xv)))  # exactly feasible
 
 
 def _solve_rows(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
@@ -85,17 +107,32 @@ def _solve_rows(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     return out
 
 
-def select_max_var(coef: Coefficients, weights: np.ndarray, max_rounds: int = 100) -> np.ndarray:
+def select_max_var(
+    coef: Coefficients, weights: np.ndarray, max_rounds: int = 100,
+    query_weights: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
     """Unit-cost optimum of the weighted maximum query variance.
 
     By homogeneity, ``min_x max_q w_q Var_q(x)`` at privacy cost 1 is ``min Σ p/x s.t.
     w_q Var_q(x) ≤ 1`` rescaled. When every query of a marginal has the same variance (plain
     marginals) there is one constraint per marginal. Otherwise (prefix/range queries) the
     constraints are generated: start from, for each marginal M and residual set A ⊆ M, the query
-    with the largest coefficient on x_A; solve; add, for each marginal whose exact maximum
-    variance exceeds the bound, its worst query; repeat until none does. The last solution is
-    optimal for the full problem (optimal for a relaxation and feasible for all constraints).
+    with the largest (weighted) coefficient on x_A; solve; add, for each marginal whose exact
+    maximum weighted variance exceeds the bound, its worst query; repeat until none does. The last
+    solution is optimal for the full problem (optimal for a relaxation and feasible for all
+    constraints).
+
+    ``query_weights`` (optional, one array per workload marginal shaped like its table of
+    queries) multiplies ``weights``: the weight of query ``q`` of marginal ``M`` is
+    ``w_M · query_weights[M][q]`` (accuracy targets: ``1/target``, issue 13). The worst query is
+    then ranked by weighted variance, over every query (the Pareto pruning of
+    :meth:`Coefficients.max_query_variance` holds for one weight per marginal only). With plain
+    marginals every cell has the same variance, so only the largest weight of a marginal binds.
     """
+    weights = np.asarray(weights, dtype=float)
+    if query_weights is not None and coef.uniform:
+        weights = weights * np.array([float(np.max(q)) for q in query_weights])
+        query_weights = None
     keep = np.flatnonzero(weights > 0)
     if coef.uniform:
         C = sp.csr_matrix(sp.diags(weights[keep]) @ coef.cell_var[keep])
@@ -105,12 +142,18 @@ def select_max_var(coef: Coefficients, weights: np.ndarray, max_rounds: int = 10
     def add(i: int, q: tuple[int, ...]) -> None:
         if (i, q) not in rows:
             idx, val = coef.query_row(i, q)
-            rows[i, q] = (idx, val * weights[i])
+            w = weights[i] if query_weights is None else weights[i] * float(query_weights[i][q])
+            rows[i, q] = (idx, val * w)
 
     for i in keep.tolist():
         key, bases = coef._factors(i)
         for cols, _, _ in coef.workload.closure.subsets(key):
-            q = tuple(int(np.argmax(b.diag_in if c in cols else b.diag_out)) for c, b in enumerate(bases))
+            if query_weights is None:
+                q = tuple(int(np.argmax(b.diag_in if c in cols else b.diag_out))
+                          for c, b in enumerate(bases))
+            else:
+                term = outer_variances(bases, [(cols, 1.0)]) * query_weights[i]
+                q = tuple(int(v) for v in np.unravel_index(int(np.argmax(term)), term.shape))
             add(i, q)
     for _ in range(max_rounds):
         n = len(rows)
@@ -125,13 +168,32 @@ def select_max_var(coef: Coefficients, weights: np.ndarray, max_rounds: int = 10
         violated = False
         xf = np.where(np.isfinite(x), x, 0.0)
         for i in keep.tolist():
-            v, q = coef.max_query_variance(i, xf)
+            v, q = _worst_query(coef, i, xf, None if query_weights is None else query_weights[i])
             if v * weights[i] > bound * (1 + 1e-7):
                 add(i, q)
                 violated = True
         if not violated:
             return x
     raise PlanError(f"max-variance constraint generation did not converge in {max_rounds} rounds")
+
+
+def _worst_query(coef: Coefficients, i: int, x: np.ndarray,
+                 query_weight: np.ndarray | None) -> tuple[float, tuple[int, ...]]:
+    """Largest (query-weighted) variance of workload marginal ``i`` and a query attaining it."""
+    if query_weight is None:
+        return coef.max_query_variance(i, x)
+    v = coef.query_variances(i, x) * query_weight
+    j = np.unravel_index(int(np.argmax(v)), v.shape)
+    return float(v[j]), tuple(int(a) for a in j)
+
+
+def weighted_max_query_variance(coef: Coefficients, x: np.ndarray,
+                                query_weights: Sequence[np.ndarray]) -> np.ndarray:
+    """Largest ``query_weights[M][q] · Var_q(x)`` of each workload marginal (``inf`` where a
+    needed residual set is not measured)."""
+    xi = np.where(np.isfinite(x), x, np.inf)
+    return np.array([float(np.max(coef.query_variances(i, xi) * np.asarray(w)))
+                     for i, w in enumerate(query_weights)])
 
 
 def max_query_variance(coef: Coefficients, x: np.ndarray) -> np.ndarray:
@@ -214,17 +276,25 @@ def select(
     objective: Objective,
     pcost: float | None = None,
     loss_bound: float | None = None,
+    query_weights: Sequence[np.ndarray] | None = None,
 ) -> Selection:
-    """Noise scales for a privacy budget (``pcost``) or an accuracy bound (``loss_bound``)."""
+    """Noise scales for a privacy budget (``pcost``) or an accuracy bound (``loss_bound``);
+    ``query_weights`` (``max_var`` only): per-query weights, see :func:`select_max_var`."""
+    if query_weights is not None and objective != "max_var":
+        raise PlanError("per-query weights (accuracy targets) need objective='max_var'")
     if callable(objective):
         return select_custom(coef, objective, pcost, loss_bound)
     if objective == "sum_var":
         unit = select_sum_var(coef, weights)
         unit_loss = float(weights @ (coef.sum_var @ np.where(np.isfinite(unit), unit, 0.0)))
     elif objective == "max_var":
-        unit = select_max_var(coef, weights)
+        unit = select_max_var(coef, weights, query_weights=query_weights)
         keep = weights > 0
-        unit_loss = float(np.max(weights[keep] * max_query_variance(coef, unit)[keep]))
+        if query_weights is None:
+            unit_loss = float(np.max(weights[keep] * max_query_variance(coef, unit)[keep]))
+        else:
+            wmax = weighted_max_query_variance(coef, unit, query_weights)
+            unit_loss = float(np.max(weights[keep] * wmax[keep]))
     else:
         raise PlanError(
             f"unknown objective {objective!r}: use 'sum_var', 'max_var' or a callable convex loss"
