@@ -257,6 +257,22 @@ def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) 
         f"accuracy (data-independent): RMSE {plan.rmse():.6g}, max cell variance "
         f"{plan.max_variance():.6g} (std {math.sqrt(plan.max_variance()):.6g})"
     )
+    say(fmt_optimality(plan))
+
+
+def fmt_optimality(plan) -> str:
+    """One line: the plan against the singular value bound (issue 15)."""
+    try:
+        o = plan.optimality()
+    except DPMatrixError as exc:
+        return f"lower bound: not available ({one_line(str(exc))})"
+    if o.objective == "max_var":
+        what = (f"lower bound {o.bound:.6g} (singular value bound / {o.svd.n_queries:.0f} queries; "
+                "usually not attainable)")
+    else:
+        what = f"singular value bound {o.bound:.6g} (1 = optimal among Gaussian matrix mechanisms)"
+    loose = "" if o.exact else "; the bound is valid but not exact, so the true gap may be smaller"
+    return f"optimality: {o.quantity} {o.value:.6g}, {what}: ratio {o.ratio:.6g}{loose}"
 
 
 # -- plan ----------------------------------------------------------------------------------------
@@ -280,6 +296,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out = plan.to_dict()
         out["privacy"].update({"epsilon": plan.epsilon(delta), "delta": delta})
         out["marginal_table"] = json.loads(table.to_json(orient="records"))
+        try:
+            out["lower_bound"] = plan.lower_bound_facts()
+        except DPMatrixError:
+            pass
         print(json.dumps(out, indent=1))
         return 0
     if args.format == "csv":
