@@ -26,7 +26,7 @@ from ..queries import QueryWorkload
 from ..solvers.svd_bound import svd_bound
 from ..workload import Workload
 from .dispatch import plan as dm_plan
-from .explicit.evaluate import LSA_MAX_CELLS, evaluate
+from .explicit.evaluation import LSA_MAX_CELLS, evaluate
 from .explicit.plan import MAX_CELLS, workload_attrs
 from .pure import plan_pure
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..privacy import Budget, resolve_pcost
-from .explicit.evaluate import plan_lsa
+from .explicit.evaluation import plan_lsa
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import plan_residual
 
