@@ -76,12 +76,27 @@ def test_rpplus_single_kron_exact_bound_shows_true_gap():
     assert 1.0 < p.optimality_ratio() < 1.5
 
 
-def test_rpplus_union_of_generalized_marginals_valid_bound():
+def test_rpplus_union_of_generalized_marginals_small_union_is_exact():
+    # the structured bound of a union of generalized marginals is not exact; on a small union
+    # marginal (≤ 1024 cells) the plan uses the exact dense bound instead
     dom = dm.Domain({"a": 5, "b": 4, "c": 3})
     wk = dm.Workload.marginals(dom, 2, query_types={"a": "range", "b": "prefix"})
     p = dm.plan(wk, pcost=1.0)
     mats = {0: range_matrix(5), 1: prefix_matrix(4)}
-    ref, _ = dense_bound(dom.sizes, [((0, 1), mats, 1.0), ((0, 2), mats, 1.0), ((1, 2), mats, 1.0)], 1.0)
+    ref, nq = dense_bound(dom.sizes, [((0, 1), mats, 1.0), ((0, 2), mats, 1.0), ((1, 2), mats, 1.0)], 1.0)
+    lb = p.lower_bound()
+    assert lb.exact and lb.total == pytest.approx(ref, rel=1e-9) and lb.n_queries == nq
+    assert dm.lower_bound(wk, pcost=1.0).total <= ref * (1 + 1e-9)  # the structured one: valid, below
+    assert p.optimality_ratio() == pytest.approx(p.loss() / ref, rel=1e-9)
+    assert p.optimality_ratio() > 1.0
+
+
+def test_rpplus_union_large_union_valid_bound():
+    dom = dm.Domain({"a": 11, "b": 10, "c": 10})  # 1100 cells: above the dense limit
+    wk = dm.Workload(dom, [("a", "b"), ("c",)], query_types={"a": "range", "c": "prefix"})
+    p = dm.plan(wk, pcost=1.0)
+    mats = {0: range_matrix(11), 2: prefix_matrix(10)}
+    ref, _ = dense_bound(dom.sizes, [((0, 1), mats, 1.0), ((2,), mats, 1.0)], 1.0)
     lb = p.lower_bound()
     assert not lb.exact and lb.total <= ref * (1 + 1e-9)  # valid, not exact: below the true bound
     assert p.loss() / ref >= 1.0  # the plan is above the true (dense) bound ...

@@ -16,8 +16,12 @@ against it depends on the objective the plan was selected for:
 * custom convex objectives: no bound on the objective itself; the ratio of the plan's weighted
   total variance to ``T*`` is reported (quantity ``"weighted total variance"``).
 
-``exact`` is the bound's own flag: ``False`` for unions of generalized marginals, where ``T*``
-is a valid but possibly loose lower bound (then the ratio over-states the plan's gap).
+``exact`` is the bound's own flag: ``False`` for unions of generalized marginals, where the
+structured ``T*`` is a valid but possibly loose lower bound (then the ratio over-states the
+plan's gap). When the marginal on the union of the workload's attributes is small (at most
+:data:`DENSE_EXACT_CELLS` cells) the exact bound is computed instead from the dense weighted
+workload over that marginal: ``W ⊗ 𝟏ᵀ`` over the full domain has the same ``(Σσ)²/N`` as ``W``
+over the marginal (the singular values scale by ``√n_rest``, ``N`` by ``n_rest``).
 
 Pure ε-DP plans (Laplace noise) have no Gaussian privacy cost: the bound does not apply and
 their ``lower_bound()`` / ``optimality_ratio()`` return ``None``.
@@ -25,12 +29,69 @@ their ``lower_bound()`` / ``optimality_ratio()`` return ``None``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..solvers.svd_bound import SVDBound, svd_bound
+import numpy as np
 
-__all__ = ["Optimality", "optimality"]
+from ..errors import WorkloadError
+from ..linalg.marginal_map import marginal_map
+from ..queries import QueryWorkload
+from ..solvers.svd_bound import SVDBound, svd_bound
+from ..workload import Workload
+
+__all__ = ["DENSE_EXACT_CELLS", "Optimality", "as_query_workload", "dense_queries", "optimality",
+           "workload_attrs"]
+
+# largest marginal (cells) on which a non-exact structured bound is replaced by the exact one
+DENSE_EXACT_CELLS = 1024
+
+
+def workload_attrs(workload) -> tuple[int, ...]:
+    """Sorted union of the attribute positions of a workload's positive-weight marginals (a
+    :class:`~dpmatrix.workload.Workload`) or query groups (a QueryWorkload)."""
+    if isinstance(workload, Workload):
+        sets = [s for s, w in zip(workload.sets, workload.weights) if w > 0]
+    else:
+        sets = [g.attrs for g in workload.groups]
+    return tuple(sorted({a for s in sets for a in s}))
+
+
+def as_query_workload(workload) -> QueryWorkload:
+    """The workload's queries as a :class:`~dpmatrix.queries.QueryWorkload`."""
+    if isinstance(workload, QueryWorkload):
+        return workload
+    if isinstance(workload, Workload):
+        return QueryWorkload.from_workload(workload)
+    raise WorkloadError(f"need a Workload or QueryWorkload, got {type(workload).__name__}")
+
+
+def dense_queries(workload, attrs: tuple[int, ...]) -> np.ndarray:
+    """Every positive-weight query as a row over the cells of the marginal on ``attrs``
+    (row-major, attributes in domain order), scaled by √weight (explicit small domains only)."""
+    qw = as_query_workload(workload)
+    shape = tuple(qw.domain.sizes[a] for a in attrs)
+    rows = [np.zeros((0, math.prod(shape)))]
+    for g in qw.groups:
+        w = np.asarray(g.weight_array(), dtype=float).reshape(-1)
+        pos = tuple(attrs.index(a) for a in g.attrs)
+        rows.append(((g.dense() @ marginal_map(shape, pos)) * np.sqrt(w)[:, None])[w > 0])
+    return np.vstack(rows)
+
+
+def exact_bound(workload, pcost: float) -> SVDBound:
+    """:func:`svd_bound`, made exact by the dense computation when it is not and the marginal on
+    the workload's attributes has at most :data:`DENSE_EXACT_CELLS` cells."""
+    svd = svd_bound(workload, pcost=pcost)
+    if svd.exact:
+        return svd
+    attrs = workload_attrs(workload)
+    if math.prod(workload.domain.sizes[a] for a in attrs) > DENSE_EXACT_CELLS:
+        return svd
+    W = dense_queries(workload, attrs)
+    dense = svd_bound(W.T @ W, gram=True, pcost=pcost, n_queries=svd.n_queries)
+    return replace(dense, method="dense (union marginal)")
 
 
 @dataclass(frozen=True)
@@ -104,7 +165,7 @@ def optimality(workload, pcost: float, objective: str, value: float) -> Optimali
     >>> round(o.ratio, 9), o.exact
     (1.0, True)
     """
-    svd = svd_bound(workload, pcost=pcost)
+    svd = exact_bound(workload, pcost)
     if objective == "max_var":
         bound, quantity = svd.total / svd.n_queries, "weighted max variance"
     else:

@@ -12,14 +12,8 @@ import numpy as np
 
 from ...privacy import Budget, resolve_pcost
 from .named import named_strategy, normalize_name
-from .plan import (
-    ExplicitStrategyPlan,
-    _as_query_workload,
-    check_cells,
-    explicit_plan,
-    marginal_map,
-    workload_attrs,
-)
+from ..optimality import as_query_workload as _as_query_workload, dense_queries, workload_attrs
+from .plan import ExplicitStrategyPlan, check_cells, explicit_plan
 
 __all__ = ["LSA_MAX_CELLS", "dense_workload", "evaluate", "plan_lsa"]
 
@@ -29,19 +23,11 @@ LSA_MAX_CELLS = 1024
 
 def dense_workload(workload, attrs: tuple[int, ...] | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
     """``(W, attrs)``: every positive-weight query of the workload as a row over the cells of the
-    marginal on ``attrs`` (row-major), scaled by √weight (so ``WᵀW`` is the weighted Gram)."""
-    qw = _as_query_workload(workload)
+    marginal on ``attrs`` (row-major), scaled by √weight (so ``WᵀW`` is the weighted Gram);
+    :class:`~dpmatrix.errors.PlanError` above ``MAX_CELLS`` cells."""
     key = workload_attrs(workload) if attrs is None else tuple(attrs)
-    check_cells(qw.domain, key)
-    shape = tuple(qw.domain.sizes[a] for a in key)
-    rows = []
-    for g in qw.groups:
-        w = np.asarray(g.weight_array(), dtype=float).reshape(-1)
-        pos = tuple(key.index(a) for a in g.attrs)
-        Q = (g.dense() @ marginal_map(shape, pos)) * np.sqrt(w)[:, None]
-        rows.append(Q[w > 0])
-    W = np.vstack(rows) if rows else np.zeros((0, int(np.prod(shape))))
-    return W, key
+    check_cells(_as_query_workload(workload).domain, key)
+    return dense_queries(workload, key), key
 
 
 def evaluate(

@@ -32,13 +32,15 @@ import scipy.linalg as sla
 from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
+from ...linalg.marginal_map import marginal_map
 from ...measure.measure_plan import measure
 from ...privacy import Budget, PrivacyReport
 from ...queries import QueryGroup, QueryWorkload
 from ...workload import Workload
 from ..base import PlanBase
+from ..optimality import as_query_workload as _as_query_workload, workload_attrs
 
-__all__ = ["ExplicitStrategyPlan", "MAX_CELLS", "explicit_plan", "marginal_map", "workload_attrs"]
+__all__ = ["ExplicitStrategyPlan", "MAX_CELLS", "explicit_plan", "workload_attrs"]
 
 EXPLICIT_FORMAT = "dpmatrix.explicit_plan/1"
 # largest marginal (cells) an explicit strategy is built over
@@ -46,15 +48,6 @@ MAX_CELLS = 4096
 # relative tolerances: eigenvalues of AᵀA kept, and the row-space test of a query
 _EIG_TOL = 1e-10
 _SPAN_TOL = 1e-7
-
-
-def workload_attrs(workload) -> tuple[int, ...]:
-    """Sorted union of the attribute positions of a workload's marginals / query groups."""
-    if isinstance(workload, Workload):
-        sets = [s for s, w in zip(workload.sets, workload.weights) if w > 0]
-    else:
-        sets = [g.attrs for g in workload.groups]
-    return tuple(sorted({a for s in sets for a in s}))
 
 
 def check_cells(domain: Domain, attrs: tuple[int, ...], limit: int = MAX_CELLS,
@@ -68,26 +61,6 @@ def check_cells(domain: Domain, attrs: tuple[int, ...], limit: int = MAX_CELLS,
             "dm.plan(...) (ResidualPlanner / QuerySmasher) for larger domains"
         )
     return n
-
-
-def marginal_map(sizes: tuple[int, ...], sub: tuple[int, ...]) -> np.ndarray:
-    """0/1 matrix ``T`` (``Π_{i∈sub} nᵢ × Π nᵢ``) summing the cells of a table of shape ``sizes``
-    (row-major) into its marginal on the axes ``sub`` (sorted): ``T x`` is that marginal."""
-    n = math.prod(sizes)
-    idx = np.indices(sizes).reshape(len(sizes), -1)
-    sub_sizes = tuple(sizes[i] for i in sub)
-    row = np.ravel_multi_index(tuple(idx[list(sub)]), sub_sizes) if sub else np.zeros(n, dtype=np.int64)
-    T = np.zeros((math.prod(sub_sizes), n))
-    T[row, np.arange(n)] = 1.0
-    return T
-
-
-def _as_query_workload(workload) -> QueryWorkload:
-    if isinstance(workload, QueryWorkload):
-        return workload
-    if isinstance(workload, Workload):
-        return QueryWorkload.from_workload(workload)
-    raise WorkloadError(f"need a Workload or QueryWorkload, got {type(workload).__name__}")
 
 
 @dataclass(frozen=True, eq=False)
