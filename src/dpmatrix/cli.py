@@ -43,6 +43,7 @@ from .errors import DPMatrixError, DataError, DomainError
 from .jsonfile import loads_strict
 from .ledger import Ledger
 from .plan_file import load_plan
+from .planners.compare import compare as compare_all
 from .planners.dispatch import plan as make_plan
 from .privacy import epsilon_from_zcdp
 from .report import REPORT_FILE, write_plan_report, write_release_report
@@ -312,6 +313,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
         say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
     if args.report:
         say(f"report written to {args.report} (open it in a browser)")
+    return 0
+
+
+# -- compare -------------------------------------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Every applicable strategy / planner against the singular value bound (dm.compare)."""
+    budget = _budget_kwargs(args)
+    wk = _workload(args, _read_domain(args.domain))
+    df = compare_all(wk, **budget)
+    if args.format == "csv":
+        print(df.to_csv(index=False), end="")
+        return 0
+    if args.format == "json":
+        print(df.to_json(orient="records", indent=1))
+        return 0
+    b = df.attrs["lower_bound"]
+    print(f"lower bound (weighted total variance): {b.total:.6g}"
+          + ("" if b.exact else " (valid, not exact)") + "; ratio = weighted total variance / bound")
+    with pd.option_context("display.width", 200, "display.max_colwidth", 70):
+        print(df.drop(columns=["bound_exact"]).to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     return 0
 
 
@@ -709,6 +730,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write an HTML report of the plan (privacy, accuracy, fairness, strategy)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
     p.set_defaults(func=cmd_plan)
+
+    c = sub.add_parser("compare", help="every strategy and planner against the lower bound (reads no data)",
+                       description="One row per classic strategy (small domains), LSA, ResidualPlanner/RP+, "
+                       "QuerySmasher and the pure epsilon-DP planner: total / max variance and the ratio "
+                       "to the singular value bound (Li & Miklau). Reads no data.")
+    c.add_argument("--domain", required=True, metavar="D.json", help="domain file ({attr: size} or the rich form)")
+    _add_workload(c)
+    _add_budget(c)
+    c.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    c.set_defaults(func=cmd_compare)
 
     r = sub.add_parser("release", help="plan, measure a CSV/Parquet file and write a release folder",
                        description="Plan the noise, count the marginals of DATA (DuckDB, without loading "

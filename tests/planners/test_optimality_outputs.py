@@ -47,3 +47,17 @@ def test_release_manifest_has_lower_bound(tmp_path):
     assert entry["total"] == pytest.approx(ref, rel=1e-10)
     assert entry["rmse"] == pytest.approx(np.sqrt(ref / 16), rel=1e-10)
     assert entry["exact"] is True and entry["ratio"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_cli_compare(tmp_path, capsys):
+    (tmp_path / "d.json").write_text(json.dumps({"a": 4, "b": 3, "c": 5}))
+    assert main(["compare", "--domain", str(tmp_path / "d.json"), "--workload", "all:2", "--rho", "0.5",
+                 "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    got = {r["strategy"]: r for r in rows if r["planner"] == "explicit"}
+    ref = dense_bound((4, 3, 5), [(0, 1), (0, 2), (1, 2)], 1.0)
+    # identity strategy: σ² = 1 per cell of the 60-cell table, each 2-way cell sums 5, 3 or 4 cells
+    assert got["identity"]["total_variance"] == pytest.approx(12 * 5 + 20 * 3 + 15 * 4)
+    assert got["identity"]["ratio"] == pytest.approx(180 / ref)
+    rp = next(r for r in rows if r["planner"] == "ResidualPlanner")
+    assert rp["ratio"] == pytest.approx(1.0, abs=1e-9) and rows[0]["ratio"] == pytest.approx(1.0, abs=1e-9)
