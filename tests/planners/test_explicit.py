@@ -182,3 +182,11 @@ def test_compare_skips_large_explicit_and_labels_pure():
     assert df.iloc[0]["planner"] == "ResidualPlanner" and df.iloc[0]["ratio"] == pytest.approx(1.0)
     pure = df[df["planner"] == "pure ε-DP"].iloc[0]
     assert "epsilon=1-DP" in pure["privacy"] and pure["ratio"] > 1
+
+
+def test_zero_weight_entry_outside_the_measured_marginal_is_ignored():
+    dom = dm.Domain({"a": 3, "b": 2, "c": 4})
+    wk = dm.Workload(dom, [("a", "b"), ("c",)], weights=[1.0, 0.0])
+    p = dm.evaluate(wk, "identity", pcost=1)
+    assert p.attrs == (0, 1) and p.total_variance() == pytest.approx(6.0)
+    assert p.optimality_ratio() == pytest.approx(1.0)  # identity is optimal for one full marginal

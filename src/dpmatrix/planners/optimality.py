@@ -75,6 +75,8 @@ def dense_queries(workload, attrs: tuple[int, ...]) -> np.ndarray:
     rows = [np.zeros((0, math.prod(shape)))]
     for g in qw.groups:
         w = np.asarray(g.weight_array(), dtype=float).reshape(-1)
+        if not np.any(w > 0):
+            continue
         pos = tuple(attrs.index(a) for a in g.attrs)
         rows.append(((g.dense() @ marginal_map(shape, pos)) * np.sqrt(w)[:, None])[w > 0])
     return np.vstack(rows)

@@ -140,7 +140,10 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     @cached_property
     def _group_variances(self) -> tuple[np.ndarray, ...]:
-        return tuple(self._variances_of(self._lifted(i)).reshape(g.shape) for i, g in enumerate(self._groups))
+        inside = set(self.attrs)
+        return tuple(self._variances_of(self._lifted(i)).reshape(g.shape) if set(g.attrs) <= inside
+                     else np.full(g.shape, np.inf)  # a zero-weight entry outside the measured marginal
+                     for i, g in enumerate(self._groups))
 
     @cached_property
     def _positive(self) -> tuple[np.ndarray, ...]:
@@ -182,7 +185,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     def weighted_total_variance(self) -> float:
         """``Σ_q w_q Var(q)`` (the sum-of-variances objective)."""
-        return float(sum(np.sum((g.weight_array() * v)[p])
+        return float(sum(np.sum(g.weight_array()[p] * v[p])
                          for g, v, p in zip(self._groups, self._group_variances, self._positive)))
 
     @property
@@ -342,6 +345,8 @@ def explicit_plan(workload, strategy: np.ndarray, *, pcost: float, name: str = "
     plan = ExplicitStrategyPlan(workload, key, A, float(np.max(np.sum(A * A, axis=0))) / float(pcost), name)
     nonzero = 0
     for i, g in enumerate(plan._groups):
+        if not plan._positive[i].any():
+            continue
         if not set(g.attrs) <= set(key):
             raise PlanError(f"workload entry on {list(dom.names_of(g.attrs))} is outside the measured "
                             f"marginal {list(dom.names_of(key))}")
