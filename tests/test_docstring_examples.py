@@ -7,7 +7,9 @@ import importlib
 
 import pytest
 
-MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release", "dpmatrix.reconstruct.measurements"]
+MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release", "dpmatrix.reconstruct.measurements",
+           "dpmatrix.planners.optimality", "dpmatrix.planners.explicit.plan", "dpmatrix.planners.explicit.evaluation",
+           "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -26,13 +26,16 @@ from .errors import (
 )
 from .ledger import BudgetExceededError, Ledger
 from .measure.measure_plan import measure
+from .planners.compare import compare
 from .planners.dispatch import plan
+from .planners.explicit import ExplicitStrategyPlan, evaluate
 from .planners.querysmasher.plan import QuerySmasherPlan
 from .planners.querysmasher.planner import plan_querysmasher
 from .planners.residual.plan import Plan
 from .privacy import Budget
 from .queries import QueryWorkload
 from .reconstruct.measurements import Measurements, QueryAnswer
+from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
 from .release import Release, load_release, write_release
 from .version import __version__
 from .workload import Workload
@@ -47,6 +50,7 @@ __all__ = [
     "DomainError",
     "DPMatrixError",
     "Domain",
+    "ExplicitStrategyPlan",
     "Ledger",
     "Measurements",
     "NotMeasuredError",
@@ -56,13 +60,17 @@ __all__ = [
     "QuerySmasherPlan",
     "QueryWorkload",
     "Release",
+    "SVDBound",
     "ReleaseError",
     "SamplerArgumentError",
     "TargetError",
     "UnknownAttributeError",
     "Workload",
     "WorkloadError",
+    "compare",
+    "evaluate",
     "load_release",
+    "lower_bound",
     "measure",
     "plan",
     "plan_querysmasher",

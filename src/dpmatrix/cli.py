@@ -44,6 +44,7 @@ from .errors import DPMatrixError, DataError, DomainError
 from .jsonfile import loads_strict
 from .ledger import Ledger
 from .plan_file import load_plan
+from .planners.compare import compare as compare_all
 from .planners.dispatch import plan as make_plan
 from .planners.targets import targets_from_specs
 from .postprocess import postprocess, write_postprocessed
@@ -296,6 +297,22 @@ def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) 
         f"accuracy (data-independent): RMSE {plan.rmse():.6g}, max cell variance "
         f"{plan.max_variance():.6g} (std {math.sqrt(plan.max_variance()):.6g})"
     )
+    say(fmt_optimality(plan))
+
+
+def fmt_optimality(plan) -> str:
+    """One line: the plan against the singular value bound (issue 15)."""
+    try:
+        o = plan.optimality()
+    except DPMatrixError as exc:
+        return f"lower bound: not available ({one_line(str(exc))})"
+    if o.objective == "max_var":
+        what = (f"lower bound {o.bound:.6g} (singular value bound / {o.svd.n_queries:.0f} queries; "
+                "usually not attainable)")
+    else:
+        what = f"singular value bound {o.bound:.6g} (1 = optimal among Gaussian matrix mechanisms)"
+    loose = "" if o.exact else "; the bound is valid but not exact, so the true gap may be smaller"
+    return f"optimality: {o.quantity} {o.value:.6g}, {what}: ratio {o.ratio:.6g}{loose}"
 
 
 # -- plan ----------------------------------------------------------------------------------------
@@ -320,6 +337,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out = plan.to_dict()
         out["privacy"].update({"epsilon": plan.epsilon(delta), "delta": delta})
         out["marginal_table"] = json.loads(table.to_json(orient="records"))
+        try:
+            out["lower_bound"] = plan.lower_bound_facts()
+        except DPMatrixError:
+            pass
         print(json.dumps(out, indent=1))
         return 0
     if args.format == "csv":
@@ -335,6 +356,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
         say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
     if args.report:
         say(f"report written to {args.report} (open it in a browser)")
+    return 0
+
+
+# -- compare -------------------------------------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Every applicable strategy / planner against the singular value bound (dm.compare)."""
+    budget = _budget_kwargs(args)
+    wk = _workload(args, _read_domain(args.domain))
+    df = compare_all(wk, **budget)
+    if args.format == "csv":
+        print(df.to_csv(index=False), end="")
+        return 0
+    if args.format == "json":
+        print(df.to_json(orient="records", indent=1))
+        return 0
+    b = df.attrs["lower_bound"]
+    print(f"lower bound (weighted total variance): {b.total:.6g}"
+          + ("" if b.exact else " (valid, not exact)") + "; ratio = weighted total variance / bound")
+    with pd.option_context("display.width", 200, "display.max_colwidth", 70):
+        print(df.drop(columns=["bound_exact"]).to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     return 0
 
 
@@ -782,6 +823,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write an HTML report of the plan (privacy, accuracy, fairness, strategy)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
     p.set_defaults(func=cmd_plan)
+
+    c = sub.add_parser("compare", help="every strategy and planner against the lower bound (reads no data)",
+                       description="One row per classic strategy (small domains), LSA, ResidualPlanner/RP+, "
+                       "QuerySmasher and the pure epsilon-DP planner: total / max variance and the ratio "
+                       "to the singular value bound (Li & Miklau). Reads no data.")
+    c.add_argument("--domain", required=True, metavar="D.json", help="domain file ({attr: size} or the rich form)")
+    _add_workload(c)
+    _add_budget(c)
+    c.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    c.set_defaults(func=cmd_compare)
 
     r = sub.add_parser("release", help="plan, measure a CSV/Parquet file and write a release folder",
                        description="Plan the noise, count the marginals of DATA (DuckDB, without loading "

@@ -558,6 +558,19 @@ def write_release(
     return Path(out_dir)
 
 
+
+def _lower_bound_entry(plan) -> dict[str, Any] | None:
+    """The manifest's ``lower_bound`` entry (issue 15): ``{total, rmse, exact, ratio, value,
+    quantity, ...}`` from :meth:`~dpmatrix.planners.base.PlanBase.lower_bound_facts`; ``None``
+    when the plan has no Gaussian bound or it cannot be computed (the release never fails on it)."""
+    facts = getattr(plan, "lower_bound_facts", None)
+    if not callable(facts):
+        return None
+    try:
+        return facts()
+    except DPMatrixError:
+        return None
+
 def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible) -> None:
     (stage / MARGINALS_DIR).mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
@@ -610,6 +623,9 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     if "targets" in spec:  # planned from accuracy targets (issue 13): rows read by the report
         manifest["targets"] = spec["targets"]["rows"]
         manifest["target_certificate"] = {"kind": spec["targets"]["kind"], **spec["targets"]["certificate"]}
+    bound = _lower_bound_entry(plan)
+    if bound is not None:
+        manifest["lower_bound"] = bound
     if notes:
         manifest["notes"] = dict(notes)
     text = dump_json(manifest) + "\n"

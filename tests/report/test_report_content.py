@@ -140,7 +140,15 @@ def test_manifest_links_outside_the_release_are_not_followed(tmp_path):
 def test_target_and_bound_sections_appear_only_when_the_plan_has_them(tmp_path, monkeypatch):
     plan = small_plan()
     html = write_plan_report(plan, tmp_path / "p.html", fairness=False).read_text()
-    assert 'id="targets"' not in html and 'id="optimality"' not in html
+    assert 'id="targets"' not in html
+    # every Gaussian plan has lower_bound() / optimality_ratio() (issue 15): the real values
+    # render (a sum_var ResidualPlanner plan on marginals reaches the bound: ratio 1)
+    facts = plan_facts(plan)
+    assert facts["lower_bound"]["value"] == pytest.approx(plan.loss(), rel=1e-9)
+    assert facts["lower_bound"]["ratio"] == pytest.approx(1.0, abs=1e-9)
+    assert check_numbers(tagged_from_html(html), facts)["key"] > 0
+    bound = html.split('id="optimality"')[1].split("</section>")[0]
+    assert "weighted total variance" in bound and f"{plan.loss():.4g}"[:4] in bound
 
     targets = pd.DataFrame({"marginal": ["race,sex", "income>50K"], "target": [30.0, 12.0],
                             "achieved": [30.0, 9.5], "ratio": [1.0, 9.5 / 12.0], "binding": [True, False]})

@@ -132,6 +132,9 @@ def test_plan_report_in_chromium(chromium, adult_plan, tmp_path):
         "marginals": [{"attributes": list(wk.names(i)), "cells": int(wk.cells[i]),
                        "weight": float(wk.weights[i]), "max_variance": float(info["max_variance"][i])}
                       for i in range(len(wk))],
+        # the distance to the singular value bound (issue 15; its numbers are checked against a
+        # dense SVD in tests/planners/test_optimality*.py)
+        "lower_bound": plan.lower_bound_facts(),
     }  # fmt: skip
     # ... which agree with the explicit formulas (Theorem 4.4; the analytic Gaussian curve)
     by_hand = oracle_profile(plan)

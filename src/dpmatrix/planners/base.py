@@ -20,6 +20,9 @@ public (here)                      a planner implements
 ``max_variance()``, ``table()``
 ``to_dict()`` / ``from_dict()``    JSON-ready description, read back by ``from_dict``
 ``measure(data, *, rng=None, ...)``  measure the data (see :func:`dpmatrix.measure`)
+``lower_bound()``,                 ``_objective_value()``: ``(objective, value)`` — default
+``optimality_ratio()``             ``("sum_var", total_variance())``; see
+                                   :mod:`~dpmatrix.planners.optimality`
 =================================  ==========================================================
 
 A new planner (fitness-for-use, Li–Miklau, pure ε-DP strategies) subclasses :class:`PlanBase`
@@ -38,6 +41,8 @@ import pandas as pd
 
 from ..domain import Domain
 from ..privacy import Budget
+from ..solvers.svd_bound import SVDBound
+from .optimality import Optimality, optimality
 
 __all__ = ["PlanBase", "attr_key"]
 
@@ -116,6 +121,51 @@ class PlanBase(ABC):
     @abstractmethod
     def table(self) -> pd.DataFrame:
         """One row per workload entry: its attributes, size and accuracy."""
+
+    # -- distance to the best possible (issue 15) --------------------------------------------
+    def _objective_value(self) -> tuple[str, float]:
+        """``(objective, value)`` the plan is judged by: ``"sum_var"`` with the weighted total
+        variance (default: :meth:`total_variance`, right for unit weights), ``"max_var"`` with
+        the weighted maximum variance, or ``"custom"`` with the weighted total variance."""
+        return "sum_var", self.total_variance()
+
+    def lower_bound(self) -> SVDBound:
+        """The singular value bound (Li & Miklau, Theorem 3.3): the least weighted total variance
+        any Gaussian matrix mechanism can reach for this plan's workload at this plan's privacy
+        cost (``.total``, ``.rmse``, ``.exact``; see :func:`~dpmatrix.solvers.svd_bound.svd_bound`).
+
+        Returns
+        -------
+        SVDBound
+        """
+        return self.optimality().svd
+
+    def optimality(self) -> Optimality:
+        """The plan's objective against the bound: ``quantity``, ``value``, ``bound``, ``ratio``
+        (see :mod:`~dpmatrix.planners.optimality` for the meaning per objective).
+
+        Returns
+        -------
+        Optimality
+        """
+        objective, value = self._objective_value()
+        return optimality(self.workload, self.pcost, objective, value)
+
+    def optimality_ratio(self) -> float:
+        """Plan / lower bound (≥ 1): ``sum_var`` plans the weighted total variance over the
+        bound (1 = optimal among all Gaussian matrix mechanisms); ``max_var`` plans the weighted
+        maximum variance over ``bound.total / n_queries`` (a bound-based ratio, not attainable
+        in general).
+
+        Returns
+        -------
+        float
+        """
+        return self.optimality().ratio
+
+    def lower_bound_facts(self) -> dict[str, Any]:
+        """``optimality().to_dict()``: the release manifest's and report's ``lower_bound`` entry."""
+        return self.optimality().to_dict()
 
     # -- persistence ---------------------------------------------------------------------------
     @abstractmethod

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..privacy import Budget, resolve_pcost
+from .explicit.evaluation import plan_lsa
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import plan_residual
 from .targets import plan_targets
@@ -52,9 +53,11 @@ def plan(
     strategies, construction :
         ResidualPlanner+ options (see
         :func:`~dpmatrix.planners.residual.plan.plan_residual`).
-    planner : {"residual", "querysmasher", "qs", "wff"}, default "residual"
+    planner : {"residual", "querysmasher", "qs", "wff", "lsa"}, default "residual"
         ResidualPlanner / RP+, or QuerySmasher / WFF (sum_var and a budget only; extra keyword
-        options go to :func:`~dpmatrix.planners.querysmasher.planner.plan_querysmasher`).
+        options go to :func:`~dpmatrix.planners.querysmasher.planner.plan_querysmasher`), or
+        the Level Selection Algorithm on a small domain (sum_var and a budget only; an
+        :class:`~dpmatrix.planners.explicit.plan.ExplicitStrategyPlan`).
     targets : float, mapping or array, optional
         Accuracy targets (fitness-for-use, issue 13): without a budget, the least privacy cost
         meeting every target; with one, the least largest variance/target. See
@@ -64,7 +67,7 @@ def plan(
 
     Returns
     -------
-    Plan or QuerySmasherPlan
+    Plan, QuerySmasherPlan or ExplicitStrategyPlan
         A :class:`~dpmatrix.planners.base.PlanBase`: ``variance``, ``query_variance``,
         ``rmse``, ``max_variance``, ``table``, ``measure`` ...
 
@@ -93,6 +96,11 @@ def plan(
         return plan_targets(workload, targets, target_kind=target_kind, pcost=pcost, rho=rho,
                             epsilon=epsilon, delta=delta, mu=mu, budget=budget, strategies=strategies,
                             construction=construction, **planner_options)
+    if str(planner).lower() == "lsa":
+        if objective != "sum_var" or loss_bound is not None or strategies is not None or planner_options:
+            raise PlanError("the LSA planner supports objective='sum_var' with a privacy budget only")
+        return plan_lsa(workload, pcost=resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta,
+                                                      mu=mu, budget=budget))
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
@@ -107,7 +115,7 @@ def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta,
                        strategies, construction, options):
     name = str(planner).lower()
     if name not in ("querysmasher", "qs", "wff"):
-        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher' or 'wff'")
+        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher', 'wff' or 'lsa'")
     if (objective != "sum_var" or loss_bound is not None or strategies is not None
             or str(construction).lower() not in ("auto", "centred", "centered")):
         raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "

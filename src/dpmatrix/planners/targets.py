@@ -51,11 +51,11 @@ from scipy.stats import norm
 
 from ..domain import Domain
 from ..errors import PlanError, TargetError, WorkloadError
-from ..privacy import Budget, PrivacyReport, resolve_pcost
+from ..privacy import Budget, resolve_pcost
 from ..queries import QueryWorkload
 from ..solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio
 from ..workload import Workload
-from .base import PlanBase
+from .explicit.plan import ExplicitStrategyPlan
 from .residual.plan import Plan, plan_residual
 
 __all__ = [
@@ -403,7 +403,6 @@ def _residual_certificate(plan: Plan, weights: Sequence[np.ndarray]) -> float:
     affects tightness only."""
     coef = plan.coefficients
     x = np.where(plan.measured, plan.sigma2, np.inf)
-    wk = plan.workload
     ratios = [coef.query_variances(i, x) * np.asarray(w) for i, w in enumerate(weights)]
     top = max(float(np.max(r)) for r in ratios)
     if not math.isfinite(top) or top <= 0:
@@ -534,106 +533,17 @@ def _dense_workload(workload: QueryWorkload) -> tuple[tuple[int, ...], np.ndarra
 
 
 @dataclass(frozen=True, eq=False)
-class ExplicitTargetPlan(_TargetMethods, PlanBase, PrivacyReport):
-    """A Gaussian plan with a dense strategy: measure ``A x + N(0, I)`` on the cells ``x`` of the
-    marginal on ``attrs`` and answer by least squares, so every linear query ``w`` in the row space
-    of ``A`` has variance ``w A⁺ A⁺ᵀ wᵀ`` and the privacy cost is the largest squared column norm
-    of ``A`` (Definition 2 with Σ = I).
+class ExplicitTargetPlan(_TargetMethods, ExplicitStrategyPlan):
+    """An :class:`~dpmatrix.planners.explicit.plan.ExplicitStrategyPlan` selected from accuracy
+    targets (the strategy of the fitness-for-use solver), with its :class:`TargetReport`."""
 
-    Minimal stand-in for the explicit-strategy plan class (``planners/explicit``); measurement is
-    not implemented here (:meth:`measure` raises :class:`~dpmatrix.errors.PlanError`).
-    """
-
-    workload: QueryWorkload
-    attrs: tuple[int, ...]
-    strategy: np.ndarray = field(repr=False)
     target_report: TargetReport | None = field(default=None, repr=False)
 
-    @property
-    def domain(self) -> Domain:
-        return self.workload.domain
-
-    @property
-    def budget(self) -> Budget:
-        return Budget(float(np.max(np.einsum("ij,ij->j", self.strategy, self.strategy))))
-
-    @property
-    def objective(self) -> str:
-        return "targets"
-
-    def _pinv(self) -> np.ndarray:
-        hit = self.__dict__.get("_Ap")
-        if hit is None:
-            hit = np.linalg.pinv(self.strategy)
-            self.__dict__["_Ap"] = hit
-        return hit
-
-    def _var_rows(self, Q: np.ndarray) -> np.ndarray:
-        """Variances of the rows of Q (over the plan's cells); ``inf`` outside the row space of A."""
-        Ap = self._pinv()
-        R = Q @ Ap
-        var = np.einsum("ij,ij->i", R, R)
-        resid = np.linalg.norm(Q - R @ self.strategy, axis=1)
-        var[resid > 1e-8 * np.maximum(np.linalg.norm(Q, axis=1), 1.0)] = np.inf
-        return var
-
-    def group_variance(self, i: int) -> np.ndarray:
-        """Variance of every query of group ``i`` (shaped like the group's queries)."""
-        g = self.workload.groups[i]
-        return self._var_rows(_expand(g.dense(), tuple(g.attrs), self.attrs, self.domain)).reshape(g.shape)
-
-    def _variance(self, key) -> np.ndarray:
-        if not set(key) <= set(self.attrs):
-            raise WorkloadError(f"{self.domain.names_of(key)} is not covered by the plan's attributes "
-                                f"{self.domain.names_of(self.attrs)}")
-        n = self.domain.cells(key)
-        return self._var_rows(_expand(np.eye(n), tuple(key), self.attrs, self.domain)).reshape(
-            [self.domain.sizes[a] for a in key])
-
-    def _query_variance(self, key) -> np.ndarray:
-        hits = [i for i, g in enumerate(self.workload.groups) if tuple(g.attrs) == tuple(key)]
-        if not hits:
-            raise WorkloadError(f"no query group on {self.domain.names_of(key)}")
-        if len(hits) == 1:
-            return self.group_variance(hits[0])
-        return np.concatenate([self.group_variance(i).reshape(-1) for i in hits])
-
-    def _all(self) -> np.ndarray:
-        return np.concatenate([self.group_variance(i).reshape(-1) for i in range(len(self.workload))])
-
-    def total_variance(self) -> float:
-        return float(np.sum(self._all()))
-
-    def rmse(self) -> float:
-        v = self._all()
-        return math.sqrt(float(np.mean(v)))
-
-    def max_variance(self) -> float:
-        return float(np.max(self._all()))
-
-    def table(self) -> pd.DataFrame:
-        """One row per query group: label, attributes, queries, max and total variance."""
-        labels = [e.label for e in _entries(self.workload)]
-        rows = []
-        for i, g in enumerate(self.workload.groups):
-            v = self.group_variance(i)
-            rows.append({"group": labels[i], "attributes": ",".join(self.domain.names_of(g.attrs)),
-                         "queries": int(v.size), "max_variance": float(v.max()),
-                         "total_variance": float(v.sum())})
-        return pd.DataFrame(rows)
-
     def to_dict(self) -> dict[str, Any]:
-        out = {"format": "dpmatrix.explicit_plan/1", "domain": self.domain.to_dict(),
-               "attributes": list(self.domain.names_of(self.attrs)), "strategy": self.strategy.tolist(),
-               "objective": self.objective, "residuals": [],
-               "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu}}
+        out = super().to_dict()
         if self.target_report is not None:
             out["targets"] = self.target_report.to_dict()
         return out
-
-    def measure(self, data, *, rng: np.random.Generator | None = None, **options: Any):
-        raise PlanError("measuring an explicit-strategy plan is not available in this build; "
-                        "inspect its accuracy and privacy, or plan a Workload of marginals")
 
 
 def explicit_plan_from_strategy(workload: QueryWorkload, A, pcost: float, *, attrs=None,
@@ -673,7 +583,8 @@ def explicit_plan_from_strategy(workload: QueryWorkload, A, pcost: float, *, att
     c = resolve_pcost(pcost=pcost)
     A = A * math.sqrt(c / float(np.max(np.einsum("ij,ij->j", A, A))))
     A.setflags(write=False)
-    return ExplicitTargetPlan(workload, tuple(union), A, target_report)
+    # noise N(0, I) on the rescaled rows: privacy cost = largest squared column norm = pcost
+    return ExplicitTargetPlan(workload, tuple(union), A, 1.0, "fitness-for-use", target_report)
 
 
 def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable, tol) -> ExplicitTargetPlan:
@@ -687,7 +598,7 @@ def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable
     achieved = tuple(plan.group_variance(i) for i in range(len(workload)))
     report = _report(workload, tgt, achieved, kind, "explicit", plan.pcost, res.lower_bound, pcost is None,
                      tol, gap=res.gap, status=res.status)
-    return ExplicitTargetPlan(workload, plan.attrs, plan.strategy, report)
+    return ExplicitTargetPlan(workload, plan.attrs, plan.strategy, plan.sigma2, plan.name, report)
 
 
 # --------------------------------------------------------------------------------------------

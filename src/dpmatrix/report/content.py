@@ -327,7 +327,12 @@ def _hook(plan, name: str):
         lb, ratio = getattr(plan, "lower_bound", None), getattr(plan, "optimality_ratio", None)
         if callable(lb) and callable(ratio):
             try:
-                return {"value": float(lb()), "ratio": float(ratio())}
+                bound = lb()
+                if bound is None:  # not applicable (pure ε-DP plans)
+                    return None
+                if hasattr(bound, "total") and callable(getattr(plan, "lower_bound_facts", None)):
+                    return plan.lower_bound_facts()  # the manifest entry: value, ratio, quantity ...
+                return {"value": float(bound), "ratio": float(ratio())}
             except Exception:  # an optional section must never break the report
                 return None
     return None

@@ -64,7 +64,7 @@ from .spectra import (
 )
 from ..privacy import resolve_pcost
 from ..queries import QueryGroup, QueryWorkload
-from ..workload import Workload
+from ..workload import Closure, Workload
 
 __all__ = ["SVDBound", "p_factor", "svd_bound"]
 
@@ -242,8 +242,6 @@ def _loewner_pair(W: np.ndarray, t: float) -> tuple[float, float]:
 def _loewner_residual_s2n(sizes, sets, weights, mats) -> float:
     """Exact residual-spectrum (Σσ)²/N of the relaxed workload (every Gᵢ ↦ aᵢP⁰ + bᵢP¹),
     vectorized by marginal size; the best over the grid of ``t``."""
-    from ..workload import Closure
-
     sizes_a = np.asarray(sizes, dtype=float)
     keys = list(mats)
     key_id = {k: i for i, k in enumerate(keys)}
@@ -303,8 +301,6 @@ def _union_bound(sizes, plain_sets, plain_w, others: list, kron_terms, c, nq) ->
 def _per_attribute_bound(wk: Workload, groups: dict, c: float) -> SVDBound:
     """Generalized workload whose attributes have one query type each (no per-marginal
     override): the same bounds as the general path, vectorized by marginal size."""
-    from ..workload import Closure
-
     d = len(wk.domain)
     sizes_a = np.asarray(wk.domain.sizes, dtype=float)
     ident = np.array([wk.attr_types[a] == "identity" for a in range(d)])
@@ -366,19 +362,16 @@ def _workload_bound(wk: Workload, c: float) -> SVDBound:
     pos = wk.weights > 0
     if not pos.any():
         raise WorkloadError("the workload is zero (no marginal has a positive weight): nothing to bound")
-    groups = getattr(wk, "_groups", None)
-    if not wk.is_plain and not wk.overrides and isinstance(groups, dict):
+    groups = wk.sets_by_size
+    if not wk.is_plain and not wk.overrides:
         return _per_attribute_bound(wk, groups, c)
     nq = float(np.sum(wk.n_queries[pos]))
     sizes = wk.domain.sizes
     if wk.is_plain:
         closure = wk.closure if bool(np.all(pos)) else None
-        # the workload's own vectorized grouping {k: (positions, rows)} when it has one (avoids
-        # 10⁵-10⁶ Python tuples at 100+ attributes); else its list of sets
-        if isinstance(groups, dict):
-            spec = marginal_spectrum(sizes, None, wk.weights, closure=closure, rows_by_size=groups)
-        else:
-            spec = marginal_spectrum(sizes, wk.sets, wk.weights, closure=closure)
+        # the workload's vectorized grouping {k: (positions, rows)} (avoids 10⁵-10⁶ Python
+        # tuples at 100+ attributes)
+        spec = marginal_spectrum(sizes, None, wk.weights, closure=closure, rows_by_size=groups)
         return _result(spec.sqrt_trace_over_sqrt_n ** 2, c, nq, True, "residual")
     plain_sets, plain_w, others = [], [], []
     cache: dict = {}

@@ -75,6 +75,15 @@ class MatrixPurePlan:
     budgets: tuple[Fraction, ...]
     budgeting: str
 
+    def lower_bound(self) -> None:
+        """``None``: the singular value bound applies to Gaussian plans only (see
+        :meth:`dpmatrix.planners.pure.plan.PurePlan.lower_bound`)."""
+        return None
+
+    def optimality_ratio(self) -> None:
+        """``None``: not applicable to pure ε-DP plans."""
+        return None
+
     @cached_property
     def noise_variance(self) -> np.ndarray:
         return discrete_laplace_variance(np.array([float(b) for b in self.budgets]))

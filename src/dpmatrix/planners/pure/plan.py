@@ -80,6 +80,17 @@ class PurePlan:
     variance_model: str = "discrete"
     comparison: tuple[dict, ...] = field(default=(), compare=False)
 
+    # -- distance to the singular value bound (issue 15): not applicable ------------------------
+    def lower_bound(self) -> None:
+        """``None``: the singular value bound is a bound on Gaussian (L2) matrix mechanisms at a
+        privacy cost ``max diag(BᵀΣ⁻¹B)``; a pure ε-DP (Laplace, L1) plan has no such cost, so
+        there is no bound to compare with (``dm.compare`` reports pure plans separately)."""
+        return None
+
+    def optimality_ratio(self) -> None:
+        """``None``: not applicable to pure ε-DP plans (see :meth:`lower_bound`)."""
+        return None
+
     # -- variances ---------------------------------------------------------------------------
 
     @cached_property

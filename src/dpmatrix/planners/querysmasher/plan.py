@@ -146,6 +146,9 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         return float(sum(r.sigma2 * r.loss(self.solutions) for r in self.residuals.values()
                          if math.isfinite(r.sigma2)))
 
+    def _objective_value(self) -> tuple[str, float]:
+        return "sum_var", self.weighted_loss()
+
     def certificate(self) -> dict[str, float]:
         """Whole-plan optimality certificate: the weighted loss, a lower bound
         ``(Σ_{A'} sqrt(lb_{A'}))² / β`` on the loss of every splittable, residual-respecting

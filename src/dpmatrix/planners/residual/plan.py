@@ -213,6 +213,14 @@ class Plan(PlanBase, PrivacyReport):
             return float(np.max(w * np.where(w > 0, self._workload_cell_var, 0.0)))
         return float("nan")
 
+    def _objective_value(self) -> tuple[str, float]:
+        """The objective the plan was selected for and its value (custom losses: judged by the
+        weighted total variance)."""
+        if self.objective in ("sum_var", "max_var"):
+            return self.objective, self.loss()
+        w = self.workload.weights
+        return "custom", float(np.sum(w * np.where(w > 0, self._workload_sums, 0.0)))
+
     # -- inspection -----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
         """One row per residual mechanism: attributes, σ², share of the privacy cost, outputs."""
