@@ -20,11 +20,11 @@ The lattice path for a residual mechanism ``M_A(x) = R_A x + N(0, σ² ⊗ Γ_i�
 with independent noise, attribute by attribute: a plain-marginal factor (``Sub = Γ = Sub_n``)
 becomes the integer ``C_i = n I − 11ᵀ`` with post-processing ``Sub_n/n`` and noise scale ``× n``
 (as in Algorithm 3), a strategy factor (``Γ = I``) stays ``C_i = Sub_i``. Then ``ω`` is
-``(⊗ P_i) γ(round(Cv/γ) + z)`` with ``z ~ N_Z(0, σ̄²/γ²)``, ``σ̄ ≥ σ Π n_i`` rational; the plan
-is re-scored so that its reported ρ is the lattice mechanism's exact ρ (upper bound): the
-residual's σ² becomes ``pcost_coef / (2ρ_A)`` (at most ``2·tol + rel_var_tol`` relative away
-from the plan's; the reported variances are those σ², i.e. they may understate the actual
-variance by that relative amount).
+``(⊗ P_i) γ(round(Cv/γ) + z)`` with ``z ~ N_Z(0, σ̄²/γ²)``, ``σ̄ ≥ (1 + tol) σ Π n_i`` rational
+(the factor ``1 + tol`` pays for the rounding: ``ρ_A ≤`` the plan's ``ρ_A``); the plan is
+re-scored so that its reported ρ is the lattice mechanism's exact ρ (upper bound): the
+residual's σ² becomes ``pcost_coef / (2ρ_A)``, within a relative ``4·tol + rel_var_tol`` of the
+actual noise variance ``σ̄²/Π n_i²`` (reported variances may understate it by that much).
 """
 
 from __future__ import annotations
@@ -139,8 +139,11 @@ def _rescored(coef: float, rho: Fraction, old: float) -> float:
     return float(np.nextafter(np.nextafter(s2, 0.0), 0.0))
 
 
-def _sigma_bar(sigma2: float, scale: int, rel_var_tol: float) -> Fraction:
-    return rational_upper_bound(math.sqrt(sigma2) * scale, rel_var_tol)
+def _sigma_bar(sigma2: float, scale: int, rel_var_tol: float, tol: float) -> Fraction:
+    """Rational ``σ̄ ≥ σ·scale·(1 + tol)``: the lattice's extra ``γ√m ≤ tol·Δ₂`` is paid with
+    noise, so the lattice mechanism spends no more than the plan's ρ (up to the float rounding
+    of the plan's own privacy factors; the re-scored plan reports the exact spend either way)."""
+    return rational_upper_bound(math.sqrt(sigma2) * scale * (1 + tol) * (1 + 1e-12), rel_var_tol)
 
 
 def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None,
@@ -160,7 +163,7 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
             continue
         mech = plan.mechanism(sub)
         q, post, scale = residual_lattice_form(mech.bases)
-        sb = _sigma_bar(float(plan.sigma2[i]), scale, rel_var_tol)
+        sb = _sigma_bar(float(plan.sigma2[i]), scale, rel_var_tol, tol)
         f = min(choose_exponent(q, tol=tol), max_exponent(sb))
         forms[sub], sbar[sub] = (q, post), sb
         new[i] = _rescored(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))
@@ -190,17 +193,60 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
 # ---------------------------------------------------------------------------------------------
 # QuerySmasher plans
 # ---------------------------------------------------------------------------------------------
-def _qs_query(mech) -> tuple[LatticeQuery, bool]:
-    """``(C, dense)``: the sub-mechanism's strategy as a lattice query (noise ``σ I`` on it)."""
-    if hasattr(mech, "B") and isinstance(mech.B, tuple):  # KronMech: B = ⊗ B_j
-        return LatticeQuery.of(mech.B), False
-    if hasattr(mech, "mech") and hasattr(mech.mech, "B"):  # DenseMech: one dense B
-        return LatticeQuery.of((mech.mech.B,)), True
-    raise PlanError(
-        f"the secure (lattice) sampler does not support QuerySmasher's {type(mech).__name__} "
-        "sub-mechanism yet; measure with noise='gaussian_float' (floating-point, not "
-        "cryptographically secure) or plan with another solver"
-    )
+#: Largest residual space (cells) a Fourier (WFF) sub-mechanism is densified for (N² floats).
+MAX_FOURIER_CELLS = 2048
+
+
+def _identity(a):
+    return a
+
+
+def _qs_query(mech):
+    """``(C, pre, post)``: the sub-mechanism as a lattice query ``C`` with noise ``σ I``, the
+    table → query-input map ``pre`` and the post-processing ``post`` giving ``ω``."""
+    if hasattr(mech, "B") and isinstance(mech.B, tuple):  # KronMech: ω = (⊗ B_j) x + σ z
+        return LatticeQuery.of(mech.B), _identity, _identity
+    if hasattr(mech, "mech") and hasattr(mech.mech, "B"):  # DenseMech: ω = B vec(x) + σ z
+        return LatticeQuery.of((mech.mech.B,)), lambda x: x.reshape(-1), _identity
+    if hasattr(mech, "h"):
+        return _fourier_query(mech)
+    raise PlanError(f"the secure (lattice) sampler does not support the sub-mechanism {type(mech).__name__}")
+
+
+def _fourier_query(mech):
+    """WFF's ``ω = F x + σ √h ⊙ F z`` (``F`` the unitary DFT, ``z`` real, 0 where ``h = ∞``) as
+    a real mechanism with independent noise: ``y = K x + σ z'`` with the real symmetric
+    circulant ``K = F* diag(h^-1/2) F`` (``h`` is symmetric under ``f ↦ −f``), then
+    ``ω = √h ⊙ F y``: ``F y = h^-1/2 ⊙ F x + σ F z'`` and ``F z'`` has the law of ``F z``, so ``ω``
+    has exactly the law of WFF's. ``K`` (the float matrix actually used) is materialized: the
+    lattice's accounting is exact for it, whatever its floating-point error as a circulant."""
+    sizes = tuple(mech.sizes)
+    N = math.prod(sizes)
+    if N > MAX_FOURIER_CELLS:
+        raise PlanError(
+            f"the secure sampler densifies WFF (Fourier) residual spaces up to {MAX_FOURIER_CELLS} "
+            f"cells; this one has {N}: measure with noise='gaussian_float' (floating point, not "
+            "cryptographically secure) or plan with solver='auto' excluding Fourier"
+        )
+    h = np.asarray(mech.h, dtype=float)
+    fin = np.isfinite(h)
+    hinv = np.where(fin, 1.0 / np.sqrt(np.where(fin, h, 1.0)), 0.0)
+    root = np.sqrt(np.where(fin, h, 0.0))
+    if not sizes:
+        return LatticeQuery.of((np.array([[float(hinv)]]),)), lambda x: x.reshape(1), \
+            lambda y: y.reshape(()) * float(root)
+    ax = tuple(range(1, len(sizes) + 1))
+    E = np.eye(N).reshape((N,) + sizes)
+    cols = np.fft.ifftn(hinv * np.fft.fftn(E, axes=ax, norm="ortho"), axes=ax, norm="ortho")
+    if np.max(np.abs(cols.imag), initial=0.0) > 1e-9 * max(1.0, float(np.max(np.abs(cols.real)))):
+        raise PlanError("WFF noise profile is not symmetric; the secure sampler needs a real circulant")
+    K = cols.real.reshape(N, N).T  # column j = K e_j
+    axes = tuple(range(len(sizes)))
+
+    def post(y):
+        return np.where(fin, root * np.fft.fftn(y.reshape(sizes), axes=axes, norm="ortho"), 0.0)
+
+    return LatticeQuery.of((K,)), lambda x: x.reshape(-1), post
 
 
 def measure_querysmasher_lattice(plan, data, *, rng=None, engine=None, rel_var_tol: float = 1e-4,
@@ -213,18 +259,18 @@ def measure_querysmasher_lattice(plan, data, *, rng=None, engine=None, rel_var_t
     forms, new_res = {}, dict(plan.residuals)
     for S, res in measured.items():
         mech = plan.solutions[res.structure]
-        q, dense = _qs_query(mech)
-        sb = _sigma_bar(res.sigma2, 1, rel_var_tol)
+        q, pre, post = _qs_query(mech)
+        sb = _sigma_bar(res.sigma2, 1, rel_var_tol, tol)
         f = min(choose_exponent(q, tol=tol), max_exponent(sb))
-        forms[S] = (q, dense, sb)
+        forms[S] = (q, pre, post, sb)
         new_res[S] = dataclasses.replace(res, sigma2=_rescored(float(mech.pcost), lattice_rho(q, sb, f), res.sigma2))
     plan = dataclasses.replace(plan, residuals=new_res)
     eng = engine if engine is not None else engine_for(data, plan.domain)
     omega = {}
     for S, x in marginal_tables(plan.domain, set(measured), eng):
-        q, dense, sb = forms[S]
+        q, pre, post, sb = forms[S]
         x = np.asarray(x)
         if x.dtype.kind not in "iu":
             raise DataError("the lattice mechanism needs integer marginal counts")
-        omega[S] = lattice_measure(q, x.reshape(-1) if dense else x, sb, rng, tol=tol).values
+        omega[S] = post(lattice_measure(q, pre(x), sb, rng, tol=tol).values)
     return QSMeasurements(plan, omega, noise="lattice_gaussian", randomness=randomness)
