@@ -306,7 +306,9 @@ def snap(query: LatticeQuery, x: np.ndarray, f: int) -> np.ndarray:
     for n in query.shape:
         g *= 1.0 + n * _U / (1.0 - n * _U)
     g -= 1.0
-    err = 2.0 * g * (1.0 + g) * absb + _TINY * 2.0**f * (1 + sum(query.shape))
+    # exact |ŷ − Cx|·2^f ≤ g·(⊗|C_i|)|x|·2^f ≤ g(1 + 2g)·absb (absb is itself a float product of
+    # non-negative terms); 2g(1 + g) covers it, 2^-50 the rounding of the comparison below
+    err = 2.0 * g * (1.0 + g) * absb + _TINY * 2.0**f * (1 + sum(query.shape)) + 2.0**-50
     k = np.rint(y)
     ok = (np.abs(y - k) + err < 0.5) & (np.abs(y) < 2.0**62)
     bad = np.argwhere(~ok)
