@@ -132,8 +132,8 @@ def secure_vs_float(args) -> None:  # type: ignore[no-untyped-def]
     for label, plan in (("all 2-way marginals (discrete Gaussian)", plain),
                         ("2-way, prefix x2 + range x4 (lattice)", mixed)):
         plan.measure(df)  # warm-up (engine, caches)
-        t_sec = best_time(lambda: plan.measure(df), args.repeat)
-        t_flt = best_time(lambda: plan.measure(df, noise="gaussian_float"), args.repeat)
+        t_sec = best_time(lambda p=plan: p.measure(df), args.repeat)
+        t_flt = best_time(lambda p=plan: p.measure(df, noise="gaussian_float"), args.repeat)
         print(f"| measure, {args.rows:,} rows, {label} | {t_sec:.3f} s | {t_flt:.3f} s | "
               f"{t_sec / t_flt:.1f}× |")
     print()

@@ -10,7 +10,6 @@ of the lattice query, exact rationals for ρ.
 import importlib
 import json
 import math
-from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -18,7 +17,7 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.cli import main
-from dpmatrix.measure.secure import resolve_noise, residual_lattice_form
+from dpmatrix.measure.secure import residual_lattice_form, resolve_noise
 
 secure = importlib.import_module("dpmatrix.measure.secure")  # dm.measure is the function
 
@@ -41,7 +40,7 @@ def no_float_gaussian(monkeypatch):
     monkeypatch.setattr(np.random, "default_rng", lambda *a, **k: _NoFloatGaussian(np.random.PCG64()))
     monkeypatch.setattr(np.random, "Generator", _NoFloatGaussian)
     for name in ("normal", "standard_normal", "randn"):
-        monkeypatch.setattr(np.random, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError(name)))
+        monkeypatch.setattr(np.random, name, lambda *a, n=name, **k: (_ for _ in ()).throw(AssertionError(n)))
 
 
 DOM = dm.Domain({"a": 4, "b": 3, "c": 5})

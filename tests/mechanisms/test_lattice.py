@@ -191,7 +191,7 @@ def test_noise_variance_by_simulation():
     q = LatticeQuery.of([C])
     sigma = Fraction(5, 2)
     out = lattice_measure(q, np.array([7]), sigma, SeededRandom(3))
-    exact = Fraction(float(0.3)) * 7
+    exact = Fraction(0.3) * 7
     err = out.values - float(exact)
     var = float(err.var())
     assert abs(var / float(sigma**2) - 1) < 5 * math.sqrt(2 / n)

@@ -68,14 +68,14 @@ import numpy as np
 
 from ..errors import BudgetError, SamplerArgumentError
 from ..linalg.kron import kron_apply
-from .samplers import RandomSource, rational_upper_bound, sample_discrete_gaussian
+from .samplers import RandomSource, sample_discrete_gaussian
 
 __all__ = [
     "DEFAULT_LATTICE_TOL",
     "LatticeQuery",
     "choose_exponent",
-    "lattice_rho",
     "lattice_measure",
+    "lattice_rho",
     "max_exponent",
     "snap",
     "snap_exact",
@@ -113,7 +113,7 @@ class LatticeQuery:
     exps: tuple[int, ...]
 
     @classmethod
-    def of(cls, factors) -> "LatticeQuery":
+    def of(cls, factors) -> LatticeQuery:
         """The lattice query of float factors ``C_i`` (copied, read-only)."""
         fs = []
         for f in factors:
@@ -400,7 +400,3 @@ def lattice_measure(
     values = np.asarray(noisy, dtype=float) * 2.0**-f  # post-processing of the integers k + z
     return LatticeResult(values, f, tau2, lattice_rho(query, sb, f))
 
-
-def rational_scale(sigma: float, rel_var_tol: float = 1e-4) -> Fraction:
-    """A rational ``σ̄ ≥ σ`` (exactly) with ``σ̄²/σ² − 1 ≤ rel_var_tol`` (``σ`` a float)."""
-    return rational_upper_bound(sigma, rel_var_tol)
