@@ -314,7 +314,9 @@ def test_readme_demo_and_query_subprocess(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "demo", "--out", "demo-release"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "rho = 0.5" in r.stdout and "income>50K" in r.stdout
+    # secure default noise: σ rounded up to a rational spends slightly less than the planned 0.5
+    rho = float(re.search(r"privacy: rho = ([0-9.e-]+)", r.stdout).group(1))
+    assert 0.5 * (1 - 1e-4) <= rho <= 0.5 and "income>50K" in r.stdout
     rel = tmp_path / "demo-release"
     assert (rel / "manifest.json").exists() and len(list((rel / "marginals").glob("*.csv"))) == 106
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "query", "demo-release", "--marginal", "sex,income>50K"],
