@@ -1,8 +1,10 @@
-"""Throughput of dpmatrix's exact discrete Gaussian sampler vs OpenDP's, side by side.
+"""Throughput of dpmatrix's exact discrete Gaussian sampler vs OpenDP's, side by side; and of the
+secure default noise (exact discrete Gaussian / lattice sampler) vs the old floating-point path.
 
 Usage::
 
     PYTHONPATH=src python benchmarks/bench_discrete_gaussian.py [--n 2000000] [--n-opendp 20000]
+    PYTHONPATH=src python benchmarks/bench_discrete_gaussian.py --part secure [--rows 200000]
 
 Both samplers draw from N_Z(0, σ²) with randomness from the OS CSPRNG, in the same process and
 run. For each σ² the best of ``--repeat`` timings is reported (the machine may be shared; the
@@ -21,7 +23,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpmatrix.measure.discrete_gaussian import rational_upper_bound, sample_discrete_gaussian
+import pandas as pd
+
+import dpmatrix as dm
+from dpmatrix.mechanisms.lattice import LatticeQuery, lattice_measure
+from dpmatrix.mechanisms.samplers import rational_upper_bound, sample_discrete_gaussian
 
 
 def best_rate(fn, n: int, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -42,7 +48,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2_000_000, help="draws per timing (dpmatrix)")
     ap.add_argument("--n-opendp", type=int, default=20_000, help="draws per timing (OpenDP)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--part", choices=["samplers", "secure", "all"], default="all")
+    ap.add_argument("--rows", type=int, default=200_000, help="records for the end-to-end timings")
     args = ap.parse_args()
+    if args.part in ("secure", "all"):
+        secure_vs_float(args)
+    if args.part == "secure":
+        return
 
     try:
         import opendp  # noqa: F401
@@ -82,6 +94,49 @@ def main() -> None:
         else:
             print(f"| {label} | {ours:,.0f} | (opendp not installed) | – |")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+
+
+def best_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def secure_vs_float(args) -> None:  # type: ignore[no-untyped-def]
+    """The default (secure) noise against the old float path, measured side by side."""
+    print(f"secure default vs floating-point Gaussian (best of {args.repeat}), load average "
+          f"{os.getloadavg()[0]:.2f}\n")
+    print("| what | secure | float (PCG64) | secure / float time |")
+    print("|---|---:|---:|---:|")
+    # 1. raw noise on a real-valued query: lattice (snap + exact N_Z) vs x + σ·standard_normal
+    n = 1_000_000
+    rng = np.random.default_rng()
+    C = rng.uniform(0.1, 1.0, (n, 1))
+    q = LatticeQuery.of([C])
+    x = np.array([1234], dtype=np.int64)
+    sb = rational_upper_bound(10.0)
+    t_sec = best_time(lambda: lattice_measure(q, x, sb), args.repeat)
+    gen = np.random.default_rng()
+    t_flt = best_time(lambda: C @ x.astype(float) + 10.0 * gen.standard_normal(n), args.repeat)
+    print(f"| {n:,} noisy real answers, σ = 10 (lattice, γ·√m ≤ 1e-6·Δ₂) | {n / t_sec:,.0f}/s | "
+          f"{n / t_flt:,.0f}/s | {t_sec / t_flt:.1f}× |")
+    # 2. end to end: plan.measure(df) with the default noise vs noise="gaussian_float"
+    dom = dm.Domain({f"x{i}": s for i, s in enumerate((8, 6, 10, 5, 12, 4))})
+    df = pd.DataFrame({nm: gen.integers(0, s, args.rows) for nm, s in zip(dom.names, dom.sizes)})
+    plain = dm.plan(dm.Workload.marginals(dom, 2, upto=True), rho=1.0)
+    mixed = dm.plan(dm.Workload.marginals(dom, 2, upto=True, query_types={"x2": "prefix", "x4": "range"}),
+                    rho=1.0)
+    for label, plan in (("all 2-way marginals (discrete Gaussian)", plain),
+                        ("2-way, prefix x2 + range x4 (lattice)", mixed)):
+        plan.measure(df)  # warm-up (engine, caches)
+        t_sec = best_time(lambda p=plan: p.measure(df), args.repeat)
+        t_flt = best_time(lambda p=plan: p.measure(df, noise="gaussian_float"), args.repeat)
+        print(f"| measure, {args.rows:,} rows, {label} | {t_sec:.3f} s | {t_flt:.3f} s | "
+              f"{t_sec / t_flt:.1f}× |")
+    print()
 
 
 if __name__ == "__main__":

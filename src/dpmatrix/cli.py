@@ -140,10 +140,14 @@ def fmt_privacy(privacy: dict) -> str:
 
 # -- shared argument groups ----------------------------------------------------------------------
 def _add_noise(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--noise", choices=["gaussian", "discrete_gaussian"], default="gaussian",
-                   help="gaussian (default) or discrete_gaussian: exact integer noise from the OS's "
-                   "secure random source (sigma rounded up to a rational; the manifest reports the "
-                   "privacy actually spent); needs plain (identity) marginals")
+    p.add_argument("--noise", choices=["auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian"],
+                   default="auto",
+                   help="auto (default): exact noise from the OS's secure random source: discrete "
+                   "Gaussian for plain marginals, discrete Gaussian on a fine lattice for real-valued "
+                   "strategies (sigma rounded up to a rational; the manifest reports the privacy "
+                   "actually spent); gaussian_float (alias gaussian): floating-point noise from "
+                   "NumPy's PCG64, not cryptographic, only on request; --seed always means "
+                   "reproducible floating-point noise")
 
 
 def _add_quiet(p: argparse.ArgumentParser) -> None:
@@ -587,7 +591,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     if getattr(args, "target", None):
         _describe_targets(plan, say)
     say(describe_size(size))
-    noise = getattr(args, "noise", "gaussian")
+    noise = getattr(args, "noise", "auto")
     out = Path(args.out)
     ledger = None
     if not getattr(args, "no_ledger", False):
@@ -600,9 +604,9 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         try:
             with reservation as _charge:
                 work.mkdir()
-                # Gaussian: a fresh OS-seeded generator; discrete Gaussian: the OS CSPRNG
-                # (rng=None), unless a testing seed was given
-                rng = np.random.default_rng(args.seed) if (args.seed is not None or noise == "gaussian") else None
+                # the OS CSPRNG (rng=None) unless a testing seed was given (issue 16: secure by
+                # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
+                rng = np.random.default_rng(args.seed) if args.seed is not None else None
                 engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
                                      not say.quiet)  # fmt: skip
                 try:

@@ -26,9 +26,11 @@ from typing import Any
 from .errors import BudgetError
 from .privacy import epsilon_from_zcdp
 
-__all__ = ["MAX_DELTA", "WARN_DELTA", "check_delta", "privacy_line", "privacy_summary"]
+__all__ = ["DISCRETE_NOISES", "MAX_DELTA", "WARN_DELTA", "check_delta", "privacy_line", "privacy_summary"]
 
 MAX_DELTA = 1e-3
+#: Noises whose privacy is the discrete Gaussian's zCDP (no Gaussian-DP μ, no analytic curve).
+DISCRETE_NOISES = ("discrete_gaussian", "lattice_gaussian")
 WARN_DELTA = 1e-6
 
 REPRODUCIBLE = "REPRODUCIBLE, NOT PRIVATE (noise from a user-given seed; anyone who finds the seed recovers the exact counts)"
@@ -89,7 +91,7 @@ def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reprodu
     plan : Plan
         Anything with ``rho``, ``pcost``, ``mu`` and ``epsilon(delta)`` (for discrete noise: the
         plan actually measured, with its rounded noise scales).
-    noise : {"gaussian", "discrete_gaussian"}
+    noise : {"gaussian", "discrete_gaussian", "lattice_gaussian"}
     delta : float
         δ at which ε is stated.
     reproducible : bool
@@ -100,11 +102,15 @@ def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reprodu
     dict
         ``rho, pcost, mu, epsilon, delta, definition, reproducible``.
     """
-    discrete = noise == "discrete_gaussian"
+    discrete = noise in DISCRETE_NOISES
     rho = float(plan.rho)
     epsilon = epsilon_from_zcdp(rho, delta) if discrete else float(plan.epsilon(delta))
+    lattice = (
+        " on the query snapped to a fine lattice (sensitivity bound includes the rounding; "
+        "dpmatrix.mechanisms.lattice)" if noise == "lattice_gaussian" else ""
+    )
     definition = (
-        "rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020); "
+        f"rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020){lattice}; "
         "(epsilon, delta)-DP by their zCDP conversion; neighbouring datasets differ by adding or "
         "removing one record"
         if discrete

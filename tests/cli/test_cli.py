@@ -136,7 +136,8 @@ def test_release_from_saved_plan_and_workload_file(capsys, data, tmp_path):
     from dpmatrix.release import load_release
 
     rel = load_release(tmp_path / "rel")
-    assert rel.privacy["rho"] == pytest.approx(0.25)
+    # secure by default (issue 16): discrete noise with σ rounded up spends at most the planned ρ
+    assert 0.25 * (1 - 1e-4) <= rel.privacy["rho"] <= 0.25
     assert rel.plan.workload.weights.tolist() == [1.0, 2.0]
     (tmp_path / "wk.json").write_text(json.dumps({"marginals": [["sex", "n"], {"attributes": ["race"], "weight": 3}]}))
     rc, _, err = run(capsys, "release", data / "secret_patients.csv", "--domain", data / "rich.json",
@@ -313,7 +314,9 @@ def test_readme_demo_and_query_subprocess(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "demo", "--out", "demo-release"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "rho = 0.5" in r.stdout and "income>50K" in r.stdout
+    # secure default noise: σ rounded up to a rational spends slightly less than the planned 0.5
+    rho = float(re.search(r"privacy: rho = ([0-9.e-]+)", r.stdout).group(1))
+    assert 0.5 * (1 - 1e-4) <= rho <= 0.5 and "income>50K" in r.stdout
     rel = tmp_path / "demo-release"
     assert (rel / "manifest.json").exists() and len(list((rel / "marginals").glob("*.csv"))) == 106
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "query", "demo-release", "--marginal", "sex,income>50K"],

@@ -23,6 +23,7 @@ from ..workload import AttrSet
 from .counting import count_batches
 from .discrete import discrete_measure, discrete_randomness, round_plan
 from .querysmasher import measure_querysmasher
+from .secure import measure_lattice, resolve_noise
 
 __all__ = ["measure"]
 
@@ -55,7 +56,7 @@ def measure(
     rng: np.random.Generator | None = None,
     progress: bool = False,
     engine=None,
-    noise: str = "gaussian",
+    noise: str = "auto",
     rel_var_tol: float = 1e-4,
     store=None,
 ):
@@ -81,11 +82,17 @@ def measure(
     engine : engine or {"numpy", "duckdb", "spark"}, optional
         Count with this engine instead of the one chosen for ``data`` (``"spark"``: a
         Parquet/CSV path, glob or table name counted in Spark).
-    noise : {"gaussian", "discrete_gaussian"}
+    noise : {"auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian"}
+        ``"auto"`` (default, secure): chosen by :func:`dpmatrix.measure.secure.resolve_noise` —
+        ``"discrete_gaussian"`` for integer factors, ``"lattice_gaussian"`` for real-valued
+        strategies, the floating-point Gaussian only when a generator ``rng`` is given.
         ``"discrete_gaussian"``: exact integer noise from the OS CSPRNG (Algorithm 3, see
-        :mod:`dpmatrix.measure.discrete`); every σ is rounded up to a rational (variance increase
-        at most ``rel_var_tol``) and the returned measurements carry the re-scored plan. ``rng``
-        is then used only if given, as a reproducible but insecure byte source for tests.
+        :mod:`dpmatrix.measure.discrete`); ``"lattice_gaussian"``: the real-valued query snapped
+        to a fine lattice plus exact discrete noise (:mod:`dpmatrix.mechanisms.lattice`). Both
+        round every σ up to a rational (variance increase at most ``rel_var_tol``) and return the
+        re-scored plan; ``rng`` is then used only if given, as a reproducible but insecure byte
+        source for tests. ``"gaussian_float"`` (alias ``"gaussian"``): floating-point Gaussian
+        draws from ``rng`` (or an OS-seeded PCG64): not a cryptographic source.
     rel_var_tol : float, default 1e-4
         Largest relative variance increase from rounding σ for discrete noise.
     store : str, pathlib.Path or bool, optional
@@ -117,19 +124,22 @@ def measure(
                 plan, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
             )
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
-    if noise not in ("gaussian", "discrete_gaussian"):
-        raise DataError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
     if rng is not None and not isinstance(rng, np.random.Generator):
         raise DataError(
             f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
+    noise = resolve_noise(plan, noise, rng)  # secure by default (issue 16)
+    if noise == "lattice_gaussian":
+        return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
+                               rel_var_tol=rel_var_tol, store=store)
     sigma_bar = None
     if noise == "discrete_gaussian":
         plan, sigma_bar = round_plan(plan, rel_var_tol)
         randomness = discrete_randomness(rng)
     else:
-        randomness = "numpy_generator"
+        # a user's generator is reproducible by whoever has the seed (issue 16 item 1)
+        randomness = "numpy_generator" if rng is None else "seeded_insecure"
         if rng is None:
             rng = np.random.default_rng()
     eng = engine_for(data, plan.domain, engine=engine)

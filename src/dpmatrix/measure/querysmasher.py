@@ -22,6 +22,7 @@ from ..mechanisms.residual import ResidualMechanism
 from ..reconstruct.query_answers import QSMeasurements
 from .counting import marginal_tables
 from .discrete import discrete_measure, discrete_randomness, rational_sigma
+from .secure import measure_querysmasher_lattice, resolve_noise
 
 __all__ = ["measure_querysmasher", "residual_marginals"]
 
@@ -32,18 +33,20 @@ def measure_querysmasher(
     *,
     rng: np.random.Generator | None = None,
     progress: bool = False,
-    noise: str = "gaussian",
+    noise: str = "auto",
     rel_var_tol: float = 1e-4,
     engine=None,
 ) -> QSMeasurements:
     """Run every residual mechanism of a QuerySmasher ``plan`` on the marginal counts of ``data``
     (options as in :func:`dpmatrix.measure`)."""
-    if noise not in ("gaussian", "discrete_gaussian"):
-        raise DataError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
     if rng is not None and not isinstance(rng, np.random.Generator):
         raise DataError("rng must be a numpy.random.Generator")
+    noise = resolve_noise(plan, noise, rng)  # secure by default (issue 16)
+    if noise == "lattice_gaussian":
+        return measure_querysmasher_lattice(plan, data, rng=rng, engine=engine, rel_var_tol=rel_var_tol)
     if noise == "discrete_gaussian":
         return _measure_discrete(plan, data, rng, rel_var_tol, engine)
+    randomness = "numpy_generator" if rng is None else "seeded_insecure"
     if rng is None:
         rng = np.random.default_rng()
     omega: dict[tuple[int, ...], np.ndarray] = {}
@@ -52,7 +55,7 @@ def measure_querysmasher(
         omega[sub] = plan.solutions[res.structure].measure(
             np.asarray(x, dtype=float), math.sqrt(res.sigma2), rng
         )
-    return QSMeasurements(plan, omega)
+    return QSMeasurements(plan, omega, randomness=randomness)
 
 
 def residual_marginals(plan, data, engine):

@@ -598,7 +598,7 @@ def _content(kind: str, facts: Mapping[str, Any], plan, *, fairness: bool, folde
              prefix: str, links_note: str | None = None) -> Report:
     mech = facts.get("mechanism", {})
     noise = mech.get("noise")
-    discrete = noise == "discrete_gaussian"
+    discrete = noise in ("discrete_gaussian", "lattice_gaussian")
     marginals = facts["marginals"]
     return Report(
         kind=kind,

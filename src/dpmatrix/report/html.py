@@ -324,6 +324,7 @@ def _noise_name(report: Report) -> str:
     return {
         "gaussian": "continuous Gaussian noise (floating point)",
         "discrete_gaussian": "discrete Gaussian noise (exact integers)",
+        "lattice_gaussian": "discrete Gaussian noise on a fine lattice (exact, for real-valued strategies)",
     }.get(str(n), _html.escape(str(n)) + " noise")
 
 
@@ -402,8 +403,8 @@ def _noise_section(report: Report) -> str:
     warn = ""
     if badge == "warn" and report.kind == "release":
         warn = ('<div class="banner warn">Check before publishing: confirm that this release was '
-                "made without a testing seed, and prefer the secure discrete Gaussian noise "
-                "(--noise discrete_gaussian) for publication.</div>")
+                "made without a testing seed, and prefer the secure noise (the default, --noise auto) "
+                "for publication.</div>")
     return ('<p class="explain">Random noise is what protects privacy: its kind fixes which '
             "guarantees hold, and its source must be unpredictable.</p>"
             f'<table class="kv">{kv}</table>{warn}')

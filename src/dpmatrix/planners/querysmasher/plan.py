@@ -298,7 +298,7 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         *,
         rng: np.random.Generator | None = None,
         progress: bool = False,
-        noise: str = "gaussian",
+        noise: str = "auto",
         rel_var_tol: float = 1e-4,
         engine=None,
     ) -> "QSMeasurements":

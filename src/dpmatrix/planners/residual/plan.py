@@ -264,13 +264,13 @@ class Plan(PlanBase, PrivacyReport):
         *,
         rng: np.random.Generator | None = None,
         progress: bool = False,
-        noise: str = "gaussian",
+        noise: str = "auto",
         rel_var_tol: float = 1e-4,
         engine=None,
         store=None,
     ):
         """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
-        :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise;
+        :func:`dpmatrix.measure` (default ``noise="auto"``: secure noise from the OS CSPRNG;
         ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
         return measure(
             self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,

@@ -1,0 +1,276 @@
+"""Secure noise by default (issue 16): which sampler a measurement uses, and the lattice path.
+
+:func:`resolve_noise` is THE one place where ``noise="auto"`` (the default of
+:func:`dpmatrix.measure`, ``Plan.measure`` and ``dpmatrix release``) is decided:
+
+* a user-given generator (``rng=``, the CLI's ``--seed``) → ``"gaussian"``: the floating-point
+  Gaussian from that generator — reproducible, NOT private (recorded as such in the manifest);
+* every measured factor an integer matrix (ResidualPlanner's plain marginals; QuerySmasher
+  spaces that are plain-marginal mechanisms) → ``"discrete_gaussian"``: exact integer noise on
+  the integer query (paper §5, Algorithm 3; :mod:`dpmatrix.measure.discrete`);
+* otherwise (ResidualPlanner+ prefix/range/custom strategies, QuerySmasher's optimized
+  spaces) → ``"lattice_gaussian"``: the real-valued query snapped to a lattice ``γℤ`` with
+  discrete Gaussian noise, its privacy accounted exactly (:mod:`dpmatrix.mechanisms.lattice`).
+
+Explicit choices: ``"discrete_gaussian"``, ``"lattice_gaussian"``, and ``"gaussian_float"``
+(alias ``"gaussian"``) for the old floating-point Gaussian (OS-seeded PCG64; not a cryptographic
+source and open to floating-point attacks; only on request).
+
+The lattice path for a residual mechanism ``M_A(x) = R_A x + N(0, σ² ⊗ Γ_iΓ_iᵀ)`` rewrites it
+with independent noise, attribute by attribute: a plain-marginal factor (``Sub = Γ = Sub_n``)
+becomes the integer ``C_i = n I − 11ᵀ`` with post-processing ``Sub_n/n`` and noise scale ``× n``
+(as in Algorithm 3), a strategy factor (``Γ = I``) stays ``C_i = Sub_i``. Then ``ω`` is
+``(⊗ P_i) γ(round(Cv/γ) + z)`` with ``z ~ N_Z(0, σ̄²/γ²)``, ``σ̄ ≥ (1 + tol) σ Π n_i`` rational
+(the factor ``1 + tol`` pays for the rounding: ``ρ_A ≤`` the plan's ``ρ_A``); the plan is
+re-scored so that its reported ρ is the lattice mechanism's exact ρ (upper bound): the
+residual's σ² becomes ``pcost_coef / (2ρ_A)``, within a relative ``4·tol + rel_var_tol`` of the
+actual noise variance ``σ̄²/Π n_i²`` (reported variances may understate it by that much).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ..engines import engine_for, maximal_sets, project
+from ..errors import DataError, PlanError
+from ..linalg.kron import kron_apply
+from ..mechanisms.lattice import (
+    DEFAULT_LATTICE_TOL,
+    LatticeQuery,
+    choose_exponent,
+    lattice_measure,
+    lattice_rho,
+    max_exponent,
+)
+from ..mechanisms.samplers import rational_upper_bound
+from ..reconstruct.measurements import Measurements
+from ..reconstruct.query_answers import QSMeasurements
+from ..reconstruct.store import MeasurementStore
+from .counting import count_batches, marginal_tables
+from .discrete import centering_matrix, discrete_randomness
+
+__all__ = ["NOISES", "SECURE_NOISES", "measure_lattice", "measure_querysmasher_lattice", "resolve_noise"]
+
+#: Every accepted ``noise=`` value.
+NOISES = ("auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian")
+#: The noises drawn exactly from the OS CSPRNG (when no generator is given).
+SECURE_NOISES = ("discrete_gaussian", "lattice_gaussian")
+
+
+def _is_qs(plan) -> bool:
+    return all(hasattr(plan, a) for a in ("residuals", "solutions", "domain"))
+
+
+def _integer_plan(plan) -> bool:
+    """Every measured mechanism has an exact integer form (Algorithm 3 applies)."""
+    if _is_qs(plan):
+        return all(plan.solutions[r.structure].marginal_factors() is not None
+                   for r in plan.residuals.values() if math.isfinite(r.sigma2))
+    return all(b.is_identity for b in plan.bases)
+
+
+def resolve_noise(plan, noise: str = "auto", rng=None) -> str:
+    """The sampler a measurement of ``plan`` uses: ``"discrete_gaussian"``, ``"lattice_gaussian"``
+    or ``"gaussian"`` (floating point).
+
+    Parameters
+    ----------
+    plan : Plan or QuerySmasherPlan
+    noise : {"auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian"}
+        ``"auto"``: secure noise (discrete if the plan's factors are integer, lattice
+        otherwise) unless a generator is given; ``"gaussian_float"``/``"gaussian"``: the
+        floating-point Gaussian (explicit request only).
+    rng : numpy.random.Generator, optional
+        A user's generator: ``"auto"`` then means the reproducible floating-point Gaussian.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=1.0)
+    >>> resolve_noise(plan), resolve_noise(plan, "gaussian_float")
+    ('discrete_gaussian', 'gaussian')
+    """
+    if noise not in NOISES:
+        raise DataError(f"noise must be one of {', '.join(NOISES)}; got {noise!r}")
+    if noise in ("gaussian", "gaussian_float"):
+        return "gaussian"
+    if noise == "auto":
+        if rng is not None:
+            return "gaussian"
+        return "discrete_gaussian" if _integer_plan(plan) else "lattice_gaussian"
+    return noise
+
+
+# ---------------------------------------------------------------------------------------------
+# ResidualPlanner / ResidualPlanner+ plans
+# ---------------------------------------------------------------------------------------------
+def residual_lattice_form(bases) -> tuple[LatticeQuery, tuple[np.ndarray, ...], int]:
+    """``(C, post-processing factors P_i, noise scale factor Π n_i over plain-marginal factors)``
+    of a residual mechanism with per-attribute ``bases`` (see the module docstring)."""
+    C, P, scale = [], [], 1
+    for b in bases:
+        if b.is_identity:
+            C.append(centering_matrix(b.n).astype(float))
+            P.append(np.asarray(b.Sub, dtype=float) / b.n)
+            scale *= b.n
+        else:
+            G = np.asarray(b.Gamma)
+            if G.shape != (b.r, b.r) or not np.array_equal(G, np.eye(b.r)):
+                raise PlanError("the lattice sampler needs strategy factors with independent noise (Γ = I)")
+            C.append(np.asarray(b.Sub, dtype=float))
+            P.append(np.eye(b.r))
+    return LatticeQuery.of(C), tuple(P), scale
+
+
+def _rescored(coef: float, rho: Fraction, old: float) -> float:
+    """The σ² reported for a residual: ``coef/σ²`` is at least ``2ρ`` (two ulps of margin)."""
+    if rho == 0 or coef == 0:
+        return old
+    s2 = float(Fraction(coef) / (2 * rho))
+    return float(np.nextafter(np.nextafter(s2, 0.0), 0.0))
+
+
+def _sigma_bar(sigma2: float, scale: int, rel_var_tol: float, tol: float) -> Fraction:
+    """Rational ``σ̄ ≥ σ·scale·(1 + tol)``: the lattice's extra ``γ√m ≤ tol·Δ₂`` is paid with
+    noise, so the lattice mechanism spends no more than the plan's ρ (up to the float rounding
+    of the plan's own privacy factors; the re-scored plan reports the exact spend either way)."""
+    return rational_upper_bound(math.sqrt(sigma2) * scale * (1 + tol) * (1 + 1e-12), rel_var_tol)
+
+
+def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None,
+                    rel_var_tol: float = 1e-4, tol: float = DEFAULT_LATTICE_TOL, store=None):
+    """Measure a ResidualPlanner(+) plan with the lattice sampler (module docstring).
+
+    Everything but the marginal counts (σ̄, γ, ρ of every residual, the re-scored plan) is
+    fixed before the data is read. Returns :class:`~dpmatrix.reconstruct.measurements.Measurements`
+    carrying the re-scored plan, ``noise="lattice_gaussian"``.
+    """
+    randomness = discrete_randomness(rng)
+    closure, measured = plan.closure, plan.measured
+    forms, sbar = {}, {}
+    new = np.array(plan.sigma2, dtype=float)
+    for i, (sub, on) in enumerate(zip(closure.sets, measured)):
+        if not on:
+            continue
+        mech = plan.mechanism(sub)
+        q, post, scale = residual_lattice_form(mech.bases)
+        sb = _sigma_bar(float(plan.sigma2[i]), scale, rel_var_tol, tol)
+        f = min(choose_exponent(q, tol=tol), max_exponent(sb))
+        forms[sub], sbar[sub] = (q, post), sb
+        new[i] = _rescored(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))
+    plan = plan._with_sigma2(new)
+    eng = engine if engine is not None else engine_for(data, plan.domain)
+    top = maximal_sets(s for s, m in zip(closure.sets, measured) if m)
+    noisy = {} if store is None or store is False else MeasurementStore(plan, store)
+    done: set = set()
+    for batch, tables in count_batches(plan.domain, top, eng):
+        for m in batch:
+            for r in range(len(m), -1, -1):
+                for sub in itertools.combinations(m, r):
+                    if sub in done or sub not in forms:
+                        continue
+                    done.add(sub)
+                    q, post = forms[sub]
+                    v = np.asarray(project(tables[m], m, sub))
+                    if v.dtype.kind not in "iu":
+                        raise DataError("the lattice mechanism needs integer marginal counts")
+                    res = lattice_measure(q, v, sbar[sub], rng, tol=tol)
+                    noisy[sub] = kron_apply(post, res.values)
+    if isinstance(noisy, MeasurementStore):
+        noisy.seal({"noise": "lattice_gaussian", "randomness": randomness})
+    return Measurements(plan=plan, noisy=noisy, noise="lattice_gaussian", randomness=randomness)
+
+
+# ---------------------------------------------------------------------------------------------
+# QuerySmasher plans
+# ---------------------------------------------------------------------------------------------
+#: Largest residual space (cells) a Fourier (WFF) sub-mechanism is densified for (N² floats).
+MAX_FOURIER_CELLS = 2048
+
+
+def _identity(a):
+    return a
+
+
+def _qs_query(mech):
+    """``(C, pre, post)``: the sub-mechanism as a lattice query ``C`` with noise ``σ I``, the
+    table → query-input map ``pre`` and the post-processing ``post`` giving ``ω``."""
+    if hasattr(mech, "B") and isinstance(mech.B, tuple):  # KronMech: ω = (⊗ B_j) x + σ z
+        return LatticeQuery.of(mech.B), _identity, _identity
+    if hasattr(mech, "mech") and hasattr(mech.mech, "B"):  # DenseMech: ω = B vec(x) + σ z
+        return LatticeQuery.of((mech.mech.B,)), lambda x: x.reshape(-1), _identity
+    if hasattr(mech, "h"):
+        return _fourier_query(mech)
+    raise PlanError(f"the secure (lattice) sampler does not support the sub-mechanism {type(mech).__name__}")
+
+
+def _fourier_query(mech):
+    """WFF's ``ω = F x + σ √h ⊙ F z`` (``F`` the unitary DFT, ``z`` real, 0 where ``h = ∞``) as
+    a real mechanism with independent noise: ``y = K x + σ z'`` with the real symmetric
+    circulant ``K = F* diag(h^-1/2) F`` (``h`` is symmetric under ``f ↦ −f``), then
+    ``ω = √h ⊙ F y``: ``F y = h^-1/2 ⊙ F x + σ F z'`` and ``F z'`` has the law of ``F z``, so ``ω``
+    has exactly the law of WFF's. ``K`` (the float matrix actually used) is materialized: the
+    lattice's accounting is exact for it, whatever its floating-point error as a circulant."""
+    sizes = tuple(mech.sizes)
+    N = math.prod(sizes)
+    if N > MAX_FOURIER_CELLS:
+        raise PlanError(
+            f"the secure sampler densifies WFF (Fourier) residual spaces up to {MAX_FOURIER_CELLS} "
+            f"cells; this one has {N}: measure with noise='gaussian_float' (floating point, not "
+            "cryptographically secure) or plan with solver='auto' excluding Fourier"
+        )
+    h = np.asarray(mech.h, dtype=float)
+    fin = np.isfinite(h)
+    hinv = np.where(fin, 1.0 / np.sqrt(np.where(fin, h, 1.0)), 0.0)
+    root = np.sqrt(np.where(fin, h, 0.0))
+    if not sizes:
+        return LatticeQuery.of((np.array([[float(hinv)]]),)), lambda x: x.reshape(1), \
+            lambda y: y.reshape(()) * float(root)
+    ax = tuple(range(1, len(sizes) + 1))
+    E = np.eye(N).reshape((N,) + sizes)
+    cols = np.fft.ifftn(hinv * np.fft.fftn(E, axes=ax, norm="ortho"), axes=ax, norm="ortho")
+    if np.max(np.abs(cols.imag), initial=0.0) > 1e-9 * max(1.0, float(np.max(np.abs(cols.real)))):
+        raise PlanError("WFF noise profile is not symmetric; the secure sampler needs a real circulant")
+    K = cols.real.reshape(N, N).T  # column j = K e_j
+    axes = tuple(range(len(sizes)))
+
+    def post(y):
+        return np.where(fin, root * np.fft.fftn(y.reshape(sizes), axes=axes, norm="ortho"), 0.0)
+
+    return LatticeQuery.of((K,)), lambda x: x.reshape(-1), post
+
+
+def measure_querysmasher_lattice(plan, data, *, rng=None, engine=None, rel_var_tol: float = 1e-4,
+                                 tol: float = DEFAULT_LATTICE_TOL) -> QSMeasurements:
+    """Measure a QuerySmasher plan with the lattice sampler: every residual space's
+    ``ω = B x + σ z`` becomes ``γ(round(Bx/γ) + z)``, ``z ~ N_Z(0, σ̄²/γ²)``; the plan is
+    re-scored with the exact ρ of each space."""
+    randomness = discrete_randomness(rng)
+    measured = {S: r for S, r in plan.residuals.items() if math.isfinite(r.sigma2)}
+    forms, new_res = {}, dict(plan.residuals)
+    for S, res in measured.items():
+        mech = plan.solutions[res.structure]
+        q, pre, post = _qs_query(mech)
+        sb = _sigma_bar(res.sigma2, 1, rel_var_tol, tol)
+        f = min(choose_exponent(q, tol=tol), max_exponent(sb))
+        forms[S] = (q, pre, post, sb)
+        new_res[S] = dataclasses.replace(res, sigma2=_rescored(float(mech.pcost), lattice_rho(q, sb, f), res.sigma2))
+    plan = dataclasses.replace(plan, residuals=new_res)
+    eng = engine if engine is not None else engine_for(data, plan.domain)
+    omega = {}
+    for S, x in marginal_tables(plan.domain, set(measured), eng):
+        q, pre, post, sb = forms[S]
+        x = np.asarray(x)
+        if x.dtype.kind not in "iu":
+            raise DataError("the lattice mechanism needs integer marginal counts")
+        omega[S] = post(lattice_measure(q, pre(x), sb, rng, tol=tol).values)
+    return QSMeasurements(plan, omega, noise="lattice_gaussian", randomness=randomness)
