@@ -7,7 +7,9 @@ import importlib
 
 import pytest
 
-MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release", "dpmatrix.reconstruct.measurements"]
+MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release",
+           "dpmatrix.reconstruct.measurements", "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan",
+           "dpmatrix.planners.querysmasher.plan", "dpmatrix.queries", "dpmatrix.statement"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -25,7 +25,9 @@ from .errors import (
 )
 from .ledger import BudgetExceededError, Ledger
 from .measure.measure_plan import measure
-from .planners.dispatch import plan
+from .planners.base import PlanBase
+from .planners.dispatch import plan, plan_from_dict
+from .planners.pure.plan import PurePlan, plan_pure
 from .planners.querysmasher.plan import QuerySmasherPlan
 from .planners.querysmasher.planner import plan_querysmasher
 from .planners.residual.plan import Plan
@@ -50,7 +52,9 @@ __all__ = [
     "Measurements",
     "NotMeasuredError",
     "Plan",
+    "PlanBase",
     "PlanError",
+    "PurePlan",
     "QueryAnswer",
     "QuerySmasherPlan",
     "QueryWorkload",
@@ -63,6 +67,8 @@ __all__ = [
     "load_release",
     "measure",
     "plan",
+    "plan_from_dict",
+    "plan_pure",
     "plan_querysmasher",
     "write_release",
 ]
