@@ -26,9 +26,11 @@ from .errors import (
 )
 from .ledger import BudgetExceededError, Ledger
 from .measure.measure_plan import measure
+from .planners.base import PlanBase
 from .planners.compare import compare
-from .planners.dispatch import plan
+from .planners.dispatch import plan, plan_from_dict
 from .planners.explicit import ExplicitStrategyPlan, evaluate
+from .planners.pure.plan import PurePlan, plan_pure
 from .planners.querysmasher.plan import QuerySmasherPlan
 from .planners.querysmasher.planner import plan_querysmasher
 from .planners.residual.plan import Plan
@@ -55,7 +57,9 @@ __all__ = [
     "Measurements",
     "NotMeasuredError",
     "Plan",
+    "PlanBase",
     "PlanError",
+    "PurePlan",
     "QueryAnswer",
     "QuerySmasherPlan",
     "QueryWorkload",
@@ -73,6 +77,8 @@ __all__ = [
     "lower_bound",
     "measure",
     "plan",
+    "plan_from_dict",
+    "plan_pure",
     "plan_querysmasher",
     "write_release",
 ]

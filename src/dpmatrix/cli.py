@@ -63,7 +63,7 @@ from .release import (
     write_release,
 )
 from .sizing import DEFAULT_MAX_CELLS, check_size, describe_size, estimate_size
-from .statement import check_delta, privacy_line, privacy_summary
+from .statement import check_delta, privacy_line, privacy_summary, pure_summary
 from .version import __version__
 from .workload_spec import parse_workload
 
@@ -178,7 +178,13 @@ def _add_workload(p: argparse.ArgumentParser, required: bool = True) -> None:
 def _add_budget(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("privacy budget (exactly one of --rho, --epsilon with --delta, --mu)")
     g.add_argument("--rho", type=float, help="zCDP budget rho")
-    g.add_argument("--epsilon", type=float, help="(epsilon, delta)-DP budget: epsilon (needs --delta)")
+    g.add_argument("--epsilon", type=float, help="(epsilon, delta)-DP budget: epsilon (needs --delta; "
+                   "--delta 0 is pure epsilon-DP, planned by the pure planner with exact discrete Laplace noise)")
+    g.add_argument(
+        "--strategy", default=None,
+        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized"],
+        help="pure epsilon-DP (--delta 0) only: the strategy (default auto: plan all, keep the best)",
+    )  # fmt: skip
     g.add_argument(
         "--delta", type=float,
         help="delta of the (epsilon, delta) budget; with --rho/--mu, the delta at which epsilon "
@@ -205,21 +211,39 @@ def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
         raise CLIError("no privacy budget: give --rho, or --epsilon with --delta, or --mu")
     if len(given) > 1:
         raise CLIError(f"give exactly one privacy budget, got --{' and --'.join(given)}")
+    pure = given[0] == "epsilon" and args.delta == 0
     for n in ("rho", "epsilon", "mu", "delta"):
         v = getattr(args, n)
+        if n == "delta" and pure:
+            continue
         if v is not None and not (math.isfinite(v) and v > 0):
             raise CLIError(f"--{n} must be a positive number, got {v!r}")
+    if getattr(args, "strategy", None) is not None and not pure:
+        raise CLIError("--strategy is an option of pure epsilon-DP plans (--epsilon E --delta 0)")
     if given[0] == "epsilon":
         if args.delta is None:
-            raise CLIError("--epsilon needs --delta (e.g. --delta 1e-9)")
+            raise CLIError("--epsilon needs --delta (e.g. --delta 1e-9, or --delta 0 for pure epsilon-DP)")
+        if pure:
+            if getattr(args, "noise", None) == "discrete_gaussian":
+                raise CLIError("--noise discrete_gaussian is a zCDP option: pure epsilon-DP (--delta 0) "
+                               "uses the exact discrete Laplace")
+            extra = {"strategy": args.strategy} if getattr(args, "strategy", None) else {}
+            return {"epsilon": args.epsilon, "delta": 0.0, **extra}
         return {"epsilon": args.epsilon, "delta": args.delta}
     return {given[0]: getattr(args, given[0])}
+
+
+def _is_pure(plan) -> bool:
+    """A pure epsilon-DP plan (reports ``pure_epsilon``; no residual closure)."""
+    return getattr(plan, "pure_epsilon", None) is not None
 
 
 def _report_delta(args: argparse.Namespace) -> float:
     d = getattr(args, "delta", None)
     if d is None:
         return DEFAULT_DELTA
+    if d == 0 and getattr(args, "epsilon", None) is not None:
+        return 0.0  # pure epsilon-DP
     return check_delta(d, name="--delta")
 
 
@@ -290,6 +314,14 @@ def _describe_targets(plan, say: Out) -> None:
 
 def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) -> None:
     wk = plan.workload
+    if _is_pure(plan):
+        say(f"workload: {len(wk)} marginals, {int(wk.cells.sum()):,} cells; pure epsilon-DP strategy "
+            f"{plan.strategy!r} ({plan.budgeting} budgets), {len(plan.groups)} groups")
+        if describe_privacy:
+            say(fmt_privacy(pure_summary(plan)))
+        say(f"accuracy (data-independent): RMSE {plan.rmse():.6g}, max cell variance "
+            f"{plan.max_variance():.6g} (std {math.sqrt(plan.max_variance()):.6g})")
+        return
     kept = "" if plan.is_plain else f" ({plan.construction} residual construction)"
     say(
         f"workload: {len(wk)} marginals, {int(wk.cells.sum()):,} cells, objective "
@@ -327,6 +359,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _budget_kwargs(args)
     domain = _read_domain(args.domain)
     plan = _make_plan(args, domain)
+    if _is_pure(plan):
+        return _print_pure_plan(plan, args, say)
     table = plan.marginal_table()
     if plan.is_plain:
         table = table.rename(columns={"queries": "cells"})
@@ -380,6 +414,37 @@ def cmd_compare(args: argparse.Namespace) -> int:
           + ("" if b.exact else " (valid, not exact)") + "; ratio = weighted total variance / bound")
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(df.drop(columns=["bound_exact"]).to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+    return 0
+
+
+def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
+    """``dpmatrix plan --epsilon E --delta 0``: the strategy groups with their ε shares and
+    variances, and the strategies compared by ``auto``."""
+    if args.report:
+        raise CLIError("--report is not available for pure epsilon-DP plans yet")
+    table = plan.table()
+    if args.save:
+        try:
+            Path(args.save).write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
+    if args.format == "json":
+        out = plan.to_dict()
+        out["privacy"] = pure_summary(plan)
+        out["groups_table"] = json.loads(table.to_json(orient="records"))
+        print(json.dumps(out, indent=1))
+        return 0
+    if args.format == "csv":
+        print(table.to_csv(index=False), end="")
+        return 0
+    _describe_plan(plan, say, 0.0)
+    say("")
+    say(table.to_string(index=False))
+    if plan.comparison:
+        say("\nstrategies compared (auto):")
+        say(pd.DataFrame(list(plan.comparison)).to_string(index=False))
+    if args.save:
+        say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
     return 0
 
 
@@ -485,7 +550,10 @@ class CountingBar:
     def __init__(self, engine: Any, plan: Any, enabled: bool):
         from tqdm.auto import tqdm
 
-        measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
+        if hasattr(plan, "closure"):
+            measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
+        else:  # a plan that lists its mechanisms
+            measured = list({m.attrs for m in plan.mechanisms()[1]})
         self._engine = engine
         self.bar = tqdm(total=len(maximal_sets(measured)), desc="counting", unit="marginal",
                         disable=not enabled)  # fmt: skip
@@ -592,6 +660,11 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         _describe_targets(plan, say)
     say(describe_size(size))
     noise = getattr(args, "noise", "auto")
+    if _is_pure(plan):
+        if noise == "discrete_gaussian":
+            raise CLIError("--noise discrete_gaussian is a zCDP option: a pure epsilon-DP plan uses the "
+                           "exact discrete Laplace")
+        noise = None  # the plan's own: exact discrete Laplace from the OS CSPRNG
     out = Path(args.out)
     ledger = None
     if not getattr(args, "no_ledger", False):
@@ -652,6 +725,14 @@ def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
         warn_line("--no-ledger: this release is not recorded in any privacy-budget ledger")
         return nullcontext()
     fp = ledger.fingerprint(data)
+    if _is_pure(plan):  # pure epsilon-DP composes by adding epsilon
+        eps = float(plan.pure_epsilon)
+        charge = ledger.reserve(opts["dataset"], fp, epsilon=eps, note=f"release to {out}")
+        before = ledger.spent(opts["dataset"], fp)
+        cap = f" of its cap {before.epsilon_cap:.6g}" if before.epsilon_cap is not None else " (no cap set)"
+        say.note(f"ledger {ledger.path}: dataset {opts['dataset']!r} has spent pure epsilon = "
+                 f"{before.epsilon:.6g}{cap} before this release of epsilon = {eps:.6g}")
+        return charge
     charge = ledger.reserve(opts["dataset"], fp, rho=float(plan.rho), note=f"release to {out}")
     before = ledger.spent(opts["dataset"], fp)
     cap = f" of its cap {before.rho_cap:.6g}" if before.rho_cap is not None else " (no cap set)"

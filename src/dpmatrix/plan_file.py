@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import DPMatrixError, PlanError
 from .jsonfile import read_json
-from .planners.residual.plan import Plan
+from .planners.dispatch import plan_from_dict
+from .planners.residual.plan import PLAN_FORMAT, Plan
 
 __all__ = ["check_plan_spec", "load_plan"]
 
@@ -83,6 +84,13 @@ def load_plan(path: str | Path):
     """
     what = f"plan file {str(path)!r}"
     spec = read_json(path, PlanError, what)
+    if isinstance(spec, dict) and spec.get("format", PLAN_FORMAT) != PLAN_FORMAT:
+        try:  # another planner's plan (pure epsilon-DP, QuerySmasher): its own from_dict checks it
+            return plan_from_dict(spec)
+        except DPMatrixError as exc:
+            raise PlanError(f"{what}: {exc}") from None
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise PlanError(f"{what} is not a valid plan: {type(exc).__name__}: {exc}") from None
     check_plan_spec(spec, what)
     try:
         plan = Plan.from_dict(spec)

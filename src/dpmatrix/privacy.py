@@ -159,12 +159,53 @@ class Budget:
     2.0
     >>> round(dm.Budget.approx(1.0, 1e-6).epsilon(1e-6), 6)
     1.0
+    >>> b = dm.Budget.pure(1.0)
+    >>> (b.pure_epsilon, b.epsilon(0), b.rho)
+    (1.0, 1.0, 0.5)
     """
 
     pcost: float
+    # set by Budget.pure: the ε of pure ε-DP (δ = 0); pcost is then ε² (ρ = ε²/2 for composition)
+    pure_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pcost", _check_positive("pcost", self.pcost))
+        if self.pure_epsilon is not None:
+            object.__setattr__(self, "pure_epsilon", _check_positive("epsilon", self.pure_epsilon))
+
+    @classmethod
+    def pure(cls, epsilon: float) -> "Budget":
+        """Pure ε-DP (δ = 0), planned by the pure ε-DP planner with Laplace-type noise.
+
+        It reports ε at every δ and ρ = ε²/2 (pure ε-DP implies (ε²/2)-zCDP, Bun & Steinke
+        2016, Proposition 1.4) for composition with zCDP releases; no μ-GDP is claimed.
+
+        Parameters
+        ----------
+        epsilon : float
+            Positive and finite.
+
+        Returns
+        -------
+        Budget
+
+        Raises
+        ------
+        BudgetError
+            ε not a positive finite number.
+
+        Examples
+        --------
+        >>> Budget.pure(0.5).rho
+        0.125
+        """
+        eps = _check_positive("epsilon", epsilon)
+        return cls(eps * eps, pure_epsilon=eps)
+
+    @property
+    def is_pure(self) -> bool:
+        """True for a pure ε-DP budget (:meth:`pure`)."""
+        return self.pure_epsilon is not None
 
     @classmethod
     def zcdp(cls, rho: float) -> "Budget":
@@ -188,15 +229,23 @@ class Budget:
 
     @property
     def mu(self) -> float:
-        """μ of μ-Gaussian DP (``sqrt(pcost)``)."""
+        """μ of μ-Gaussian DP (``sqrt(pcost)``); a pure ε-DP budget claims none."""
+        if self.pure_epsilon is not None:
+            raise BudgetError("a pure epsilon-DP budget claims no mu-GDP; report epsilon (or rho = epsilon^2/2)")
         return math.sqrt(self.pcost)
 
     def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at the given δ (exact analytic Gaussian curve)."""
+        """ε of (ε, δ)-DP at the given δ (exact analytic Gaussian curve; the pure ε at any δ)."""
+        if self.pure_epsilon is not None:
+            return self.pure_epsilon
         return epsilon_from_delta(delta, self.pcost)
 
     def delta(self, epsilon: float) -> float:
-        """δ of (ε, δ)-DP at the given ε."""
+        """δ of (ε, δ)-DP at the given ε (0 at or above a pure budget's ε)."""
+        if self.pure_epsilon is not None:
+            if float(epsilon) >= self.pure_epsilon:
+                return 0.0
+            raise BudgetError(f"a pure epsilon-DP budget states delta = 0 at epsilon >= {self.pure_epsilon}")
         return delta_from_epsilon(epsilon, self.pcost)
 
 
@@ -241,6 +290,11 @@ def resolve_pcost(
     if len(forms) > 1:
         raise BudgetError(f"give exactly one privacy budget, got {' and '.join(forms)}")
     if budget is not None:
+        if budget.is_pure:
+            raise BudgetError(
+                "a pure epsilon-DP budget (Budget.pure) is planned by the pure planner: "
+                "dpmatrix.plan(workload, budget=Budget.pure(eps)), not by a Gaussian planner"
+            )
         return budget.pcost
     if "pcost" in given:
         return _check_positive("pcost", pcost)

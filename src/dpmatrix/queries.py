@@ -284,6 +284,57 @@ class QueryWorkload:
     def __repr__(self) -> str:
         return f"QueryWorkload({len(self.groups)} groups, {self.n_queries} queries on {len(self.domain)} attributes)"
 
+    # -- persistence ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """JSON-ready form: one entry per group (attribute names, Kronecker rows or the explicit
+        matrix in domain order, weights, label); :meth:`from_dict` reads it back exactly."""
+        out = []
+        for g in self.groups:
+            e: dict = {"attributes": list(self.domain.names_of(g.attrs)), "label": g.label,
+                       "weights": g.weights if g.scalar_weight else np.asarray(g.weights).tolist()}
+            if g.is_kron:
+                e["factors"] = [f.tolist() for f in g.factors]
+            else:
+                e["matrix"] = g.matrix.tolist()
+            out.append(e)
+        return {"groups": out}
+
+    @classmethod
+    def from_dict(cls, domain: Domain, spec: Mapping) -> "QueryWorkload":
+        """The query workload written by :meth:`to_dict`.
+
+        Parameters
+        ----------
+        domain : Domain
+        spec : mapping
+            ``{"groups": [...]}`` as written by :meth:`to_dict`.
+
+        Returns
+        -------
+        QueryWorkload
+
+        Examples
+        --------
+        >>> dom = Domain({"a": 2, "b": 3})
+        >>> wk = QueryWorkload(dom).add_kron(("a", "b"), ["identity", "prefix"])
+        >>> QueryWorkload.from_dict(dom, wk.to_dict()).n_queries
+        6
+        """
+        out = cls(domain)
+        try:
+            for e in spec["groups"]:
+                w = e.get("weights", 1.0)
+                w = float(w) if np.ndim(w) == 0 else np.asarray(w, dtype=float)
+                if "factors" in e:
+                    out.add_kron(list(e["attributes"]), [np.asarray(f, dtype=float) for f in e["factors"]],
+                                 weight=w, label=e.get("label", ""))
+                else:
+                    out.add_explicit(list(e["attributes"]), np.asarray(e["matrix"], dtype=float),
+                                     weight=w, label=e.get("label", ""))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WorkloadError(f"not a query workload description: {type(exc).__name__}: {exc}") from None
+        return out
+
     # -- builders -------------------------------------------------------------------------------
     @classmethod
     def from_workload(cls, wk) -> "QueryWorkload":

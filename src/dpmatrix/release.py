@@ -69,6 +69,7 @@ from tqdm.auto import tqdm
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .jsonfile import json_float, loads_strict
+from .planners.dispatch import plan_from_dict
 from .planners.residual.plan import PLAN_FORMAT, Plan
 from .plan_file import check_plan_spec
 from .reconstruct.measurements import Measurements, query_labels
@@ -98,6 +99,18 @@ DEFAULT_DELTA = 1e-9
 
 # noisy numbers per Parquet row group of measurements.parquet
 _ROW_GROUP_VALUES = 1 << 20
+
+# measurements of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...): one row per
+# mechanism, its key as JSON, complex outputs (WFF's Fourier coefficients) as (re, im) pairs
+_MECH_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("attributes", pa.list_(pa.string())),
+        ("shape", pa.list_(pa.int64())),
+        ("complex", pa.bool_()),
+        ("values", pa.list_(pa.float64())),
+    ]
+)
 
 _MEAS_SCHEMA = pa.schema(
     [
@@ -434,8 +447,66 @@ _prepare_target = check_target  # former name
 
 
 # -- writing -------------------------------------------------------------------------------------
+def _key_json(key: Any) -> str:
+    """A mechanism key (nested tuples / ints / strings) as canonical JSON."""
+    def plain(k):
+        return [plain(v) for v in k] if isinstance(k, (tuple, list)) else (int(k) if isinstance(k, (int, np.integer)) else k)
+    return json.dumps(plain(key), separators=(",", ":"))
+
+
+def _write_mechanism_outputs(meas: Measurements, path: Path) -> tuple[int, int]:
+    """One row per mechanism of a plan that lists them (keys in the plan's order)."""
+    names = meas.plan.domain.names
+    rows: dict[str, list] = {k: [] for k in _MECH_SCHEMA.names}
+    n_values = 0
+    for key, w in meas.noisy.items():
+        w = np.asarray(w)
+        cplx = np.iscomplexobj(w)
+        flat = np.ascontiguousarray(w, dtype=complex if cplx else np.float64).reshape(-1)
+        rows["key"].append(_key_json(key))
+        rows["attributes"].append([names[a] for a in (key if isinstance(key, tuple) and all(
+            isinstance(a, (int, np.integer)) for a in key) else ())])
+        rows["shape"].append(list(w.shape))
+        rows["complex"].append(bool(cplx))
+        rows["values"].append(flat.view(np.float64) if cplx else flat)
+        n_values += w.size
+    pq.write_table(pa.table(rows, schema=_MECH_SCHEMA), str(path))
+    return len(rows["key"]), n_values
+
+
+def _read_mechanism_outputs(path: Path, plan, noise: str, digest: str | None) -> dict:
+    """The noisy outputs written by :func:`_write_mechanism_outputs`, checked against the
+    plan's mechanisms (same keys)."""
+    try:
+        if digest is not None and sha256_file(path) != digest:
+            raise ReleaseError(
+                f"{path.name} was modified after the release was written (SHA-256 mismatch); "
+                "refusing to use it (--no-verify / verify=False skips the check)"
+            )
+        t = pq.read_table(str(path)).to_pydict()
+    except (OSError, pa.lib.ArrowException, KeyError) as exc:
+        raise ReleaseError(f"cannot read the measurements {str(path)!r}: {exc}") from None
+    _, mechs = plan.mechanisms(noise=noise)
+    want = {_key_json(m.key): m.key for m in mechs}
+    out = {}
+    for k, shape, cplx, vals in zip(t["key"], t["shape"], t["complex"], t["values"]):
+        if k not in want or want[k] in out:
+            raise ReleaseError(f"measurements of an unknown or repeated mechanism {k} in {path.name}")
+        arr = np.asarray(vals, dtype=np.float64)
+        if cplx:
+            arr = arr.view(complex)
+        if arr.size != math.prod(shape):
+            raise ReleaseError(f"measurements of {k}: {arr.size} values for shape {list(shape)}")
+        out[want[k]] = arr.reshape(shape)
+    if len(out) != len(want):
+        raise ReleaseError(f"measurements do not match the plan: {len(want) - len(out)} mechanism(s) missing")
+    return out
+
+
 def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple[int, int]:
     plan = meas.plan
+    if not hasattr(plan, "closure"):
+        return _write_mechanism_outputs(meas, path)
     names = plan.domain.names
     n_sets = n_values = 0
     with pq.ParquetWriter(str(path), _MEAS_SCHEMA) as writer:
@@ -535,7 +606,8 @@ def write_release(
     formats = _check_formats(formats)
     if isinstance(level, (str, bool)) or not 0 < float(level) < 1:
         raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
-    delta = check_delta(delta)
+    pure = measurements.noise == "discrete_laplace"
+    delta = 0.0 if pure else check_delta(delta)
     if reproducible is None:
         reproducible = measurements.randomness == "seeded_insecure"
     plan: Plan = measurements.plan  # type: ignore[assignment]
@@ -547,7 +619,8 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
-            _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
+            write = _write_stage if hasattr(plan, "closure") else _write_stage_listed
+            write(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
             _swap_into_place(stage, out)
         except OSError as exc:
             shutil.rmtree(stage, ignore_errors=True)
@@ -631,6 +704,55 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     text = dump_json(manifest) + "\n"
     _write_synced(stage / MANIFEST, text)
     # written last: its presence (matching the manifest) marks the stage as a complete release
+    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
+    _fsync_dir(stage)
+
+
+def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level, progress, notes,
+                        reproducible) -> None:
+    """The release stage of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...): one
+    table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
+    (stage / MARGINALS_DIR).mkdir(parents=True)
+    n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
+    entries: list[dict[str, Any]] = []
+    stems: set[str] = set()
+    for names, table in measurements.iter_marginals(level=level, progress=progress):
+        stem = table_stem(names)
+        if stem in stems:  # several query groups on one attribute set
+            stem = f"{stem}-{len(entries)}"
+        stems.add(stem)
+        files = _write_table(table, stage / MARGINALS_DIR / stem, formats)
+        var = table["variance"].to_numpy()
+        entries.append({"attributes": list(names), "cells": int(len(table)),
+                        "max_variance": json_float(float(np.max(var)) if var.size else 0.0), "files": files})
+    spec = plan.to_dict()
+    digests = {MEASUREMENTS: sha256_file(stage / MEASUREMENTS)}
+    for e in entries:
+        for rel in e["files"].values():
+            digests[rel] = sha256_file(stage / rel)
+    manifest: dict[str, Any] = {
+        "format": RELEASE_FORMAT,
+        "library": {"name": "dpmatrix", "version": _library_version()},
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "privacy": privacy,
+        "mechanism": {"noise": measurements.noise, "randomness": measurements.randomness,
+                      "reproducible": bool(reproducible), "planner": spec.get("planner", type(plan).__name__)},
+        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
+        "confidence_level": float(level),
+        "plan_format": spec.get("format"),
+        "plan": spec,
+        "domain": spec["domain"],
+        "workload": spec.get("workload"),
+        "residuals": [r for r in spec.get("residuals", []) if isinstance(r, dict)],
+        "measurements": {"file": MEASUREMENTS, "mechanisms": n_sets, "noisy_values": n_values},
+        "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"]},
+        "marginals": entries,
+        "files": digests,
+    }
+    if notes:
+        manifest["notes"] = dict(notes)
+    text = dump_json(manifest) + "\n"
+    _write_synced(stage / MANIFEST, text)
     _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
     _fsync_dir(stage)
 
@@ -803,6 +925,8 @@ class Release:
             df = pd.read_parquet(path) if format == "parquet" else pd.read_csv(path)
         except (OSError, ValueError) as exc:
             raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
+        if not hasattr(self.plan, "closure"):
+            return df  # a plan that lists its mechanisms: labels as written
         wk = self.plan.workload
         i = wk.index(key)
         for a, t in zip(key, wk.types(i)):
@@ -825,6 +949,8 @@ class Release:
         numbers as the saved table when there is one) at ``level`` (default: the release's)."""
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
+        if not hasattr(self.plan, "closure"):  # QuerySmasher / pure: the workload entry's answers
+            return self.measurements.answer(key, lv)
         return self.measurements.marginal(key, lv)
 
     def report(self, path: str | Path | None = None, *, fairness: bool = True) -> Path:
@@ -855,6 +981,11 @@ def _open_measurements(rel: Release) -> Measurements:
     meas_info = manifest.get("measurements", {})
     rel_path = meas_info.get("file", MEASUREMENTS) if isinstance(meas_info, dict) else MEASUREMENTS
     path = _inside(folder, rel_path)
+    mech = manifest.get("mechanism", {})
+    if not hasattr(plan, "closure"):
+        noise = mech.get("noise", "gaussian")
+        noisy = _read_mechanism_outputs(path, plan, noise, rel._digest(rel_path))
+        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=mech.get("randomness", "unknown"))
     noisy = _ParquetResiduals(path, plan.domain, rel._digest(rel_path))
     dom = plan.domain
     expected = {s for s, m in zip(plan.closure.sets, plan.measured) if m}
@@ -941,7 +1072,7 @@ def _check_privacy_consistent(manifest: dict, plan: Plan, folder: Path) -> None:
     except (KeyError, TypeError, ValueError):
         raise ReleaseError(f"the manifest of {str(folder)!r} has an incomplete privacy statement") from None
     noise = manifest.get("mechanism", {}).get("noise", "gaussian")
-    if not (0 < delta < 1):
+    if not (0 < delta < 1) and not (noise == "discrete_laplace" and delta == 0):
         raise ReleaseError(f"the manifest of {str(folder)!r} states delta = {delta!r}")
     want = privacy_summary(plan, noise=noise, delta=delta)
     if not math.isclose(stated_rho, want["rho"], rel_tol=1e-9) or not math.isclose(
@@ -990,12 +1121,10 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     manifest = _read_manifest(folder, verify)
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
-        spec = {
-            "format": manifest.get("plan_format", PLAN_FORMAT),
-            **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
-            "construction": manifest.get("construction", "centred"),
-        }
-        plan = Plan.from_dict(spec)
+        if "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
+            plan = plan_from_dict(manifest["plan"])
+        else:
+            plan = _residual_plan(manifest)
     except KeyError as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} lacks {exc}") from None
     except DPMatrixError as exc:
@@ -1006,3 +1135,13 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     # paths are confined when each file is read (Release.file), not all up front: printing one
     # saved table of a release with thousands of tables stays fast
     return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
+
+
+def _residual_plan(manifest: dict) -> Plan:
+    """The ResidualPlanner plan of a manifest (its fields are the plan's, at the top level)."""
+    spec = {
+        "format": manifest.get("plan_format", PLAN_FORMAT),
+        **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
+        "construction": manifest.get("construction", "centred"),
+    }
+    return Plan.from_dict(spec)

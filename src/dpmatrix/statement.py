@@ -26,7 +26,7 @@ from typing import Any
 from .errors import BudgetError
 from .privacy import epsilon_from_zcdp
 
-__all__ = ["DISCRETE_NOISES", "MAX_DELTA", "WARN_DELTA", "check_delta", "privacy_line", "privacy_summary"]
+__all__ = ["DISCRETE_NOISES", "MAX_DELTA", "WARN_DELTA", "check_delta", "privacy_line", "privacy_summary", "pure_summary"]
 
 MAX_DELTA = 1e-3
 #: Noises whose privacy is the discrete Gaussian's zCDP (no Gaussian-DP μ, no analytic curve).
@@ -102,6 +102,8 @@ def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reprodu
     dict
         ``rho, pcost, mu, epsilon, delta, definition, reproducible``.
     """
+    if noise == "discrete_laplace":
+        return pure_summary(plan, reproducible=reproducible)
     discrete = noise in DISCRETE_NOISES
     rho = float(plan.rho)
     epsilon = epsilon_from_zcdp(rho, delta) if discrete else float(plan.epsilon(delta))
@@ -128,6 +130,46 @@ def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reprodu
     }
 
 
+def pure_summary(plan: Any, *, reproducible: bool = False) -> dict:
+    """The manifest's ``privacy`` object of a pure ε-DP release (exact discrete Laplace noise).
+
+    ε is the plan's exact privacy (max column L1 norm of the budget-scaled strategy); δ = 0; for
+    composition with zCDP releases ρ = ε²/2 (pure ε-DP implies (ε²/2)-zCDP, Bun & Steinke 2016,
+    Proposition 1.4), ``pcost = 2ρ``; no μ-GDP is claimed.
+
+    Parameters
+    ----------
+    plan : PurePlan
+        Anything with ``pure_epsilon`` (the ε spent).
+    reproducible : bool
+        The noise came from a user-given seed.
+
+    Returns
+    -------
+    dict
+        ``pure_epsilon, epsilon, delta (0), rho, pcost, mu (None), definition, reproducible``.
+
+    Examples
+    --------
+    >>> class P: pure_epsilon = 1.0
+    >>> pure_summary(P())["rho"]
+    0.5
+    """
+    eps = float(plan.pure_epsilon)
+    return {
+        "pure_epsilon": eps,
+        "epsilon": eps,
+        "delta": 0.0,
+        "rho": eps * eps / 2,
+        "pcost": eps * eps,
+        "mu": None,
+        "definition": "pure epsilon-DP (delta = 0) of the discrete Laplace mechanism on integer strategy "
+        "rows; rho = epsilon^2/2 zCDP for composition; neighbouring datasets differ by adding or "
+        "removing one record",
+        "reproducible": bool(reproducible),
+    }
+
+
 def privacy_line(privacy: dict) -> str:
     """THE one-line privacy statement every command prints, rendered from a ``privacy`` dict of
     :func:`privacy_summary` (or a manifest's; older manifests without ``reproducible`` read as
@@ -138,6 +180,12 @@ def privacy_line(privacy: dict) -> str:
     >>> privacy_line({"rho": 0.5, "mu": 1.0, "epsilon": 6.17, "delta": 1e-9})[:28]
     'privacy: rho = 0.5 (zCDP), e'
     """
+    if privacy.get("pure_epsilon") is not None:
+        line = (
+            f"privacy: epsilon = {privacy['pure_epsilon']:.6g} (pure DP, delta = 0; rho = "
+            f"{privacy['rho']:.6g} zCDP for composition); neighbours differ by adding or removing one record"
+        )
+        return f"{REPRODUCIBLE}: {line}" if privacy.get("reproducible") else line
     mu = privacy.get("mu")
     gdp = f"mu = {mu:.6g} (Gaussian DP)" if mu is not None else "epsilon from zCDP (discrete noise, no mu claimed)"
     line = (

@@ -130,7 +130,7 @@ def discrete_randomness(rng: np.random.Generator | None) -> str:
     if rng is None:
         return "os_csprng"
     warnings.warn(
-        "discrete Gaussian noise drawn from a numpy Generator is reproducible but NOT "
+        "exact discrete noise drawn from a numpy Generator is reproducible but NOT "
         "secure; pass rng=None for the operating system's secure random source",
         InsecureRandomnessWarning,
         stacklevel=4,

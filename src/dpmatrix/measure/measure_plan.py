@@ -22,7 +22,7 @@ from ..reconstruct.store import MeasurementStore
 from ..workload import AttrSet
 from .counting import count_batches
 from .discrete import discrete_measure, discrete_randomness, round_plan
-from .querysmasher import measure_querysmasher
+from .linear_route import measure_linear
 from .secure import measure_lattice, resolve_noise
 
 __all__ = ["measure"]
@@ -39,9 +39,10 @@ def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[
                 yield sub
 
 
-def _is_querysmasher_plan(plan) -> bool:
-    """A QuerySmasher plan: residual spaces, each measured by its own sub-mechanism."""
-    return all(hasattr(plan, a) for a in ("residuals", "solutions", "domain"))
+def _lists_mechanisms(plan) -> bool:
+    """A plan that lists its mechanisms and estimates from their outputs (every planner but the
+    ResidualPlanner family, whose residual mechanisms are measured by the batched path here)."""
+    return all(hasattr(plan, a) for a in ("mechanisms", "estimator", "domain"))
 
 
 def _is_residual_plan(plan) -> bool:
@@ -56,20 +57,23 @@ def measure(
     rng: np.random.Generator | None = None,
     progress: bool = False,
     engine=None,
-    noise: str = "auto",
+    noise: str | None = None,
     rel_var_tol: float = 1e-4,
     store=None,
 ):
-    """Noisy answers of every residual mechanism of ``plan`` on ``data``.
+    """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
-    Each mechanism ``M_A`` needs only the marginal table of ``A`` (Algorithm 1 / 5:
-    ``ω = H₁ v_A + σ_A H₂ z``); the engine counts the maximal sets, smaller tables are sums.
+    Each mechanism reads only one marginal table (Algorithm 1 / 5: ``ω = H₁ v_A + σ_A H₂ z``);
+    the engine counts the maximal sets, smaller tables are sums. ResidualPlanner plans go through
+    the batched residual path below; every other plan lists its mechanisms
+    (:class:`~dpmatrix.mechanisms.linear.LinearMechanism`: attribute set, linear map, noise family
+    and scale) and is measured by :func:`~dpmatrix.measure.linear_route.measure_linear`. Both
+    return the same :class:`~dpmatrix.reconstruct.measurements.Measurements`.
 
     Parameters
     ----------
-    plan : Plan
-        A plan from :func:`dpmatrix.plan` (QuerySmasher plans are measured by their own
-        ``measure``, called from here).
+    plan : PlanBase
+        A plan from :func:`dpmatrix.plan` (ResidualPlanner / RP+, QuerySmasher / WFF, pure ε-DP).
     data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
         Codes ``0..size-1`` per attribute: a DataFrame (or 2-D integer array in domain column
         order), a path to a CSV/Parquet file of codes (counted by DuckDB), a Spark DataFrame
@@ -82,8 +86,9 @@ def measure(
     engine : engine or {"numpy", "duckdb", "spark"}, optional
         Count with this engine instead of the one chosen for ``data`` (``"spark"``: a
         Parquet/CSV path, glob or table name counted in Spark).
-    noise : {"auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian"}
-        ``"auto"`` (default, secure): chosen by :func:`dpmatrix.measure.secure.resolve_noise` —
+    noise : {None, "auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian", "discrete_laplace"}
+        ``None`` (default): the plan's own secure noise — for pure ε-DP plans the exact discrete
+        Laplace; for Gaussian plans ``"auto"``: chosen by :func:`dpmatrix.measure.secure.resolve_noise` —
         ``"discrete_gaussian"`` for integer factors, ``"lattice_gaussian"`` for real-valued
         strategies, the floating-point Gaussian only when a generator ``rng`` is given.
         ``"discrete_gaussian"``: exact integer noise from the OS CSPRNG (Algorithm 3, see
@@ -117,13 +122,24 @@ def measure(
     6
     """
     if not _is_residual_plan(plan):
-        if _is_querysmasher_plan(plan):
+        if _lists_mechanisms(plan):
             if store is not None and store is not False:
                 raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
-            return measure_querysmasher(
-                plan, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
-            )
+            if rng is not None and not isinstance(rng, np.random.Generator):
+                raise DataError(
+                    f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
+                    f"got {type(rng).__name__}"
+                )
+            if noise in (None, "auto", "gaussian_float") and hasattr(plan, "solutions"):
+                # QuerySmasher: exact discrete Gaussian where every space has integer factors;
+                # its real-valued optimized spaces are not yet ported to the lattice sampler, so
+                # they keep the floating-point Gaussian (recorded as such in the randomness label)
+                secure = noise != "gaussian_float" and resolve_noise(plan, "auto", rng) == "discrete_gaussian"
+                noise = "discrete_gaussian" if secure else "gaussian"
+            return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
+    if noise is None:
+        noise = "auto"
     if rng is not None and not isinstance(rng, np.random.Generator):
         raise DataError(
             f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "

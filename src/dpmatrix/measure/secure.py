@@ -29,7 +29,6 @@ actual noise variance ``σ̄²/Π n_i²`` (reported variances may understate it 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from fractions import Fraction
@@ -49,12 +48,11 @@ from ..mechanisms.lattice import (
 )
 from ..mechanisms.samplers import rational_upper_bound
 from ..reconstruct.measurements import Measurements
-from ..reconstruct.query_answers import QSMeasurements
 from ..reconstruct.store import MeasurementStore
-from .counting import count_batches, marginal_tables
+from .counting import count_batches
 from .discrete import centering_matrix, discrete_randomness
 
-__all__ = ["NOISES", "SECURE_NOISES", "measure_lattice", "measure_querysmasher_lattice", "resolve_noise"]
+__all__ = ["NOISES", "SECURE_NOISES", "measure_lattice", "resolve_noise"]
 
 #: Every accepted ``noise=`` value.
 NOISES = ("auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian")
@@ -199,78 +197,3 @@ MAX_FOURIER_CELLS = 2048
 
 def _identity(a):
     return a
-
-
-def _qs_query(mech):
-    """``(C, pre, post)``: the sub-mechanism as a lattice query ``C`` with noise ``σ I``, the
-    table → query-input map ``pre`` and the post-processing ``post`` giving ``ω``."""
-    if hasattr(mech, "B") and isinstance(mech.B, tuple):  # KronMech: ω = (⊗ B_j) x + σ z
-        return LatticeQuery.of(mech.B), _identity, _identity
-    if hasattr(mech, "mech") and hasattr(mech.mech, "B"):  # DenseMech: ω = B vec(x) + σ z
-        return LatticeQuery.of((mech.mech.B,)), lambda x: x.reshape(-1), _identity
-    if hasattr(mech, "h"):
-        return _fourier_query(mech)
-    raise PlanError(f"the secure (lattice) sampler does not support the sub-mechanism {type(mech).__name__}")
-
-
-def _fourier_query(mech):
-    """WFF's ``ω = F x + σ √h ⊙ F z`` (``F`` the unitary DFT, ``z`` real, 0 where ``h = ∞``) as
-    a real mechanism with independent noise: ``y = K x + σ z'`` with the real symmetric
-    circulant ``K = F* diag(h^-1/2) F`` (``h`` is symmetric under ``f ↦ −f``), then
-    ``ω = √h ⊙ F y``: ``F y = h^-1/2 ⊙ F x + σ F z'`` and ``F z'`` has the law of ``F z``, so ``ω``
-    has exactly the law of WFF's. ``K`` (the float matrix actually used) is materialized: the
-    lattice's accounting is exact for it, whatever its floating-point error as a circulant."""
-    sizes = tuple(mech.sizes)
-    N = math.prod(sizes)
-    if N > MAX_FOURIER_CELLS:
-        raise PlanError(
-            f"the secure sampler densifies WFF (Fourier) residual spaces up to {MAX_FOURIER_CELLS} "
-            f"cells; this one has {N}: measure with noise='gaussian_float' (floating point, not "
-            "cryptographically secure) or plan with solver='auto' excluding Fourier"
-        )
-    h = np.asarray(mech.h, dtype=float)
-    fin = np.isfinite(h)
-    hinv = np.where(fin, 1.0 / np.sqrt(np.where(fin, h, 1.0)), 0.0)
-    root = np.sqrt(np.where(fin, h, 0.0))
-    if not sizes:
-        return LatticeQuery.of((np.array([[float(hinv)]]),)), lambda x: x.reshape(1), \
-            lambda y: y.reshape(()) * float(root)
-    ax = tuple(range(1, len(sizes) + 1))
-    E = np.eye(N).reshape((N,) + sizes)
-    cols = np.fft.ifftn(hinv * np.fft.fftn(E, axes=ax, norm="ortho"), axes=ax, norm="ortho")
-    if np.max(np.abs(cols.imag), initial=0.0) > 1e-9 * max(1.0, float(np.max(np.abs(cols.real)))):
-        raise PlanError("WFF noise profile is not symmetric; the secure sampler needs a real circulant")
-    K = cols.real.reshape(N, N).T  # column j = K e_j
-    axes = tuple(range(len(sizes)))
-
-    def post(y):
-        return np.where(fin, root * np.fft.fftn(y.reshape(sizes), axes=axes, norm="ortho"), 0.0)
-
-    return LatticeQuery.of((K,)), lambda x: x.reshape(-1), post
-
-
-def measure_querysmasher_lattice(plan, data, *, rng=None, engine=None, rel_var_tol: float = 1e-4,
-                                 tol: float = DEFAULT_LATTICE_TOL) -> QSMeasurements:
-    """Measure a QuerySmasher plan with the lattice sampler: every residual space's
-    ``ω = B x + σ z`` becomes ``γ(round(Bx/γ) + z)``, ``z ~ N_Z(0, σ̄²/γ²)``; the plan is
-    re-scored with the exact ρ of each space."""
-    randomness = discrete_randomness(rng)
-    measured = {S: r for S, r in plan.residuals.items() if math.isfinite(r.sigma2)}
-    forms, new_res = {}, dict(plan.residuals)
-    for S, res in measured.items():
-        mech = plan.solutions[res.structure]
-        q, pre, post = _qs_query(mech)
-        sb = _sigma_bar(res.sigma2, 1, rel_var_tol, tol)
-        f = min(choose_exponent(q, tol=tol), max_exponent(sb))
-        forms[S] = (q, pre, post, sb)
-        new_res[S] = dataclasses.replace(res, sigma2=_rescored(float(mech.pcost), lattice_rho(q, sb, f), res.sigma2))
-    plan = dataclasses.replace(plan, residuals=new_res)
-    eng = engine if engine is not None else engine_for(data, plan.domain)
-    omega = {}
-    for S, x in marginal_tables(plan.domain, set(measured), eng):
-        q, pre, post, sb = forms[S]
-        x = np.asarray(x)
-        if x.dtype.kind not in "iu":
-            raise DataError("the lattice mechanism needs integer marginal counts")
-        omega[S] = post(lattice_measure(q, pre(x), sb, rng, tol=tol).values)
-    return QSMeasurements(plan, omega, noise="lattice_gaussian", randomness=randomness)

@@ -25,9 +25,29 @@ public (here)                      a planner implements
                                    :mod:`~dpmatrix.planners.optimality`
 =================================  ==========================================================
 
-A new planner (fitness-for-use, Li–Miklau, pure ε-DP strategies) subclasses :class:`PlanBase`
-and implements those methods; the measurement path takes its mechanisms — an attribute set, a
-linear map applied to that marginal's count table, and a noise family with its scale.
+A new planner subclasses :class:`PlanBase` and implements those methods. To be measured by the
+one measurement path (:func:`dpmatrix.measure`) and released, it also implements two methods:
+
+=================================  ==========================================================
+``mechanisms(*, noise, rel_var_tol)``  ``(plan measured, [LinearMechanism, ...])``: each
+                                   mechanism an attribute set ``A``, a linear map on the count
+                                   table of ``A``, a noise family (Gaussian σ², discrete
+                                   Gaussian σ̄², discrete Laplace ε_g) and its scale
+                                   (:class:`~dpmatrix.mechanisms.linear.LinearMechanism`);
+                                   the plan measured may differ when discrete noise rounds
+                                   the scales (it must report the privacy actually spent).
+                                   Refuse a ``noise`` you cannot run with a PlanError.
+``estimator(noisy)``               an :class:`~dpmatrix.reconstruct.estimator.Estimator` bound
+                                   to ``noisy[mechanism.key]``: ``estimate``, ``variance``,
+                                   ``covariance``, ``query_vector``, ``entries``/``entry``.
+``to_dict()`` with ``"format"``    and a ``from_dict`` registered in
+                                   :func:`dpmatrix.planners.dispatch.plan_from_dict`, so
+                                   ``load_release`` can read it back.
+=================================  ==========================================================
+
+The ResidualPlanner family is measured by the same function through its batched residual path
+(its mechanisms are :class:`~dpmatrix.mechanisms.residual.ResidualMechanism`) and reconstructed
+by :class:`~dpmatrix.reconstruct.measurements.Measurements` itself (Algorithm 2).
 """
 
 from __future__ import annotations
@@ -59,10 +79,8 @@ class PlanBase(ABC):
     """Abstract base of every planner's plan (module docstring: what a planner implements)."""
 
     # -- what the plan is about -----------------------------------------------------------------
-    @property
-    @abstractmethod
-    def domain(self) -> Domain:
-        """The data domain the plan was made for."""
+    #: The data domain the plan was made for (a dataclass field or a property of the subclass).
+    domain: Domain
 
     @property
     @abstractmethod

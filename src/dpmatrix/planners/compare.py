@@ -22,7 +22,6 @@ import pandas as pd
 
 from ..errors import DPMatrixError
 from ..privacy import Budget, resolve_pcost
-from ..queries import QueryWorkload
 from ..solvers.svd_bound import svd_bound
 from ..workload import Workload
 from .dispatch import plan as dm_plan

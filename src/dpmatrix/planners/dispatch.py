@@ -1,4 +1,5 @@
-"""``plan()``: the one entry point that picks a planner (ResidualPlanner family or QuerySmasher / WFF)."""
+"""``plan()``: the one entry point that picks a planner (ResidualPlanner family, QuerySmasher / WFF,
+pure ε-DP), and ``plan_from_dict()``: any planner's plan read back from its ``to_dict``."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import PlanError
+from ..errors import BudgetError, PlanError
 from ..privacy import Budget, resolve_pcost
 from .explicit.evaluation import plan_lsa
+from .pure.plan import FORMAT as PURE_FORMAT
+from .pure.plan import PurePlan, check_epsilon, plan_pure
+from .querysmasher.plan import FORMAT as QS_FORMAT
+from .querysmasher.plan import QuerySmasherPlan
 from .querysmasher.planner import plan_querysmasher
-from .residual.plan import plan_residual
+from .residual.plan import Plan, plan_residual
 from .targets import plan_targets
 
-__all__ = ["plan"]
+__all__ = ["plan", "plan_from_dict"]
 
 
 def plan(
@@ -58,6 +63,10 @@ def plan(
         options go to :func:`~dpmatrix.planners.querysmasher.planner.plan_querysmasher`), or
         the Level Selection Algorithm on a small domain (sum_var and a budget only; an
         :class:`~dpmatrix.planners.explicit.plan.ExplicitStrategyPlan`).
+        A pure budget (``delta=0`` with ``epsilon=``, or ``budget=Budget.pure(eps)``) selects
+        the pure ε-DP planner (:func:`~dpmatrix.planners.pure.plan.plan_pure`; keyword options
+        ``strategy="auto"``, ``budgeting``, ``variance_model`` go to it; ``objective`` sum_var
+        or max_var).
     targets : float, mapping or array, optional
         Accuracy targets (fitness-for-use, issue 13): without a budget, the least privacy cost
         meeting every target; with one, the least largest variance/target. See
@@ -67,7 +76,7 @@ def plan(
 
     Returns
     -------
-    Plan, QuerySmasherPlan or ExplicitStrategyPlan
+    Plan, QuerySmasherPlan, ExplicitStrategyPlan or PurePlan
         A :class:`~dpmatrix.planners.base.PlanBase`: ``variance``, ``query_variance``,
         ``rmse``, ``max_variance``, ``table``, ``measure`` ...
 
@@ -84,6 +93,8 @@ def plan(
     >>> plan = dm.plan(wk, budget=dm.Budget.zcdp(0.5))
     >>> round(plan.rho, 12)
     0.5
+    >>> dm.plan(wk, epsilon=1, delta=0).budget.pure_epsilon <= 1
+    True
     """
     if targets is not None:
         if objective != "sum_var" or loss_bound is not None or planner not in ("residual", "rp", "rp+"):
@@ -101,6 +112,10 @@ def plan(
             raise PlanError("the LSA planner supports objective='sum_var' with a privacy budget only")
         return plan_lsa(workload, pcost=resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta,
                                                       mu=mu, budget=budget))
+    if (budget is not None and isinstance(budget, Budget) and budget.is_pure) or (
+            delta is not None and not isinstance(delta, (str, bool)) and delta == 0):
+        return _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
+                          strategies, construction, planner, planner_options)
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
@@ -125,3 +140,62 @@ def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta,
         options = {**options, "solver": "fourier"}
     return plan_querysmasher(workload, pcost=c, planner="wff" if name == "wff" else "querysmasher",
                              **options)
+
+
+def _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound, strategies,
+               construction, planner, options):
+    """The pure ε-DP planner, refusing every Gaussian-only option by name."""
+    if budget is not None and (epsilon is not None or delta is not None):
+        raise BudgetError("give exactly one privacy budget, got budget and epsilon/delta")
+    others = [n for n, v in dict(pcost=pcost, rho=rho, mu=mu).items() if v is not None]
+    if others:
+        raise BudgetError(f"give exactly one privacy budget: delta=0 (pure epsilon-DP) with {others[0]}=")
+    eps = budget.pure_epsilon if budget is not None else check_epsilon(epsilon) if epsilon is not None else None
+    if eps is None:
+        raise BudgetError("pure epsilon-DP (delta=0) needs epsilon=")
+    if str(planner).lower() not in ("residual", "rp", "pure", "auto"):
+        raise PlanError(f"planner={planner!r} is Gaussian only; delta=0 plans with the pure epsilon-DP planner")
+    gaussian_only = [n for n, bad in (("loss_bound", loss_bound is not None), ("strategies", strategies is not None),
+                                      ("construction", str(construction).lower() != "auto")) if bad]
+    if gaussian_only:
+        raise PlanError(f"{gaussian_only[0]}= is a Gaussian (ResidualPlanner+) option, not available with "
+                        "delta=0 (pure epsilon-DP)")
+    if "noise" in options:
+        raise PlanError(f"noise={options['noise']!r} with delta=0: pure epsilon-DP is measured with the exact "
+                        "discrete Laplace (noise='discrete_gaussian' is a zCDP option; plan with delta > 0)")
+    objectives = {"sum_var": "sum", "max_var": "max", "sum": "sum", "max": "max"}
+    if not isinstance(objective, str) or objective not in objectives:
+        raise PlanError(f"objective={objective!r}: the pure epsilon-DP planner takes 'sum_var' or 'max_var'")
+    unknown = sorted(set(options) - {"strategy", "budgeting", "variance_model", "max_identity_cells"})
+    if unknown:
+        raise PlanError(f"unknown options for the pure epsilon-DP planner: {unknown}")
+    return plan_pure(workload, eps, objective=objectives[objective], **options)
+
+
+def plan_from_dict(spec: Mapping[str, Any]):
+    """Any planner's plan from its ``to_dict()`` (dispatched on ``spec["format"]``).
+
+    Parameters
+    ----------
+    spec : mapping
+        ``plan.to_dict()`` of a ResidualPlanner, QuerySmasher or pure ε-DP plan.
+
+    Returns
+    -------
+    PlanBase
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")])
+    >>> type(plan_from_dict(dm.plan(wk, epsilon=1, delta=0).to_dict())).__name__
+    'PurePlan'
+    """
+    if not isinstance(spec, Mapping):
+        raise PlanError("a plan description is a JSON object")
+    fmt = spec.get("format")
+    if fmt == QS_FORMAT:
+        return QuerySmasherPlan.from_dict(dict(spec))
+    if fmt == PURE_FORMAT:
+        return PurePlan.from_dict(spec)
+    return Plan.from_dict(dict(spec))

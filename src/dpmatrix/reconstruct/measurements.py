@@ -21,6 +21,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -70,7 +71,15 @@ class _ResidualCache:
 
 @dataclass(frozen=True, eq=False)
 class Measurements:
-    """Noisy residual answers of a plan, and everything that can be reconstructed from them."""
+    """Noisy outputs of a plan's mechanisms, and everything that can be reconstructed from them.
+
+    One type for every planner. ``noisy`` maps each mechanism's key to its noisy output (for the
+    ResidualPlanner family: the residual set ``A`` to ``ω_A``, reconstructed here by Algorithm 2;
+    for every other plan: the keys of ``plan.mechanisms()``, reconstructed by the plan's
+    ``estimator(noisy)``, a :class:`~dpmatrix.reconstruct.estimator.Estimator`). ``marginal``,
+    ``answer``, ``workload_answer``, ``query``, ``query_vector``, ``iter_marginals`` give the same
+    tidy tables whatever the planner.
+    """
 
     plan: object
     noisy: Mapping[AttrSet, np.ndarray] = field(repr=False)
@@ -80,6 +89,12 @@ class Measurements:
     # user's seeded generator: reproducible, NOT secure)
     randomness: str = "numpy_generator"
     _cache: "_ResidualCache" = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
+
+    @cached_property
+    def _estimator(self):
+        """The plan's estimator bound to the noisy outputs (None: ResidualPlanner family)."""
+        bind = getattr(self.plan, "estimator", None)
+        return None if bind is None else bind(self.noisy)
 
     @classmethod
     def from_store(cls, folder, plan) -> "Measurements":
@@ -112,6 +127,8 @@ class Measurements:
     def estimate(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Unbiased estimate of the marginal on ``attrs``, shaped like the table (domain order)."""
         key = self._key(attrs)
+        if self._estimator is not None:
+            return self._estimator.estimate(key)
         for a in key:  # the cells must be estimable from every attribute's strategy
             self.plan.cell_basis(a)
         return self._combine(key)
@@ -140,6 +157,8 @@ class Measurements:
 
     def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Exact per-cell variances of :meth:`estimate` (data-independent)."""
+        if self._estimator is not None:
+            return self._estimator.variance(self._key(attrs))
         return self.plan.variance(attrs)
 
     def covariance(self, attrs: Iterable[str | int] | str, max_cells: int = 20_000) -> np.ndarray:
@@ -152,6 +171,8 @@ class Measurements:
                 f"the covariance of {self.plan.domain.names_of(key)} would be {cells}×{cells}; "
                 f"raise max_cells (now {max_cells}) if you really want it"
             )
+        if self._estimator is not None:
+            return self._estimator.covariance(key)
         out = np.zeros((cells, cells))
         bases = self.plan.bases
         for sub, s2 in self.plan._subset_terms(key):
@@ -202,6 +223,8 @@ class Measurements:
         """Tidy table of the *workload's queries* on a marginal: one row per query of
         ``⊗ W_i`` (cells for plain marginals; ``≤ v`` rows for prefix, ``a..b`` for ranges),
         with estimates (Algorithm 6) and exact variances (Theorem 7.2)."""
+        if self._estimator is not None:
+            return self.workload_answer(self._estimator.entry_of(self._key(attrs)), level)
         wk = self.plan.workload
         i = wk.index(attrs)
         key, types = wk.sets[i], wk.types(i)
@@ -213,6 +236,36 @@ class Measurements:
         var = self.plan.query_variance(key)
         labels = [query_labels(self.plan.domain.attributes[a], t, M) for a, t, M in zip(key, types, mats)]
         return _frame(self.plan.domain.names_of(key), labels, est, var, level)
+
+    def workload_answer(self, i: int, level: float = 0.95) -> pd.DataFrame:
+        """Tidy table of the queries of workload entry ``i`` (a marginal, or a query group of a
+        QuerySmasher workload), with exact variances; see :meth:`answer`.
+
+        Parameters
+        ----------
+        i : int
+            Position of the entry in the workload.
+        level : float, default 0.95
+
+        Returns
+        -------
+        pandas.DataFrame
+            Label columns, ``estimate``, ``variance``, ``std``, ``lower``, ``upper``.
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd, dpmatrix as dm
+        >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=1.0)
+        >>> meas = plan.measure(pd.DataFrame({"a": [0, 1], "b": [2, 0]}), rng=np.random.default_rng(0))
+        >>> meas.workload_answer(0).shape
+        (6, 7)
+        """
+        if self._estimator is None:
+            return self.answer(self.plan.workload.sets[i], level)
+        e = self._estimator.entry(int(i))
+        df = _frame(e.names, e.labels, e.estimate, e.variance, level)
+        df.attrs["marginal"] = e.attributes
+        return df
 
     def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> "QueryAnswer":
         """Estimate and exact variance of the linear query ``q · x_M`` over the cells of the
@@ -227,6 +280,8 @@ class Measurements:
                 f"{self.plan.domain.names_of(key)} (got {q.size})"
             )
         q = q.reshape(shape)
+        if self._estimator is not None:
+            return QueryAnswer(*self._estimator.query_vector(key, q))
         estimate = 0.0
         variance = 0.0
         for sub, s2 in self.plan._subset_terms(key):
@@ -290,6 +345,12 @@ class Measurements:
         z = _z(level)
         bar = tqdm(total=len(wk), desc="reconstructing", unit="marginal", disable=not progress)
         try:
+            if self._estimator is not None:
+                for i in self._estimator.entries():
+                    bar.update(1)
+                    t = self.workload_answer(i, level)
+                    yield t.attrs["marginal"], t
+                return
             if self.plan.is_plain:
                 yield from self._iter_plain(level, z, bar)
                 return
@@ -472,7 +533,7 @@ class Measurements:
         n = getattr(self.noisy, "n_values", None)
         if n is None:
             n = sum(v.size for v in self.noisy.values())
-        return f"Measurements({len(self.noisy)} residual mechanisms, {n} noisy numbers, noise={self.noise!r})"
+        return f"Measurements({len(self.noisy)} mechanisms, {n} noisy numbers, noise={self.noise!r})"
 
 
 def _z(level: float) -> float:

@@ -469,6 +469,8 @@ def _coefficients(plan, names: Sequence[tuple[str, ...]]) -> tuple[np.ndarray, n
         return (np.asarray(t["pcost_coefficient"], dtype=float)[idx],
                 np.asarray(t["noisy_outputs"], dtype=np.int64)[idx])
     # QuerySmasher: each residual space's sub-mechanism has its own privacy cost
+    if not names:  # a plan without residual mechanisms (pure epsilon-DP strategy groups)
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
     by_name = {tuple(plan.domain.names_of(S)): r for S, r in plan.residuals.items()}
     coef = np.array([plan.solutions[by_name[n].structure].pcost for n in names], dtype=float)
     outs = np.array([plan.solutions[by_name[n].structure].n_outputs for n in names], dtype=np.int64)

@@ -11,8 +11,10 @@ Modules (one idea each):
   direct-recovery weights (objective (1)).
 * :mod:`.optimize` — a weighted set of marginals chosen numerically (HDMM's marginals template
   under L1 sensitivity).
-* :mod:`.noise` — rational budgets and the exact discrete Laplace sampler.
-* :mod:`.plan` — :func:`plan_pure` and the frozen :class:`PurePlan`.
+* :mod:`dpmatrix.mechanisms.laplace` — rational budgets and the exact discrete Laplace sampler.
+* :mod:`.plan` — :func:`plan_pure` and the frozen :class:`PurePlan` (a
+  :class:`~dpmatrix.planners.base.PlanBase`, reached by ``dm.plan(..., epsilon=, delta=0)``;
+  measured by ``dm.measure`` through its ``mechanisms()`` and ``estimator()``).
 * :mod:`.matrix_strategy` — a user's explicit strategy matrix (small domains).
 """
 

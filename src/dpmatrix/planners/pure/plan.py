@@ -21,22 +21,29 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from math import prod
-from typing import Any, Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ...domain import Domain
-from ...errors import BudgetError, DataError, PlanError
+from ...errors import BudgetError, PlanError
+from ...measure import measure as _measure
+from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
+from ...mechanisms.linear import LinearMechanism
+from ...privacy import Budget
+from ...reconstruct.estimator import EntryAnswer, Estimator
 from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
+from ..base import PlanBase
 from . import strategies as _strategies
 from .groups import StrategyGroup
-from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_many
 from .optimize import optimize_marginal_budgets
 from .subspaces import SubspaceGLS, downward_closure
 
-__all__ = ["PurePlan", "plan_pure", "STRATEGIES"]
+__all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT"]
+
+FORMAT = "dpmatrix.pureplan/1"
 
 STRATEGIES = ("identity", "marginals", "fourier", "clustering", "optimized")
 AttrSet = tuple[int, ...]
@@ -46,8 +53,8 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
-@dataclass(frozen=True)
-class PurePlan:
+@dataclass(frozen=True, eq=False)
+class PurePlan(PlanBase):
     """A pure ε-DP measurement plan: groups, their budgets, and exact GLS variances.
 
     Attributes
@@ -117,14 +124,20 @@ class PurePlan:
     def _resolve(self, attrs) -> AttrSet:
         return tuple(sorted(self.domain.resolve(attrs)))
 
-    def variance(self, attrs) -> float:
-        """Variance of each cell of the GLS estimate of the ``attrs``-marginal (any marginal the
-        strategy identifies, not only the workload's)."""
+    def cell_variance(self, attrs) -> float:
+        """Variance of each cell of the GLS estimate of the ``attrs``-marginal (the same for every
+        cell; any marginal the strategy identifies, not only the workload's)."""
         a = self._resolve(attrs)
         if a in self._sets:
             return float(self._cell_variances[self._sets.index(a)])
         gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a])
         return gls.cell_variance(a)
+
+    def _variance(self, key) -> np.ndarray:
+        return np.full(tuple(self.domain.sizes[i] for i in key), self.cell_variance(key))
+
+    def _query_variance(self, key) -> np.ndarray:
+        return self._variance(key)
 
     def covariance(self, attrs, other=None) -> np.ndarray:
         """Dense covariance of the ``attrs``-marginal estimate (C order of its table), or the
@@ -141,7 +154,7 @@ class PurePlan:
         ``queries=None`` gives the per-cell variances."""
         a = self._resolve(attrs)
         if queries is None:
-            return np.full(self.domain.cells(a), self.variance(a))
+            return self._variance(a)
         gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a])
         return gls.query_variance(a, queries)
 
@@ -169,65 +182,126 @@ class PurePlan:
         """zCDP of the release, ``ρ = ε²/2`` (pure ε-DP implies ε²/2-zCDP), for composition."""
         return float(self.privacy_epsilon()) ** 2 / 2
 
-    def table(self) -> list[dict[str, Any]]:
-        """One row per group: attributes, kind, rows, sensitivity, ε_g, share of ε, noise variance."""
-        out = []
+    @property
+    def pure_epsilon(self) -> float:
+        """The ε actually spent, :meth:`privacy_epsilon` (≤ :attr:`epsilon`)."""
+        return float(self.privacy_epsilon())
+
+    @property
+    def budget(self) -> Budget:
+        """``Budget.pure(ε spent)``: ε at every δ, ρ = ε²/2, no μ."""
+        return Budget.pure(self.pure_epsilon)
+
+    @property
+    def rho(self) -> float:
+        """ρ-zCDP implied by the pure ε spent (ε²/2), for composition with zCDP releases."""
+        return self.budget.rho
+
+    @property
+    def pcost(self) -> float:
+        """``2ρ = ε²`` (the Gaussian planners' unit, for comparison only)."""
+        return self.budget.pcost
+
+    def table(self) -> pd.DataFrame:
+        """One row per strategy group: attributes, kind, rows, sensitivity ``C_g``, budget ``ε_g``,
+        share of ε (``C_g ε_g / ε``), per-row noise variance and the variance of each cell of
+        the group's own marginal.
+
+        Returns
+        -------
+        pandas.DataFrame
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"A": 2, "B": 2}), [("A",), ("A", "B")])
+        >>> t = dm.plan(wk, epsilon=1, delta=0, strategy="marginals").table()
+        >>> round(float(t["share"].sum()), 6)
+        1.0
+        """
+        rows = []
         for g, b, v in zip(self.groups, self.budgets, self.noise_variance):
-            out.append(
+            try:
+                cell = self.cell_variance(g.attrs)
+            except Exception:  # noqa: BLE001 - a group whose marginal is not identified alone
+                cell = math.nan
+            rows.append(
                 {
-                    "attributes": self.domain.names_of(g.attrs),
+                    "attributes": ",".join(self.domain.names_of(g.attrs)),
                     "kind": g.kind,
                     "rows": g.n_rows,
                     "sensitivity": g.sensitivity,
                     "epsilon": float(b),
                     "share": float(b * g.sensitivity) / self.epsilon,
                     "noise_variance": float(v),
+                    "cell_variance": cell,
                 }
             )
-        return out
+        return pd.DataFrame(rows)
 
     # -- measurement and reconstruction --------------------------------------------------------
 
-    def measure(self, data, *, rng=None) -> tuple[np.ndarray, ...]:
-        """Noisy integer answers ``y_g = M_g · (A_g-table) + DLap(ε_g)`` for every group.
+    def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
+                noise: str | None = None, engine=None, store=None):
+        """Noisy integer answers ``y_g = M_g · (A_g-table) + DLap(ε_g)`` for every group, through
+        the one measurement path (:func:`dpmatrix.measure`).
 
         Parameters
         ----------
-        data : callable or array
-            ``data(attrs) -> integer table`` of shape ``sizes[attrs]``, or an ``(n, d)`` integer
-            array of records (codes ``0..n_i-1``).
-        rng : keyword-only
-            ``None`` (OS CSPRNG, default), a ``RandomSource``, or a ``numpy.random.Generator``
-            (byte source for tests only; NOT secure).
+        data : DataFrame, array, path or engine
+            Codes ``0..n_i-1`` per attribute (a 2-D integer array in domain column order, a
+            DataFrame, a CSV/Parquet path or an engine).
+        rng : numpy.random.Generator, optional
+            ``None`` (default): the OS CSPRNG. A generator makes the noise reproducible and NOT
+            private (warned; the release says so).
+        progress : bool
+        noise : {None, "discrete_laplace"}
+            Pure ε-DP is measured with the exact discrete Laplace only.
+        engine : engine, optional
+        store : None
+            Noisy answers on disk are a ResidualPlanner feature (refused here).
+
+        Returns
+        -------
+        Measurements
+            ``marginal()``, ``answer()``, ``query()`` with exact GLS variances.
+
+        Examples
+        --------
+        >>> import numpy as np, dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"A": 2, "B": 2}), [("A", "B")])
+        >>> meas = dm.plan(wk, epsilon=1, delta=0).measure(np.array([[0, 1], [1, 1]]))
+        >>> meas.noise
+        'discrete_laplace'
         """
-        table = _table_function(self.domain, data)
-        exact = []
-        for g in self.groups:
-            t = np.asarray(table(g.attrs))
-            if t.shape != g.sizes:
-                raise DataError(f"table for {g.attrs} has shape {t.shape}, expected {g.sizes}")
-            if not np.issubdtype(t.dtype, np.integer):
-                raise DataError("marginal tables must hold integer counts")
-            exact.append(g.answer(t.astype(np.int64)))
-        live = [j for j, b in enumerate(self.budgets) if b > 0]
-        noise = sample_discrete_laplace_many([self.budgets[j] for j in live],
-                                             [exact[j].size for j in live], rng)
-        out = [np.asarray(e, dtype=np.int64) for e in exact]
-        for j, z in zip(live, noise):
-            out[j] = out[j] + z
-        for j, b in enumerate(self.budgets):
-            if b == 0:  # not measured: no output (zero precision in the GLS)
-                out[j] = np.zeros_like(out[j])
-        return tuple(out)
+        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
+
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
+        """``(self, [LinearMechanism])``: group ``j`` (budget ``ε_j > 0``) releases its integer
+        rows plus exact discrete Laplace noise of parameter ``ε_j`` (key ``j``)."""
+        if noise not in (None, "discrete_laplace"):
+            raise PlanError(
+                f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; noise={noise!r} "
+                "is a Gaussian (zCDP / (epsilon, delta)) option: plan with delta > 0 for it"
+            )
+        return self, [
+            LinearMechanism(j, g.attrs, g.answer, (g.n_rows,), "discrete_laplace", b)
+            for j, (g, b) in enumerate(zip(self.groups, self.budgets)) if b > 0
+        ]
+
+    def estimator(self, noisy) -> "PureEstimator":
+        """GLS estimates from the noisy group outputs ``noisy[j]``."""
+        return PureEstimator(self, noisy)
 
     def reconstruct(self, outputs: Sequence[np.ndarray]):
-        """GLS estimator bound to the noisy outputs; ``.marginal(attrs)`` returns a table."""
+        """GLS estimator bound to one output per group (``.marginal(attrs)`` returns a table)."""
         return _NamedEstimator(self, self._gls.estimator(outputs))
 
     # -- serialization ------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         return {
+            "format": FORMAT,
             "planner": "pure",
             "domain": self.domain.to_dict(),
             "workload": self.workload.to_dict(),
@@ -242,6 +316,25 @@ class PurePlan:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "PurePlan":
+        """The plan written by :meth:`to_dict` (its exact budgets are re-checked).
+
+        Parameters
+        ----------
+        d : mapping
+
+        Returns
+        -------
+        PurePlan
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> p = dm.plan(dm.Workload(dm.Domain({"A": 2}), [("A",)]), budget=dm.Budget.pure(1))
+        >>> PurePlan.from_dict(p.to_dict()).budgets == p.budgets
+        True
+        """
+        if d.get("format", FORMAT) != FORMAT:
+            raise PlanError(f"not a pure epsilon-DP plan (format {d.get('format')!r})")
         dom = Domain.from_dict(d["domain"])
         plan = cls(
             domain=dom,
@@ -259,6 +352,47 @@ class PurePlan:
         return plan
 
 
+class PureEstimator(Estimator):
+    """The :class:`~dpmatrix.reconstruct.estimator.Estimator` of a pure plan: GLS per residual
+    subspace (:mod:`.subspaces`), consistent across marginals."""
+
+    def __init__(self, plan: PurePlan, noisy):
+        self.plan = plan
+        outs = [np.asarray(noisy[j], dtype=float) if j in noisy else np.zeros(g.n_rows)
+                for j, g in enumerate(plan.groups)]
+        self._est = plan._gls.estimator(outs)
+
+    def estimate(self, key):
+        return self._est.marginal(key)
+
+    def variance(self, key):
+        return self.plan._variance(key)
+
+    def covariance(self, key):
+        return self.plan.covariance(key)
+
+    def query_vector(self, key, q):
+        est = float(np.sum(q * self.estimate(key)))
+        return est, float(self.plan.query_variance(key, q.reshape(1, -1))[0])
+
+    def entries(self):
+        return iter(range(len(self.plan.workload)))
+
+    def entry_of(self, key):
+        return self.plan.workload.index(key)
+
+    def entry(self, i):
+        key = tuple(self.plan.workload.sets[i])
+        dom = self.plan.domain
+        labels = []
+        for a in key:
+            attr = dom.attributes[a]
+            shown = attr.labels is not None or getattr(attr, "bins", None) is not None
+            labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
+        names = dom.names_of(key)
+        return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
+
+
 class _NamedEstimator:
     def __init__(self, plan: PurePlan, est):
         self._plan = plan
@@ -266,28 +400,6 @@ class _NamedEstimator:
 
     def marginal(self, attrs) -> np.ndarray:
         return self._est.marginal(self._plan._resolve(attrs))
-
-
-def _table_function(domain: Domain, data) -> Callable[[AttrSet], np.ndarray]:
-    if callable(data):
-        return data
-    rec = np.asarray(data)
-    if rec.ndim != 2 or rec.shape[1] != len(domain) or not np.issubdtype(rec.dtype, np.integer):
-        raise DataError(
-            f"data must be a callable attrs -> table or an (n, {len(domain)}) integer record array"
-        )
-    sizes = np.asarray(domain.sizes)
-    if rec.size and (rec.min() < 0 or np.any(rec.max(axis=0) >= sizes)):
-        raise DataError("record codes must lie in 0..size-1 for every attribute")
-
-    def table(attrs: AttrSet) -> np.ndarray:
-        ns = tuple(int(sizes[i]) for i in attrs)
-        if not attrs:
-            return np.array(rec.shape[0], dtype=np.int64)
-        idx = np.ravel_multi_index(tuple(rec[:, i] for i in attrs), ns)
-        return np.bincount(idx, minlength=prod(ns)).reshape(ns).astype(np.int64)
-
-    return table
 
 
 # -------------------------------------------------------------------------------------------
@@ -429,7 +541,8 @@ def plan_pure(
     if not workload.is_plain:
         raise PlanError(
             "the pure-DP planner supports plain marginals (identity query type); prefix/range "
-            "query types need the hierarchical strategy, which is not available yet"
+            "query types (ResidualPlanner+'s real-valued strategies, Gaussian noise only) need the "
+            "hierarchical strategy, which is not available yet: plan them with delta > 0"
         )
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")

@@ -35,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from ...domain import Domain
 from ...errors import PlanError, WorkloadError
 from ...jsonfile import json_float
-from ...measure.querysmasher import measure_querysmasher
+from ...measure import measure
 from ...privacy import Budget, PrivacyReport
 from ...queries import QueryWorkload
-from ...reconstruct.query_answers import QSMeasurements
 from ..base import PlanBase
+from .measurement import QSEstimator, querysmasher_mechanisms
 from .submechanisms import SubMechanism
 
 __all__ = ["GramIntern", "QuerySmasherPlan", "Residual", "RowInfo", "SOLVERS"]
@@ -105,12 +106,12 @@ class Residual:
 class QuerySmasherPlan(PlanBase, PrivacyReport):
     """A QuerySmasher plan: one Gaussian mechanism per residual space, σ², exact variances.
 
-    Shares with :class:`~dpmatrix.planners.residual.plan.Plan`: ``pcost``/``rho``/``mu``/``epsilon(delta)``,
-    :meth:`rmse`, :meth:`max_variance`, :meth:`total_variance`, :meth:`to_dict`, :meth:`measure`
-    (Gaussian noise only), :meth:`query_variance` (attrs of a query group). Differs: no
-    ``variance(attrs)`` of arbitrary marginals, no ``from_dict``/release artifact yet;
-    :meth:`group_variance` takes a query-group index. Adds :meth:`table` and
-    :meth:`certificates` (duality gap of every optimally solved sub-workload).
+    Implements :class:`~dpmatrix.planners.base.PlanBase`: ``pcost``/``rho``/``mu``/``epsilon(delta)``,
+    :meth:`rmse`, :meth:`max_variance`, :meth:`total_variance`, :meth:`query_variance` (attrs of
+    a query group), :meth:`table`, :meth:`to_dict` / :meth:`from_dict`, :meth:`measure` (the one
+    measurement path: :meth:`mechanisms` and :meth:`estimator`), and releases. Differs: no
+    ``variance(attrs)`` of arbitrary marginals; :meth:`group_variance` takes a query-group index.
+    Adds :meth:`certificates` (duality gap of every optimally solved sub-workload).
     """
 
     workload: QueryWorkload
@@ -124,6 +125,10 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
     _grams: GramIntern = field(repr=False, default_factory=GramIntern)
     _tcoef: list[dict] = field(repr=False, default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # the planner's options (solver, tol, ...): from_dict re-plans with them
+    options: dict[str, Any] = field(default_factory=dict)
+    # set by .planner (the planning function; from_dict re-plans through it)
+    _replan = None
 
     # -- privacy -------------------------------------------------------------------------------
     @property
@@ -271,10 +276,15 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description: the workload's query groups, the planner's options, every
+        residual space's σ² and privacy; :meth:`from_dict` reads it back."""
         return {
             "format": FORMAT,
             "planner": self.planner,
             "domain": self.domain.to_dict(),
+            "workload": self.workload.to_dict(),
+            "options": dict(self.options),
+            "target_pcost": self.target_pcost,
             "n_groups": len(self.workload.groups),
             "n_queries": self.workload.n_queries,
             "residuals": [
@@ -287,6 +297,62 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
             "rmse": self.rmse(),
         }
 
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> "QuerySmasherPlan":
+        """The plan described by :meth:`to_dict`: re-planned from the stored workload and options
+        (the planner is deterministic), then given the stored noise scales, which must be the
+        planned ones or (discrete noise) rounded up from them by at most 1 %.
+
+        Parameters
+        ----------
+        spec : dict
+            Output of :meth:`to_dict` (or a release manifest's ``plan``).
+
+        Returns
+        -------
+        QuerySmasherPlan
+
+        Raises
+        ------
+        PlanError
+            Not a QuerySmasher plan, or noise scales that this workload's plan does not have.
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")])
+        >>> p = dm.plan(wk, pcost=1, planner="querysmasher")
+        >>> round(QuerySmasherPlan.from_dict(p.to_dict()).pcost, 12)
+        1.0
+        """
+        if not isinstance(spec, dict) or spec.get("format") != FORMAT:
+            raise PlanError(f"not a QuerySmasher plan (format {spec.get('format') if isinstance(spec, dict) else None!r})")
+        dom = Domain.from_dict(spec["domain"])
+        wk = QueryWorkload.from_dict(dom, spec["workload"])
+        plan = cls._replan(wk, pcost=float(spec["target_pcost"]), planner=spec.get("planner", "querysmasher"),
+                           **dict(spec.get("options", {})))
+        stored = {dom.resolve(r["attributes"]): r for r in spec["residuals"]}
+        if set(stored) != set(plan.residuals):
+            raise PlanError("the stored QuerySmasher plan's residual spaces are not those of its workload")
+        for S, res in plan.residuals.items():
+            got = float(stored[S]["sigma2"])
+            if math.isinf(res.sigma2) != math.isinf(got) or (
+                    math.isfinite(got) and not res.sigma2 * (1 - 1e-9) <= got <= res.sigma2 * 1.01):
+                raise PlanError(f"the stored noise scale of {dom.names_of(S)} ({got!r}) is not this "
+                                f"workload's planned one ({res.sigma2!r})")
+            res.sigma2 = got
+        return plan
+
+    # -- measurement protocol ------------------------------------------------------------------
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
+        """``(plan measured, [LinearMechanism])``: one per measured residual space (see
+        :mod:`dpmatrix.planners.querysmasher.measurement`); discrete noise re-scores the plan."""
+        return querysmasher_mechanisms(self, noise, rel_var_tol)
+
+    def estimator(self, noisy) -> QSEstimator:
+        """The estimator of the workload's queries from the noisy residual outputs."""
+        return QSEstimator(self, noisy)
+
     def __repr__(self) -> str:
         return (f"QuerySmasherPlan({self.workload!r}, {len(self.residuals)} residual spaces, "
                 f"{len(self.solutions)} distinct solves, pcost={self.pcost:.6g})")
@@ -298,11 +364,12 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         *,
         rng: np.random.Generator | None = None,
         progress: bool = False,
-        noise: str = "auto",
+        noise: str | None = None,
         rel_var_tol: float = 1e-4,
         engine=None,
-    ) -> "QSMeasurements":
-        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`)."""
-        return measure_querysmasher(
-            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
-        )
+        store=None,
+    ):
+        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`);
+        returns :class:`~dpmatrix.reconstruct.measurements.Measurements`."""
+        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
+                       store=store)

@@ -348,7 +348,9 @@ def plan_querysmasher(
     for S, r in residuals.items():
         r.sigma2 = total / (pcost * roots[S]) if roots[S] > 0 else math.inf
 
-    plan = QuerySmasherPlan(workload, residuals, solutions, pcost, planner, pieces, b.rows, b.grams)
+    plan = QuerySmasherPlan(workload, residuals, solutions, pcost, planner, pieces, b.rows, b.grams,
+                            options=dict(solver=solver, tol=tol, max_exact_cells=max_exact_cells,
+                                         max_iter=max_iter, factor_tol=factor_tol))
     # per-group variance-sum coefficients (unweighted), memoized by structure
     memo: dict[tuple, float] = {}
     tco: list[dict] = []
@@ -377,3 +379,7 @@ def plan_querysmasher(
     t3 = time.perf_counter()
     plan.timings = {"decompose": t1 - t0, "solve": t2 - t1, "assemble": t3 - t2}
     return plan
+
+
+# QuerySmasherPlan.from_dict re-plans through this function (plan.py cannot import this module)
+QuerySmasherPlan._replan = staticmethod(plan_querysmasher)

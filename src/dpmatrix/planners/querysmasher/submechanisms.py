@@ -80,8 +80,18 @@ class KronMech(SubMechanism):
         return math.prod(float(np.max(np.einsum("ij,ij->j", b, b))) for b in self.B)
 
     def measure(self, x: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-        z = rng.standard_normal(tuple(b.shape[0] for b in self.B))
-        return kron_apply(self.B, np.asarray(x, float).reshape(self.sizes)) + sigma * z
+        return self.signal(x) + self.noise(sigma * rng.standard_normal(self.noise_shape))
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        """Shape of the standard normal draw: one per output (i.i.d. noise)."""
+        return tuple(b.shape[0] for b in self.B)
+
+    def signal(self, x: np.ndarray) -> np.ndarray:
+        """``B x`` on the residual space's marginal table."""
+        return kron_apply(self.B, np.asarray(x, float).reshape(self.sizes))
+
+    noise = None  # i.i.d.: the noise map is the identity
 
     def marginal_factors(self) -> tuple[float, ...] | None:
         """``κ_j`` with ``B_j⁺ B_j⁺ᵀ = κ_j (I − 11ᵀ/n_j)`` for every Kronecker factor, or ``None``."""
@@ -139,8 +149,16 @@ class DenseMech(SubMechanism):
         return float(np.max(np.einsum("ij,ij->j", B, B)))
 
     def measure(self, x, sigma, rng):
-        z = rng.standard_normal(self.mech.rank)
-        return self.mech.B @ np.asarray(x, float).reshape(-1) + sigma * z
+        return self.signal(x) + sigma * rng.standard_normal(self.noise_shape)
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return (self.mech.rank,)
+
+    def signal(self, x):
+        return self.mech.B @ np.asarray(x, float).reshape(-1)
+
+    noise = None
 
     def reconstruct(self, omega):
         return (self.mech.Bpinv @ omega).reshape(self.sizes)
@@ -196,15 +214,26 @@ class FourierMech(SubMechanism):
         return float(np.sum(1.0 / (N * self.h)))
 
     def measure(self, x, sigma, rng):
+        return self.signal(x) + self.noise(sigma * rng.standard_normal(self.noise_shape))
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return tuple(self.sizes)
+
+    def signal(self, x):
+        """The measured (finite-weight) Fourier coefficients of the table (complex, ortho)."""
         x = np.asarray(x, float).reshape(self.sizes)
         if not self.sizes:
-            return x + sigma * math.sqrt(float(self._hv)) * rng.standard_normal(())
-        z = rng.standard_normal(self.sizes)
-        ax = tuple(range(len(self.sizes)))
-        X = np.fft.fftn(x, axes=ax, norm="ortho")
-        Z = np.fft.fftn(z, axes=ax, norm="ortho")
-        fin = np.isfinite(self.h)
-        return np.where(fin, X + sigma * np.sqrt(self._hv) * Z, 0.0)
+            return x
+        X = np.fft.fftn(x, axes=tuple(range(len(self.sizes))), norm="ortho")
+        return np.where(np.isfinite(self.h), X, 0.0)
+
+    def noise(self, z):
+        """Noise of variance ``h_f`` (times the scale) on every measured coefficient."""
+        if not self.sizes:
+            return math.sqrt(float(self._hv)) * z
+        Z = np.fft.fftn(z, axes=tuple(range(len(self.sizes))), norm="ortho")
+        return np.where(np.isfinite(self.h), np.sqrt(self._hv) * Z, 0.0)
 
     def reconstruct(self, omega):
         if not self.sizes:

@@ -1,0 +1,182 @@
+"""QuerySmasher's side of the measurement protocol: its mechanisms, and estimation from their outputs.
+
+**Mechanisms.** Residual space ``A'`` is measured by its sub-mechanism ``ω = B x_{A'} + σ H z``
+(:mod:`.submechanisms`; ``H`` the identity except for WFF's Fourier weights), run by the one
+measurement path (:func:`dpmatrix.measure`). Exact discrete Gaussian noise (RP+ §5, Algorithm 3)
+where the factors allow: a residual space whose mechanism reconstructs with covariance
+``σ² Π κ_j ⊗ (I − 11ᵀ/n_j)`` — every plain-marginal space, whatever orthonormal-type basis the
+solver returned — is ResidualPlanner's mechanism at ``σ²_RP = σ² Π κ_j`` (same residual estimate
+distribution, same privacy cost ``Π (n_j−1)/(n_j κ_j) / σ² = Π (n_j−1)/n_j / σ²_RP``); it is run
+as the integer mechanism ``H v + N_Z(0, γ²)`` (``H = ⊗(n_j I − 11ᵀ)``, σ̄ rounded up to a
+rational, the plan re-scored) and post-processed into ``ω = B r``. Spaces optimized for prefix,
+range or other queries have real-valued strategies with no integer form: refused by name.
+
+**Estimation** (the :class:`~dpmatrix.reconstruct.estimator.Estimator` of a QuerySmasher plan).
+``r_{A'} = B⁺ ω`` estimates the component of ``x_{A'}`` in the row space of ``B``; a query ``q`` on
+``A`` is answered as ``q · x̂_A`` with ``x̂_A = Σ_{A'⊆A} r_{A'} / Π_{j∈A∖A'} n_j`` (broadcast along
+the dropped attributes), unbiased for every workload query, variance
+:meth:`QuerySmasherPlan.group_variance`. Cells of a marginal are answered where the workload asks
+for them (a group of identity queries); other queries are the groups' own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ...errors import PlanError, WorkloadError
+from ...linalg.kron import kron_apply
+from ...mechanisms.basis import identity_basis
+from ...mechanisms.linear import LinearMechanism
+from ...mechanisms.residual import ResidualMechanism
+from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
+from ...reconstruct.estimator import EntryAnswer, Estimator
+from ...reconstruct.measurements import query_labels
+
+__all__ = ["QSEstimator", "querysmasher_mechanisms"]
+
+
+def querysmasher_mechanisms(plan, noise: str | None, rel_var_tol: float):
+    """``(plan measured, mechanisms)`` of a QuerySmasher plan for ``noise`` (module docstring)."""
+    if noise in (None, "gaussian"):
+        return plan, [_gaussian(S, r, plan.solutions[r.structure]) for S, r in _measured(plan).items()]
+    if noise != "discrete_gaussian":
+        raise PlanError(f"a QuerySmasher plan is measured with noise='gaussian' or 'discrete_gaussian', got {noise!r}")
+    if not 0 < rel_var_tol < 1:
+        raise PlanError(f"rel_var_tol must be in (0, 1), got {rel_var_tol!r}")
+    measured = _measured(plan)
+    kappas = {}
+    for S, res in measured.items():
+        k = plan.solutions[res.structure].marginal_factors()
+        if k is None:
+            raise PlanError(
+                f"discrete Gaussian noise needs integer-able factors, but the residual space of "
+                f"{plan.domain.names_of(S)} uses a real-valued optimized strategy (queries other "
+                "than plain marginals); measure this plan with noise='gaussian'"
+            )
+        kappas[S] = math.prod(k)
+    new_res, mechs = {}, []
+    for S, res in plan.residuals.items():
+        if S not in measured:
+            new_res[S] = res
+            continue
+        sb = rational_sigma(res.sigma2 * kappas[S], rel_var_tol)
+        s2 = float(sb * sb) / kappas[S]
+        while Fraction(s2) * Fraction(kappas[S]) > sb * sb:  # never report more noise
+            s2 = float(np.nextafter(s2, 0.0))
+        new_res[S] = dataclasses.replace(res, sigma2=s2)
+        mechs.append(_discrete(S, res, plan.solutions[res.structure], sb))
+    return dataclasses.replace(plan, residuals=new_res), mechs
+
+
+def _measured(plan) -> dict:
+    return {S: r for S, r in plan.residuals.items() if math.isfinite(r.sigma2)}
+
+
+def _gaussian(S, res, sub) -> LinearMechanism:
+    return LinearMechanism(S, S, sub.signal, sub.noise_shape, "gaussian", float(res.sigma2), sub.noise)
+
+
+def _discrete(S, res, sub, sigma_bar: Fraction) -> LinearMechanism:
+    rp = ResidualMechanism(S, tuple(identity_basis(n) for n in res.sizes), float(sigma_bar**2))
+    y_pinv = tuple(b.Sub / b.n for b in rp.bases)
+
+    def post(noisy: np.ndarray) -> np.ndarray:  # Algorithm 3's post-processing, then ω = B r
+        w = kron_apply(y_pinv, np.asarray(noisy, dtype=float))
+        return kron_apply(sub.B, rp.residual(w))
+
+    return LinearMechanism(S, S, lambda t: integer_outputs(rp, t), tuple(res.sizes), "discrete_gaussian",
+                           gamma_squared(rp, sigma_bar), None, post)
+
+
+class QSEstimator(Estimator):
+    """Estimates of a QuerySmasher plan from ``noisy[A'] = ω_{A'}`` (module docstring)."""
+
+    def __init__(self, plan, noisy):
+        self.plan = plan
+        self.noisy = noisy
+        self._res: dict = {}
+
+    def residual(self, S: tuple[int, ...]) -> np.ndarray | None:
+        """``r_S = B⁺ ω_S`` shaped like the marginal on S; None if S was not measured."""
+        if S in self._res:
+            return self._res[S]
+        if S not in self.noisy:
+            return None
+        res = self.plan.residuals[S]
+        r = np.asarray(self.plan.solutions[res.structure].reconstruct(self.noisy[S]), dtype=float)
+        self._res[S] = r = r.reshape(res.sizes)
+        return r
+
+    def combined(self, attrs: tuple[int, ...]) -> np.ndarray:
+        """``x̂_A = Σ_{A'⊆A} r_{A'} / Π n_dropped`` (unbiased for the workload's queries on A)."""
+        sizes = self.plan.domain.sizes
+        out = np.zeros(tuple(sizes[a] for a in attrs))
+        for k in range(len(attrs) + 1):
+            for sub in itertools.combinations(attrs, k):
+                est = self.residual(sub)
+                if est is None:
+                    continue
+                scale = math.prod(sizes[a] for a in attrs if a not in sub)
+                out = out + est.reshape(tuple(sizes[a] if a in sub else 1 for a in attrs)) / scale
+        return out
+
+    def group_answer(self, i: int) -> np.ndarray:
+        """Answers to the queries of group ``i``; NaN for a query with a component in an
+        unmeasured residual space (zero weight): it has no unbiased answer."""
+        g = self.plan.workload.groups[i]
+        out = np.asarray(g.answer(self.combined(g.attrs)), dtype=float)
+        return np.where(np.isfinite(self.plan.group_variance(i)), out, np.nan)
+
+    # -- the Estimator protocol ------------------------------------------------------------------
+    def entries(self):
+        return iter(range(len(self.plan.workload.groups)))
+
+    def entry_of(self, key):
+        hits = [i for i, g in enumerate(self.plan.workload.groups) if tuple(sorted(g.attrs)) == key]
+        if len(hits) != 1:
+            raise WorkloadError(
+                f"the workload has {len(hits)} query groups on {self.plan.domain.names_of(key)}: "
+                + ("use workload_answer(i) with a group index" if hits else "ask for one of its groups' attributes")
+            )
+        return hits[0]
+
+    def entry(self, i):
+        g = self.plan.workload.groups[i]
+        dom = self.plan.domain
+        attrs = dom.names_of(g.attrs)
+        if g.is_kron:
+            kinds = g.label.split(",") if g.label else []
+            kinds = kinds if len(kinds) == len(g.attrs) else ["custom"] * len(g.attrs)
+            labels = []
+            for a, kind, W in zip(g.attrs, kinds, g.factors):
+                attr = dom.attributes[a]
+                plain = kind == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
+                labels.append(None if plain else query_labels(attr, kind, W))
+            names = attrs
+        else:
+            names, labels = ("query",), [[f"q{j}" for j in range(g.shape[0])]]
+        return EntryAnswer(attrs, names, labels, self.group_answer(i), np.asarray(self.plan.group_variance(i)))
+
+    def _cells_group(self, key) -> int:
+        for i, g in enumerate(self.plan.workload.groups):
+            if g.attrs == key and g.is_kron and all(
+                    W.shape == (n, n) and np.array_equal(W, np.eye(n)) for W, n in zip(g.factors, g.sizes)):
+                return i
+        raise PlanError(
+            f"a QuerySmasher plan answers its workload's queries: the cells of "
+            f"{self.plan.domain.names_of(key)} are not among them (use answer() or workload_answer(i))"
+        )
+
+    def estimate(self, key):
+        return self.group_answer(self._cells_group(key))
+
+    def variance(self, key):
+        return np.asarray(self.plan.group_variance(self._cells_group(key)))
+
+    def query_vector(self, key, q):
+        raise PlanError("a QuerySmasher plan answers its workload's queries only (answer / workload_answer)")
