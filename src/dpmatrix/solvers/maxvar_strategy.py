@@ -109,6 +109,7 @@ import numpy as np
 from ..errors import PlanError, WorkloadError
 from .cache import LRUCache, array_digest
 from .lowdim_optimal import optimize_subworkload
+from .result import SolverResult
 
 __all__ = [
     "MaxVarStrategy",
@@ -127,30 +128,38 @@ _STEP_MAX = 4.0  # SQUAREM step length clamp |α| ≤ 4
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class MaxVarStrategy:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MaxVarStrategy(SolverResult):
     """A max-variance-optimal Gaussian strategy (fitness-for-use, Problem 1) with its certificate.
 
-    ``B`` (r × n, r = rank W, read-only): measure ``B x + N(0, I)``; its privacy cost
-    ``max diag(BᵀB)`` is 1 (up to rounding) and ``rowspace(B) = rowspace(W)``.
-    ``max_variance`` is ``t(B) = max_j w_j (BᵀB)⁺ w_jᵀ / c_j`` evaluated on this B (an upper
-    bound on the optimum t*); ``lower_bound`` is the certified ``‖(ΛC⁻¹)^{1/2} W diag(μ)^{1/2}‖_*²``
-    for ``λ = query_weights`` and ``μ = cell_weights`` (both on the simplex, read-only), so
-    ``lower_bound ≤ t* ≤ max_variance`` and ``gap = (max_variance − lower_bound) / max_variance``.
-    ``iterations`` counts evaluations (one SVD of an m × n matrix each).
+    ``B`` (= ``solution``, r × n, r = rank W, read-only): measure ``B x + N(0, I)``; its privacy
+    cost ``max diag(BᵀB)`` is 1 (up to rounding) and ``rowspace(B) = rowspace(W)``.
+    ``max_variance`` (= ``objective``) is ``t(B) = max_j w_j (BᵀB)⁺ w_jᵀ / c_j`` evaluated on
+    this B (an upper bound on the optimum t*); ``lower_bound`` is the certified
+    ``‖(ΛC⁻¹)^{1/2} W diag(μ)^{1/2}‖_*²`` for ``λ = query_weights`` and ``μ = cell_weights``
+    (both on the simplex, read-only), so ``lower_bound ≤ t* ≤ max_variance`` and
+    ``gap = (max_variance − lower_bound) / max_variance``.  ``iterations`` counts evaluations
+    (one SVD of an m × n matrix each); ``converged`` is ``status == "optimal"`` (else
+    ``"max_iter"``).
 
     Scaling: at privacy cost ρ (noise ``N(0, I/ρ)``, or B scaled by √ρ) the target-scaled
     variances are ``max_variance / ρ``; to meet ``var_j ≤ c_j`` exactly, use ρ = max_variance.
     """
 
-    B: np.ndarray
-    max_variance: float
-    lower_bound: float
-    gap: float
-    iterations: int
-    converged: bool
     query_weights: np.ndarray = field(repr=False)
     cell_weights: np.ndarray = field(repr=False)
+
+    @property
+    def B(self) -> np.ndarray:
+        return self.solution
+
+    @property
+    def max_variance(self) -> float:
+        return self.objective
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "optimal"
 
     @property
     def privacy_cost(self) -> float:
@@ -433,8 +442,9 @@ def optimize_maxvar_strategy(
     for a in (B, lam, mu):
         a.setflags(write=False)
     result = MaxVarStrategy(
-        B=B, max_variance=max_variance, lower_bound=lower, gap=gap, iterations=solver.evals,
-        converged=converged, query_weights=lam, cell_weights=mu,
+        solution=B, objective=max_variance, lower_bound=lower, gap=gap,
+        status="optimal" if converged else "max_iter", iterations=solver.evals,
+        query_weights=lam, cell_weights=mu,
     )
     if converged:
         _CACHE.put(key, result)
