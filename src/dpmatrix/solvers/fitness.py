@@ -71,6 +71,7 @@ import scipy.linalg as sla
 from dpmatrix.errors import PlanError, WorkloadError
 
 from .result import SolverResult
+from .squarem import LOG_FLOOR, normalize_log_weights, squarem
 
 __all__ = [
     "FitnessResult",
@@ -86,8 +87,7 @@ __all__ = [
 ]
 
 _EPS = np.finfo(float).eps
-_LOG_FLOOR = math.log(1e-200)
-_STEP_MAX = 4.0
+_LOG_FLOOR = LOG_FLOOR
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,9 +416,7 @@ class _Core:
         return self._normalize(np.concatenate([xl, xm])), lower
 
     def _normalize(self, x: np.ndarray) -> np.ndarray:
-        m = self.m
-        xl, xm = x[:m] - x[:m].max(), x[m:] - x[m:].max()
-        return np.maximum(np.concatenate([xl, xm]), _LOG_FLOOR)
+        return normalize_log_weights(x, self.m)
 
     def run(
         self, tol: float, max_iter: int, max_seconds: float = math.inf, stall: int | None = None
@@ -443,22 +441,7 @@ class _Core:
             self.timed_out = time.perf_counter() - t0 > max_seconds
             return self.timed_out
 
-        while not done():
-            x1, _ = self.evaluate(x)
-            if done():
-                return
-            x2, lo2 = self.evaluate(x1)
-            if done():
-                return
-            rr, vv = x1 - x, x2 - 2.0 * x1 + x
-            nr, nv = float(np.linalg.norm(rr)), float(np.linalg.norm(vv))
-            if nv <= 1e-12 * max(nr, 1e-300):
-                x = x2
-                continue
-            alpha = min(max(-nr / nv, -_STEP_MAX), -1.0)
-            xe = self._normalize(x - 2.0 * alpha * rr + alpha * alpha * vv)
-            x3, lo3 = self.evaluate(xe)
-            x = x3 if lo3 >= lo2 * (1.0 - 1e-13) else x2
+        squarem(self.evaluate, x, self.m, done)
 
 
 _POLISH_MAX_RANK = 64  # dense Newton on r(r+1)/2 + 1 ≤ 2081 unknowns

@@ -110,6 +110,7 @@ from ..errors import PlanError, WorkloadError
 from .cache import LRUCache, array_digest
 from .lowdim_optimal import optimize_subworkload
 from .result import SolverResult
+from .squarem import normalize_log_weights, squarem
 
 __all__ = [
     "MaxVarStrategy",
@@ -119,8 +120,6 @@ __all__ = [
 ]
 
 _EPS = np.finfo(float).eps
-_LOG_FLOOR = math.log(1e-200)  # weights are kept ≥ 1e-200 × their maximum
-_STEP_MAX = 4.0  # SQUAREM step length clamp |α| ≤ 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,9 +340,7 @@ class _Solver:
         return self._normalize(np.concatenate([xl, xm])), lower
 
     def _normalize(self, x: np.ndarray) -> np.ndarray:
-        m = self.m
-        xl, xm = x[:m] - x[:m].max(), x[m:] - x[m:].max()
-        return np.maximum(np.concatenate([xl, xm]), _LOG_FLOOR)
+        return normalize_log_weights(x, self.m)
 
     def run(self, tol: float, max_iter: int) -> None:
         """SQUAREM-accelerated fixed-point iteration until gap ≤ tol or max_iter evaluations."""
@@ -352,23 +349,7 @@ class _Solver:
         def done() -> bool:
             return self.gap() <= tol or self.evals >= max_iter
 
-        while not done():
-            x1, _ = self.step(x)
-            if done():
-                return
-            x2, lo2 = self.step(x1)
-            if done():
-                return
-            rr = x1 - x
-            vv = x2 - 2.0 * x1 + x
-            nr, nv = float(np.linalg.norm(rr)), float(np.linalg.norm(vv))
-            if nv <= 1e-12 * max(nr, 1e-300):
-                x = x2
-                continue
-            alpha = min(max(-nr / nv, -_STEP_MAX), -1.0)
-            xe = self._normalize(x - 2.0 * alpha * rr + alpha * alpha * vv)
-            x3, lo3 = self.step(xe)
-            x = x3 if lo3 >= lo2 * (1.0 - 1e-13) else x2
+        squarem(self.step, x, self.m, done)
 
 
 # --------------------------------------------------------------------------------------------
