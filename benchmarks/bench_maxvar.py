@@ -27,7 +27,8 @@ import tracemalloc
 
 import numpy as np
 
-from dpmatrix.plan.maxvar_solver import build_marginal_maxvar_problem, solve_max_variance
+from dpmatrix.planners.residual.maxvar_problem import build_marginal_maxvar_problem
+from dpmatrix.solvers.maxvar_solver import solve_max_variance
 
 # table 22 of the paper: d -> (ResPlan time in s, ResPlan max variance)
 TABLE22 = {
@@ -72,7 +73,7 @@ def bench_one(sizes, label, paper, cvxpy_ok, repeat, memory, tol):
     solve_times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        x, mv, info = solve_max_variance(prob.p, prob.C, 1.0, tol=tol)
+        res = solve_max_variance(prob.p, prob.C, 1.0, tol=tol)
         solve_times.append(time.perf_counter() - t0)
     t_solve = min(solve_times)
     peak_build = peak_solve = None
@@ -95,11 +96,11 @@ def bench_one(sizes, label, paper, cvxpy_ok, repeat, memory, tol):
         "wl": t_wl,
         "build": t_build,
         "solve": t_solve,
-        "iters": info["iterations"],
-        "cg": info["cg_iterations"],
-        "mv": mv,
-        "lb": info["max_var_lower_bound"],
-        "gap": info["rel_gap"],
+        "iters": res.iterations,
+        "cg": res.min_cost.cg_iterations,
+        "mv": res.objective,
+        "lb": res.lower_bound,
+        "gap": res.min_cost.gap,
         "paper_mv": paper[1] if paper else None,
         "paper_t": paper[0] if paper else None,
         "mem_build": peak_build,

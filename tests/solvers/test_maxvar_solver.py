@@ -31,7 +31,8 @@ def exactly_k(d: int, k: int) -> list[tuple[int, ...]]:
 
 def max_var(sizes, workload, pcost=1.0, **kw):
     prob = build_marginal_maxvar_problem(sizes, workload)
-    x, mv, info = solve_max_variance(prob.p, prob.C, pcost, **kw)
+    info = solve_max_variance(prob.p, prob.C, pcost, **kw)
+    x, mv = info.solution, info.objective
     return prob, x, mv, info
 
 
@@ -53,20 +54,20 @@ TABLE22 = {2: 3.306, 4: 10.480, 6: 26.904, 8: 56.961, 10: 105.031, 12: 175.496, 
 def test_table22_synth_10_d(d):
     prob, x, mv, info = max_var([10] * d, upto_k(d, 3))
     check_printed(mv, TABLE22[d])
-    assert info["status"] == "optimal"
-    assert info["rel_gap"] <= 1e-7
+    assert info.status == "optimal"
+    assert info.gap <= 1e-7
     # certificate: the lower bound is below the achieved value and within the gap
-    assert info["max_var_lower_bound"] <= mv * (1 + 1e-12)
-    assert (mv - info["max_var_lower_bound"]) / mv <= 1e-7
+    assert info.lower_bound <= mv * (1 + 1e-12)
+    assert (mv - info.lower_bound) / mv <= 1e-7
     # the rescaled solution spends exactly the budget
-    assert info["pcost"] == pytest.approx(1.0, rel=1e-10)
+    assert info.pcost == pytest.approx(1.0, rel=1e-10)
 
 
 def test_table22_d30_pcg_path():
     prob, x, mv, info = max_var([10] * 30, upto_k(30, 3))
     assert prob.C.shape == (4526, 4526)
     check_printed(mv, 2540.440)
-    assert info["linear_solver"] == "pcg"
+    assert info.linear_solver == "pcg"
 
 
 @pytest.mark.parametrize("n, expected", [(2, 4.148), (4, 9.760), (8, 15.643), (1024, 25.893)])
@@ -95,7 +96,7 @@ def test_real_schemas_tables_28_30(sizes, wk, expected):
     workload = upto_k(d, 3) if wk == "<=3" else exactly_k(d, wk)
     _, _, mv, info = max_var(sizes, workload)
     check_printed(mv, expected)
-    assert info["rel_gap"] <= 1e-7
+    assert info.gap <= 1e-7
 
 
 def test_cps_5way_is_plain_gaussian():
@@ -111,10 +112,10 @@ def test_pcost_scaling_and_weights():
     _, _, mv1, _ = max_var(sizes, wl, pcost=1.0)
     _, _, mv2, info2 = max_var(sizes, wl, pcost=2.0)
     assert mv2 == pytest.approx(mv1 / 2, rel=1e-7)
-    assert info2["pcost"] == pytest.approx(2.0, rel=1e-10)
+    assert info2.pcost == pytest.approx(2.0, rel=1e-10)
     # doubling every weight doubles the optimum
     prob = build_marginal_maxvar_problem(sizes, wl, weights=np.full(len(wl), 2.0))
-    _, mv3, _ = solve_max_variance(prob.p, prob.C, 1.0)
+    mv3 = solve_max_variance(prob.p, prob.C, 1.0).objective
     assert mv3 == pytest.approx(2 * mv1, rel=1e-7)
 
 
@@ -211,33 +212,36 @@ def test_agrees_with_cvxpy_clarabel_random(seed):
     m, n = int(rng.integers(1, 50)), int(rng.integers(1, 50))
     p, C = random_instance(rng, m, n, rng.uniform(0.05, 0.5))
     tol = 1e-9
-    x, info = solve_min_cost(p, C, tol=tol)
+    info = solve_min_cost(p, C, tol=tol)
+    x = info.solution
     ref = cvxpy_optimum(p, C)
-    assert info["primal_objective"] == pytest.approx(ref, rel=1e-6)
-    assert info["status"] == "optimal"
-    assert info["rel_gap"] <= tol
+    assert info.objective == pytest.approx(ref, rel=1e-6)
+    assert info.status == "optimal"
+    assert info.gap <= tol
     assert np.all(x > 0) and np.max(C @ x) <= 1 + 1e-12
-    assert np.sum(p / x) == pytest.approx(info["primal_objective"], rel=1e-12)
+    assert np.sum(p / x) == pytest.approx(info.objective, rel=1e-12)
 
 
 def test_agrees_with_cvxpy_on_marginal_problem():
     prob = build_marginal_maxvar_problem((6, 2, 9, 3, 4), upto_k(5, 2))
-    x, info = solve_min_cost(prob.p, prob.C)
-    assert info["primal_objective"] == pytest.approx(cvxpy_optimum(prob.p, prob.C), rel=1e-6)
+    info = solve_min_cost(prob.p, prob.C)
+    x = info.solution
+    assert info.objective == pytest.approx(cvxpy_optimum(prob.p, prob.C), rel=1e-6)
 
 
 def test_duality_certificate_and_kkt():
     rng = np.random.default_rng(7)
     p, C = random_instance(rng, 40, 30, 0.2)
-    x, info = solve_min_cost(p, C, tol=1e-10)
-    lam = info["lam"]
+    info = solve_min_cost(p, C, tol=1e-10)
+    x = info.solution
+    lam = info.multipliers
     assert np.all(lam >= 0)
     g, g_scaled = dual_bound(p, C, lam)
     # weak duality: both bounds are below the primal value, the scaled one is the sharper
-    assert g <= g_scaled <= info["primal_objective"] * (1 + 1e-12)
-    assert g_scaled == pytest.approx(info["dual_bound"], rel=1e-12)
+    assert g <= g_scaled <= info.objective * (1 + 1e-12)
+    assert g_scaled == pytest.approx(info.lower_bound, rel=1e-12)
     assert g == pytest.approx(g_scaled, rel=1e-12)  # lam is returned at its best scale
-    assert (info["primal_objective"] - g) / info["primal_objective"] <= 1e-10
+    assert (info.objective - g) / info.objective <= 1e-10
     # stationarity x_j = sqrt(p_j / (C^T lam)_j) and complementary slackness at the optimum
     u = C.T @ lam
     np.testing.assert_allclose(x, np.sqrt(p / u), rtol=1e-4)
@@ -248,12 +252,12 @@ def test_duality_certificate_and_kkt():
 def test_dual_bound_is_a_lower_bound_for_any_multipliers():
     rng = np.random.default_rng(3)
     p, C = random_instance(rng, 20, 15, 0.3)
-    _, info = solve_min_cost(p, C)
+    info = solve_min_cost(p, C)
     for _ in range(20):
         lam = rng.exponential(size=20) * rng.integers(0, 2, size=20)  # some exact zeros
         g, gs = dual_bound(p, C, lam)
         assert np.isfinite(g) and np.isfinite(gs)
-        assert g <= gs <= info["primal_objective"] * (1 + 1e-12)
+        assert g <= gs <= info.objective * (1 + 1e-12)
     assert dual_bound(p, C, np.zeros(20)) == (0.0, 0.0)
 
 
@@ -261,24 +265,25 @@ def test_zero_rows_are_vacuous_and_dense_input_ok():
     rng = np.random.default_rng(5)
     p, C = random_instance(rng, 10, 8, 0.4)
     Cz = sp.vstack([C, sp.csr_matrix((3, 8))]).tocsr()
-    x1, i1 = solve_min_cost(p, C)
-    x2, i2 = solve_min_cost(p, Cz.toarray())
-    assert i2["primal_objective"] == pytest.approx(i1["primal_objective"], rel=1e-7)
-    assert np.all(i2["lam"][-3:] == 0)
+    i1 = solve_min_cost(p, C)
+    i2 = solve_min_cost(p, Cz.toarray())
+    assert i2.objective == pytest.approx(i1.objective, rel=1e-7)
+    assert np.all(i2.multipliers[-3:] == 0)
 
 
 def test_single_variable_closed_form():
     # min p/x s.t. c x <= 1  ->  x = 1/c, value p c
-    x, info = solve_min_cost(np.array([3.0]), sp.csr_matrix([[0.5], [0.25]]))
+    info = solve_min_cost(np.array([3.0]), sp.csr_matrix([[0.5], [0.25]]))
+    x = info.solution
     assert x[0] == pytest.approx(2.0, rel=1e-9)
-    assert info["primal_objective"] == pytest.approx(1.5, rel=1e-9)
+    assert info.objective == pytest.approx(1.5, rel=1e-9)
 
 
 def test_cholesky_and_pcg_agree():
     prob = build_marginal_maxvar_problem(ADULT, upto_k(14, 3))
-    _, a = solve_min_cost(prob.p, prob.C, linear_solver="pcg", tol=1e-9)
-    _, b = solve_min_cost(prob.p, prob.C, linear_solver="cholesky", tol=1e-9)
-    assert a["primal_objective"] == pytest.approx(b["primal_objective"], rel=2e-9)
+    a = solve_min_cost(prob.p, prob.C, linear_solver="pcg", tol=1e-9)
+    b = solve_min_cost(prob.p, prob.C, linear_solver="cholesky", tol=1e-9)
+    assert a.objective == pytest.approx(b.objective, rel=2e-9)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -288,15 +293,15 @@ def test_primal_space_newton_system_agrees(seed):
     rng = np.random.default_rng(100 + seed)
     m, n = int(rng.integers(5, 60)), int(rng.integers(2, 40))
     p, C = random_instance(rng, m, n, rng.uniform(0.05, 0.5))
-    _, a = solve_min_cost(p, C, linear_solver="primal", tol=1e-9)
-    assert a["status"] == "optimal" and a["linear_solver"] == "primal"
-    assert a["primal_objective"] == pytest.approx(cvxpy_optimum(p, C), rel=1e-6)
+    a = solve_min_cost(p, C, linear_solver="primal", tol=1e-9)
+    assert a.status == "optimal" and a.linear_solver == "primal"
+    assert a.objective == pytest.approx(cvxpy_optimum(p, C), rel=1e-6)
     prob = build_marginal_maxvar_problem((3, 4, 5, 2, 6, 3, 2, 4, 5, 3, 2, 2, 3, 4, 2, 3, 2, 5, 4, 3, 2, 3, 4, 2),
                                          upto_k(24, 3))
     assert prob.C.shape[1] > 2000  # the sparse-LU branch
-    _, b = solve_min_cost(prob.p, prob.C, linear_solver="primal", tol=1e-9)
-    _, c = solve_min_cost(prob.p, prob.C, linear_solver="pcg", tol=1e-9)
-    assert b["primal_objective"] == pytest.approx(c["primal_objective"], rel=2e-9)
+    b = solve_min_cost(prob.p, prob.C, linear_solver="primal", tol=1e-9)
+    c = solve_min_cost(prob.p, prob.C, linear_solver="pcg", tol=1e-9)
+    assert b.objective == pytest.approx(c.objective, rel=2e-9)
 
 
 def test_degenerate_rpplus_problem_full_constraint_set():
@@ -322,12 +327,12 @@ def test_degenerate_rpplus_problem_full_constraint_set():
     C = sp.csr_matrix((np.concatenate(vals), np.concatenate(cols), indptr),
                       shape=(len(cols), len(coef.p)))
     p = coef.p
-    results = {ls: solve_min_cost(p, C, linear_solver=ls, tol=1e-9)[1] for ls in ("pcg", "primal", "auto")}
+    results = {ls: solve_min_cost(p, C, linear_solver=ls, tol=1e-9) for ls in ("pcg", "primal", "auto")}
     for ls, info in results.items():
-        assert info["status"] in ("optimal", "stalled") and info["rel_gap"] <= 1e-6, (ls, info["status"])
+        assert info.status in ("optimal", "stalled") and info.gap <= 1e-6, (ls, info.status)
     ref = cvxpy_optimum(p, C)
     for info in results.values():
-        assert info["primal_objective"] == pytest.approx(ref, rel=2e-6)
+        assert info.objective == pytest.approx(ref, rel=2e-6)
     # privacy cost 1: the planner's max variance is the optimum of this full problem
     assert plan.max_variance() == pytest.approx(ref, rel=2e-6)
 
@@ -336,8 +341,9 @@ def test_asymmetric_medium_instance_converges():
     rng = np.random.default_rng(11)
     sizes = rng.integers(2, 40, size=25)
     prob = build_marginal_maxvar_problem(sizes, upto_k(25, 3), weights=None)
-    x, info = solve_min_cost(prob.p, prob.C, tol=1e-8)
-    assert info["status"] == "optimal" and info["rel_gap"] <= 1e-8
+    info = solve_min_cost(prob.p, prob.C, tol=1e-8)
+    x = info.solution
+    assert info.status == "optimal" and info.gap <= 1e-8
     assert np.all(np.isfinite(x)) and np.all(x > 0)
 
 

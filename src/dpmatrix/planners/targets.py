@@ -596,7 +596,7 @@ def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable
         res = solve_min_target_ratio(W, c, pcost=pcost, measurable=measurable, tol=tol)
     plan = explicit_plan_from_strategy(workload, res.strategy, res.privacy_cost, attrs=union)
     achieved = tuple(plan.group_variance(i) for i in range(len(workload)))
-    report = _report(workload, tgt, achieved, kind, "explicit", plan.pcost, res.lower_bound, pcost is None,
+    report = _report(workload, tgt, achieved, kind, "explicit", plan.pcost, res.cost_lower_bound, pcost is None,
                      tol, gap=res.gap, status=res.status)
     return ExplicitTargetPlan(workload, plan.attrs, plan.strategy, plan.sigma2, plan.name, report)
 

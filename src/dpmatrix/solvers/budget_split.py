@@ -26,20 +26,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BudgetError, PlanError
+from .result import SolverResult, relative_gap
 
 __all__ = ["BudgetSplit", "cube_root_split", "square_root_split", "uniform_split", "convex_budget_split"]
 
 
-@dataclass(frozen=True)
-class BudgetSplit:
-    """Budgets ``eta`` (one per group or row) and the objective ``Σ s/η²`` they reach.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class BudgetSplit(SolverResult):
+    """Budgets ``eta`` (one per group or row, = ``solution``) and the objective ``Σ s/η²`` they reach.
 
     ``objective`` excludes the noise-variance constant ``κ`` (multiply by 2 for Laplace).
+    ``lower_bound``: the closed forms are optimal (``lower_bound = objective``); the uniform
+    split is bounded by the cube-root optimum of the same problem (``status="heuristic"``); the
+    convex program by the dual bound of its CVXPY multipliers (:func:`convex_budget_split`).
+    ``method`` names the rule.
     """
 
-    eta: np.ndarray
-    objective: float
     method: str
+
+    @property
+    def eta(self) -> np.ndarray:
+        return self.solution
+
+
+def _closed_form(eta: np.ndarray, objective: float, method: str) -> BudgetSplit:
+    return BudgetSplit(solution=eta, objective=objective, lower_bound=objective, gap=0.0,
+                       status="optimal", iterations=0, method=method)
 
 
 def _check(s, c, epsilon) -> tuple[np.ndarray, np.ndarray, float]:
@@ -85,7 +97,7 @@ def cube_root_split(s, c, epsilon: float) -> BudgetSplit:
     if total == 0:
         raise PlanError("every group has zero weight: the strategy answers nothing")
     eta = eps * np.cbrt(s / c) / total
-    return BudgetSplit(eta=eta, objective=total**3 / eps**2, method="cube-root")
+    return _closed_form(eta, total**3 / eps**2, "cube-root")
 
 
 def square_root_split(s, c, epsilon: float) -> BudgetSplit:
@@ -104,14 +116,44 @@ def square_root_split(s, c, epsilon: float) -> BudgetSplit:
     if total == 0:
         raise PlanError("every group has zero weight: the strategy answers nothing")
     eta = eps * np.sqrt(np.sqrt(s) / c / total)
-    return BudgetSplit(eta=eta, objective=total**2 / eps**2, method="square-root")
+    return _closed_form(eta, total**2 / eps**2, "square-root")
 
 
 def uniform_split(s, c, epsilon: float) -> BudgetSplit:
-    """Equal budgets ``η_g = ε / Σ_g C_g`` (the paper's "uniform noise")."""
+    """Equal budgets ``η_g = ε / Σ_g C_g`` (the paper's "uniform noise").
+
+    Not optimal (``status="heuristic"``); ``lower_bound`` is the optimum of the same problem,
+    the cube-root value ``(Σ_g (s_g C_g²)^{1/3})³ / ε²``.
+
+    Examples
+    --------
+    >>> r = uniform_split([1.0, 8.0], [1.0, 1.0], 1.0)
+    >>> r.objective, r.lower_bound
+    (36.0, 27.0)
+    """
     s, c, eps = _check(s, c, epsilon)
     eta = np.full(s.shape, eps / float(c.sum()))
-    return BudgetSplit(eta=eta, objective=float((s / eta**2).sum()), method="uniform")
+    objective = float((s / eta**2).sum())
+    lower = min(float(np.cbrt(s * c * c).sum()) ** 3 / eps**2, objective)
+    return BudgetSplit(solution=eta, objective=objective, lower_bound=lower,
+                       gap=relative_gap(objective, lower), status="heuristic", iterations=0,
+                       method="uniform")
+
+
+def _convex_dual_bound(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> float:
+    r"""Weak-duality bound on ``min Σ_i b_i / x_i²`` s.t. ``aᵀ x ≤ 1`` from multipliers ``y ≥ 0``.
+
+    With ``u = a y``, ``min_x b x⁻² + u x = 3·2^{-2/3} (b u²)^{1/3}``, so the dual function is
+    ``g(y) = 3·2^{-2/3} Σ_i (b_i u_i²)^{1/3} − Σ y``; maximizing ``g(t y)`` over the scale
+    ``t > 0`` gives ``(Σ_i (b_i u_i²)^{1/3})³ / (Σ y)²`` (one row, one column: ``b a²``, the
+    optimum).  Valid for every ``y ≥ 0``, whatever the solver's accuracy.
+    """
+    y = np.maximum(np.asarray(y, dtype=float).reshape(-1), 0.0)
+    total = float(y.sum())
+    if not total > 0:
+        return 0.0
+    u = a @ y
+    return float(np.cbrt(b * u * u).sum()) ** 3 / total**2
 
 
 def convex_budget_split(abs_strategy, b, epsilon: float, *, solver: str = "CLARABEL") -> BudgetSplit:
@@ -148,7 +190,8 @@ def convex_budget_split(abs_strategy, b, epsilon: float, *, solver: str = "CLARA
     # Scale to eps = 1 (the optimum scales as 1/eps²) for solver conditioning.
     x = cp.Variable(int(live.sum()), pos=True)
     obj = cp.Minimize(b[live] @ cp.power(x, -2))
-    prob = cp.Problem(obj, [a[live].T @ x <= 1.0])
+    constraint = a[live].T @ x <= 1.0
+    prob = cp.Problem(obj, [constraint])
     try:
         prob.solve(solver=solver)
     except cp.SolverError as exc:  # pragma: no cover - solver availability
@@ -160,4 +203,9 @@ def convex_budget_split(abs_strategy, b, epsilon: float, *, solver: str = "CLARA
     xv = xv / max(1.0, float((a[live].T @ xv).max()))
     eta = np.zeros(a.shape[0])
     eta[live] = eps * xv
-    return BudgetSplit(eta=eta, objective=float((b[live] / eta[live] ** 2).sum()), method="convex")
+    objective = float((b[live] / eta[live] ** 2).sum())
+    lower = min(_convex_dual_bound(a[live], b[live], constraint.dual_value) / eps**2, objective)
+    return BudgetSplit(solution=eta, objective=objective, lower_bound=lower,
+                       gap=relative_gap(objective, lower),
+                       status="optimal" if relative_gap(objective, lower) <= 1e-6 else "stalled",
+                       iterations=int(prob.solver_stats.num_iters or 0), method="convex")

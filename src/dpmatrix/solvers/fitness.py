@@ -70,6 +70,9 @@ import scipy.linalg as sla
 
 from dpmatrix.errors import PlanError, WorkloadError
 
+from .result import SolverResult
+from .squarem import LOG_FLOOR, normalize_log_weights, squarem
+
 __all__ = [
     "FitnessResult",
     "WeightedSumResult",
@@ -84,8 +87,7 @@ __all__ = [
 ]
 
 _EPS = np.finfo(float).eps
-_LOG_FLOOR = math.log(1e-200)
-_STEP_MAX = 4.0
+_LOG_FLOOR = LOG_FLOOR
 
 
 # --------------------------------------------------------------------------------------------
@@ -93,16 +95,23 @@ _STEP_MAX = 4.0
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class FitnessResult:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FitnessResult(SolverResult):
     r"""A Problem-1 (or Problem-2/3) solution with its duality certificate.
+
+    As a :class:`~dpmatrix.solvers.result.SolverResult`: ``solution`` is the covariance Σ; for
+    Problem 1 (:func:`solve_min_privacy_cost`) ``objective`` is the privacy cost Δ² and
+    ``lower_bound`` the certified bound on Δ²_opt; for a fixed-cost result
+    (:func:`solve_min_target_ratio`) the objective is the largest ratio ``max_j var_j / c_j``
+    and ``lower_bound`` its certified bound ``Δ²_opt-bound / pcost`` (the same relative ``gap``).
+    :attr:`cost_lower_bound` is the Problem-1 bound in both cases.
 
     Attributes
     ----------
     basis : ndarray (k × n)
         ``B`` of Definition 3 (linearly independent rows, rowspace = rowspace W).
     covariance : ndarray (k × k)
-        ``Σ``: release ``L (B x + N(0, Σ))`` with the representation ``L = W B⁺``.
+        ``Σ`` (= ``solution``): release ``L (B x + N(0, Σ))`` with the representation ``L = W B⁺``.
     strategy : ndarray (r × n)
         An equivalent factor ``A`` with ``AᵀA = Bᵀ Σ⁻¹ B``: measuring ``A x + N(0, I)`` and
         answering by least squares gives the same output distribution.
@@ -115,8 +124,9 @@ class FitnessResult:
     targets : ndarray (m)
         The targets c.
     lower_bound : float
-        Certified lower bound on the optimal Δ² for Problem 1 (``‖A(λ, μ)‖_*²``); for a
-        fixed-cost result it is the bound on Problem 1, see :attr:`ratio_lower_bound`.
+        Certified lower bound on ``objective``'s minimum (see above).
+    cost_lower_bound : float
+        Certified lower bound on the optimal Δ² for Problem 1 (``‖A(λ, μ)‖_*²``).
     gap : float
         Relative gap ``(Δ²_found − lower) / Δ²_found`` of the Problem-1 solution.
     status : str
@@ -125,23 +135,27 @@ class FitnessResult:
     iterations : int
         Evaluations of the fixed-point map (one set of r × r factorizations each).
     query_weights, cell_weights : ndarray
-        The dual (λ, μ) certifying ``lower_bound``.
+        The dual (λ, μ) certifying ``cost_lower_bound``.
     """
 
     basis: np.ndarray = field(repr=False)
-    covariance: np.ndarray = field(repr=False)
     strategy: np.ndarray = field(repr=False)
-    privacy_cost: float
     privacy_profile: np.ndarray = field(repr=False)
     variances: np.ndarray = field(repr=False)
     targets: np.ndarray = field(repr=False)
-    lower_bound: float
-    gap: float
-    status: str
-    iterations: int
+    cost_lower_bound: float
     tol: float
     query_weights: np.ndarray = field(repr=False)
     cell_weights: np.ndarray = field(repr=False)
+
+    @property
+    def covariance(self) -> np.ndarray:
+        return self.solution
+
+    @property
+    def privacy_cost(self) -> float:
+        """``Δ² = max_i b_iᵀ Σ⁻¹ b_i`` (the largest entry of the privacy profile)."""
+        return float(self.privacy_profile.max())
 
     @property
     def rho(self) -> float:
@@ -165,20 +179,18 @@ class FitnessResult:
         return r >= r.max() * (1.0 - 1e-6)
 
 
-@dataclass(frozen=True, eq=False)
-class WeightedSumResult:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class WeightedSumResult(SolverResult):
     """Optimum of ``min Σ_j ω_j w_j X⁺ w_jᵀ`` s.t. ``diag X ≤ 1`` (CA / Yuan et al. 2016).
 
-    ``gram`` is X (n × n, max diagonal 1), ``objective`` its weighted sum of variances,
-    ``lower_bound`` the certified ``max_μ ‖Ω^{1/2} W D_μ^{1/2}‖_*²`` value at the μ found.
+    ``gram`` (= ``solution``) is X (n × n, max diagonal 1), ``objective`` its weighted sum of
+    variances, ``lower_bound`` the certified ``max_μ ‖Ω^{1/2} W D_μ^{1/2}‖_*²`` value at the μ
+    found.
     """
 
-    gram: np.ndarray = field(repr=False)
-    objective: float
-    lower_bound: float
-    gap: float
-    status: str
-    iterations: int
+    @property
+    def gram(self) -> np.ndarray:
+        return self.solution
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,9 +416,7 @@ class _Core:
         return self._normalize(np.concatenate([xl, xm])), lower
 
     def _normalize(self, x: np.ndarray) -> np.ndarray:
-        m = self.m
-        xl, xm = x[:m] - x[:m].max(), x[m:] - x[m:].max()
-        return np.maximum(np.concatenate([xl, xm]), _LOG_FLOOR)
+        return normalize_log_weights(x, self.m)
 
     def run(
         self, tol: float, max_iter: int, max_seconds: float = math.inf, stall: int | None = None
@@ -431,22 +441,7 @@ class _Core:
             self.timed_out = time.perf_counter() - t0 > max_seconds
             return self.timed_out
 
-        while not done():
-            x1, _ = self.evaluate(x)
-            if done():
-                return
-            x2, lo2 = self.evaluate(x1)
-            if done():
-                return
-            rr, vv = x1 - x, x2 - 2.0 * x1 + x
-            nr, nv = float(np.linalg.norm(rr)), float(np.linalg.norm(vv))
-            if nv <= 1e-12 * max(nr, 1e-300):
-                x = x2
-                continue
-            alpha = min(max(-nr / nv, -_STEP_MAX), -1.0)
-            xe = self._normalize(x - 2.0 * alpha * rr + alpha * alpha * vv)
-            x3, lo3 = self.evaluate(xe)
-            x = x3 if lo3 >= lo2 * (1.0 - 1e-13) else x2
+        squarem(self.evaluate, x, self.m, done)
 
 
 _POLISH_MAX_RANK = 64  # dense Newton on r(r+1)/2 + 1 ≤ 2081 unknowns
@@ -711,9 +706,11 @@ def _finish(core: _Core, W, c, B, V, scale, tol) -> FitnessResult:
     )
     for a in arrays.values():
         a.setflags(write=False)
+    covariance = arrays.pop("covariance")
     return FitnessResult(
-        privacy_cost=float(Xd.max()), lower_bound=float(lower), gap=float(gap), status=status,
-        iterations=core.evals, tol=tol, **arrays,
+        solution=covariance, objective=float(Xd.max()), lower_bound=float(lower),
+        cost_lower_bound=float(lower), gap=float(gap), status=status, iterations=core.evals,
+        tol=tol, **arrays,
     )
 
 
@@ -772,9 +769,12 @@ def solve_min_target_ratio(
     for a in arrays.values():
         if a.flags.writeable:
             a.setflags(write=False)
+    covariance = arrays.pop("covariance")
+    ratio = float(np.max(arrays["variances"] / arrays["targets"]))
     return FitnessResult(
-        privacy_cost=float(arrays["privacy_profile"].max()), lower_bound=res.lower_bound,
-        gap=res.gap, status=res.status, iterations=res.iterations, tol=res.tol, **arrays,
+        solution=covariance, objective=ratio, lower_bound=min(res.cost_lower_bound / P, ratio),
+        cost_lower_bound=res.cost_lower_bound, gap=res.gap, status=res.status,
+        iterations=res.iterations, tol=res.tol, **arrays,
     )
 
 
@@ -826,7 +826,7 @@ def solve_weighted_sum(
     gap = (obj - lower) / obj
     X.setflags(write=False)
     return WeightedSumResult(
-        gram=X, objective=obj, lower_bound=lower, gap=gap,
+        solution=X, objective=obj, lower_bound=lower, gap=gap,
         status="optimal" if gap <= tol * (1 + 1e-9) else "max_iter", iterations=core.evals,
     )
 

@@ -79,6 +79,7 @@ from scipy.optimize import Bounds, minimize
 
 from ..errors import PlanError, WorkloadError
 from .cache import LRUCache, array_digest
+from .result import SolverResult
 
 __all__ = [
     "LowDimMechanism",
@@ -94,29 +95,38 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LowDimMechanism:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class LowDimMechanism(SolverResult):
     """A Gaussian linear mechanism ``B x + N(0, I)`` for one sub-workload, at privacy cost ``pcost``.
 
-    ``B`` is (r × N), ``Bpinv`` its pseudo-inverse (N × r).  ``loss`` is the weighted sum of the
-    variances of the sub-workload queries at noise covariance I (privacy cost ``pcost`` = 1);
-    scaling the noise by σ² multiplies variances by σ² and divides the privacy cost by σ².
-    ``lower_bound`` is the certified lower bound on the optimum of eq. 4 and
-    ``gap = (loss − lower_bound) / loss``.  ``dual_weights`` is the certificate: a distribution
-    w over the cells with ``svd_lower_bound(W, weights, dual_weights) == lower_bound``.
-    ``iterations`` counts dual evaluations (one r × r eigendecomposition each).
+    ``B`` (= ``solution``) is (r × N), ``Bpinv`` its pseudo-inverse (N × r).  ``loss``
+    (= ``objective``) is the weighted sum of the variances of the sub-workload queries at noise
+    covariance I (privacy cost ``pcost`` = 1); scaling the noise by σ² multiplies variances by
+    σ² and divides the privacy cost by σ².  ``lower_bound`` is the certified lower bound on the
+    optimum of eq. 4 and ``gap = (loss − lower_bound) / loss``.  ``dual_weights`` is the
+    certificate: a distribution w over the cells with
+    ``svd_lower_bound(W, weights, dual_weights) == lower_bound``.  ``iterations`` counts dual
+    evaluations (one r × r eigendecomposition each).  ``converged`` is ``status == "optimal"``
+    (else ``"max_iter"`` when the evaluation budget ran out, ``"stalled"`` when the ascent
+    stopped improving first).
     """
 
-    B: np.ndarray
     Bpinv: np.ndarray
     pcost: float
-    loss: float
-    lower_bound: float
-    gap: float
-    iterations: int
-    converged: bool = True
     method: str = "dual-multiplicative"
-    dual_weights: np.ndarray | None = field(default=None, repr=False, compare=False)
+    dual_weights: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def B(self) -> np.ndarray:
+        return self.solution
+
+    @property
+    def loss(self) -> float:
+        return self.objective
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "optimal"
 
     @property
     def n_cells(self) -> int:
@@ -485,8 +495,8 @@ def optimize_subworkload(
     scale = float(np.abs(G).max())
     if scale == 0.0:  # all-zero workload: nothing to measure
         return LowDimMechanism(
-            B=np.zeros((0, N)), Bpinv=np.zeros((N, 0)), pcost=0.0, loss=0.0,
-            lower_bound=0.0, gap=0.0, iterations=0, converged=True, method="empty",
+            solution=np.zeros((0, N)), Bpinv=np.zeros((N, 0)), pcost=0.0, objective=0.0,
+            lower_bound=0.0, gap=0.0, iterations=0, status="optimal", method="empty",
         )
     # The solution depends on WᵀDW only, and is invariant to scaling it (losses scale).  Key on
     # the normalized Gram rounded to 11 decimals, so row order / rounding noise still hit.
@@ -515,10 +525,11 @@ def optimize_subworkload(
         wl = dual.best_lower_w / dual.best_lower_w.sum()
         for a in (B, Bpinv, wl):
             a.setflags(write=False)
+        status = "optimal" if converged else ("max_iter" if iters >= max_iter else "stalled")
         mech = LowDimMechanism(
-            B=B, Bpinv=Bpinv, pcost=pcost, loss=loss, lower_bound=lower, gap=gap,
-            iterations=iters, converged=converged, method=method, dual_weights=wl,
+            solution=B, Bpinv=Bpinv, pcost=pcost, objective=loss, lower_bound=lower, gap=gap,
+            iterations=iters, status=status, method=method, dual_weights=wl,
         )
         if cache and converged:
             _CACHE.put(key, mech)
-    return replace(mech, loss=mech.loss * scale, lower_bound=mech.lower_bound * scale)
+    return replace(mech, objective=mech.objective * scale, lower_bound=mech.lower_bound * scale)

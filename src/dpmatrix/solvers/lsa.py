@@ -37,24 +37,33 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import PlanError, WorkloadError
+from .result import SolverResult, relative_gap
+from .spectra import certified_sqrt_trace_gram
 
 __all__ = ["LSAResult", "SeparatedLSA", "lsa", "lsa_generalized", "lsa_separated"]
 
 Box = tuple[tuple[int, int], ...]  # per dimension [lo, hi)
 
 
-@dataclass(frozen=True, eq=False)
-class LSAResult:
-    """Output of the Level Selection Algorithm.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class LSAResult(SolverResult):
+    """Output of the Level Selection Algorithm (a :class:`~dpmatrix.solvers.result.SolverResult`).
+
+    LSA is greedy: ``status`` is ``"heuristic"``; ``solution`` is the tuple of levels,
+    ``objective`` the total error, ``lower_bound`` the singular value bound
+    ``(Σσ(W))² / n`` (Li & Miklau §3.2: no strategy has a smaller
+    ``‖A‖²_{1→2} tr(WᵀW(AᵀA)⁻¹)``; computed with a rounding allowance), ``gap`` the relative
+    gap to it and ``iterations`` the number of levels selected.
 
     Attributes
     ----------
     shape : tuple of int
         Domain shape (cells in C order).
     levels : tuple of tuple of Box
-        The selected levels (each a partition of the cells into boxes), identity excluded.
+        The selected levels (each a partition of the cells into boxes), identity excluded
+        (= ``solution``).
     error : float
-        Total error ``‖A‖²_{1→2}·tr(WᵀW(AᵀA)⁻¹)`` (paper units, ``P(ε,δ) = 1``).
+        Total error ``‖A‖²_{1→2}·tr(WᵀW(AᵀA)⁻¹)`` (paper units, ``P(ε,δ) = 1``; = ``objective``).
     history : tuple of float
         Error after 0 (identity), 1, 2, … levels.
     n_queries : int
@@ -64,11 +73,17 @@ class LSAResult:
     """
 
     shape: tuple[int, ...]
-    levels: tuple[tuple[Box, ...], ...]
-    error: float
     history: tuple[float, ...]
     n_queries: int
     n_distinct: int
+
+    @property
+    def levels(self) -> tuple[tuple[Box, ...], ...]:
+        return self.solution
+
+    @property
+    def error(self) -> float:
+        return self.objective
 
     @property
     def n_levels(self) -> int:
@@ -369,8 +384,13 @@ def _run(G, shape, *, base_levels=(), start=None, max_levels=None, rule="best",
     st.refresh()  # the reported error from the exact X (no accumulated round-off)
     err = (1 + len(levels)) * st.trGM
     counts = _box_counts(shape, levels)
-    return LSAResult(tuple(shape), tuple(levels), float(err), tuple(history),
-                     int(n + sum(len(lev) for lev in levels)), int(len(counts)))
+    lower = certified_sqrt_trace_gram(G) ** 2 / n  # the SVD bound (Li & Miklau §3.2)
+    return LSAResult(
+        solution=tuple(levels), objective=float(err), lower_bound=min(lower, float(err)),
+        gap=relative_gap(float(err), min(lower, float(err))), status="heuristic",
+        iterations=len(levels), shape=tuple(shape), history=tuple(history),
+        n_queries=int(n + sum(len(lev) for lev in levels)), n_distinct=int(len(counts)),
+    )
 
 
 def lsa(

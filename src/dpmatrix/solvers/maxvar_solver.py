@@ -91,14 +91,19 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from .result import SolverResult, relative_gap
+
 __all__ = [
     "MaxVarProblem",
+    "MaxVarianceResult",
+    "MinCostResult",
     "dual_bound",
     "solve_max_variance",
     "solve_min_cost",
@@ -263,6 +268,279 @@ def _spd_solver(K: sp.csc_matrix):
     return lu.solve
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MinCostResult(SolverResult):
+    """Result of :func:`solve_min_cost` for ``min Σ p/x s.t. C x ≤ 1``.
+
+    ``solution`` is ``x`` (feasible: ``max(C x) = 1`` up to rounding), ``objective`` the primal
+    value ``Σ p/x`` (an upper bound), ``lower_bound`` the certified dual bound
+    ``max_t g(t λ)`` and ``gap = (objective − lower_bound) / objective``.  ``multipliers`` is
+    ``λ`` (one per row of ``C``, 0 on all-zero rows; ``g(multipliers) = lower_bound``),
+    ``linear_solver`` the last reduced-system solver used (``"pcg"``, ``"primal"`` or
+    ``"cholesky"``), ``cg_iterations`` the total CG iterations and ``time`` the wall-clock
+    seconds.  ``x``, ``lam``, ``primal_objective``, ``dual_bound`` and ``rel_gap`` are the
+    historical names (of the former ``info`` dict).
+    """
+
+    multipliers: np.ndarray = field(repr=False)
+    linear_solver: str
+    cg_iterations: int
+    time: float
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.solution
+
+    @property
+    def lam(self) -> np.ndarray:
+        return self.multipliers
+
+    @property
+    def primal_objective(self) -> float:
+        return self.objective
+
+    @property
+    def dual_bound(self) -> float:
+        return self.lower_bound
+
+    @property
+    def rel_gap(self) -> float:
+        return self.gap
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MaxVarianceResult(SolverResult):
+    """Result of :func:`solve_max_variance`: minimise ``max (C x)`` at privacy cost ``pcost``.
+
+    ``solution`` is ``x`` (spending ``pcost``), ``objective = max(C x)`` (the max weighted
+    variance), ``lower_bound = dual_bound / pcost`` (certified) and ``gap`` the relative gap;
+    ``pcost`` is ``Σ p/x`` as spent and ``min_cost`` the underlying :class:`MinCostResult`.
+    """
+
+    pcost: float
+    min_cost: MinCostResult = field(repr=False)
+
+    @property
+    def max_var(self) -> float:
+        return self.objective
+
+    @property
+    def max_var_lower_bound(self) -> float:
+        return self.lower_bound
+
+    @property
+    def linear_solver(self) -> str:
+        return self.min_cost.linear_solver
+
+
+# ---- the certificate -----------------------------------------------------------------------
+
+
+class _Certificate(NamedTuple):
+    """Bounds read off one iterate: feasible primal candidates ``(value, x)`` (in the order
+    they are tried), the dual bound ``lower`` with the multiple ``lam_lower`` of ``lam`` that
+    attains it (``g(lam_lower) = lower``), and ``u = Cᵀ lam``."""
+
+    uppers: tuple[tuple[float, np.ndarray], ...]
+    lower: float
+    lam_lower: np.ndarray
+    u: np.ndarray
+
+
+def _certificate(p, Ck, CT, x, s, lam) -> _Certificate:
+    """Upper and lower bounds on (P) at the iterate ``(x, s = 1 − C x, lam)`` (module docstring,
+    "Duality"): ``f(x) · max(C x)`` from ``x`` rescaled to feasibility; the same for the primal
+    point ``sqrt(p / Cᵀ lam)`` implied by ``lam`` (when ``Cᵀ lam > 0``); and the scaled dual
+    bound ``max_t g(t lam) = (Σ sqrt(p Cᵀ lam))² / Σ lam``."""
+    cx = 1.0 - s
+    f = float(np.sum(p / x))
+    uppers = [(f * float(np.max(cx)), x / float(np.max(cx)))]
+    u = CT @ lam
+    a = float(np.sum(np.sqrt(p * np.maximum(u, 0.0))))
+    lower = a * a / float(lam.sum())
+    lam_lower = lam * (a / float(lam.sum())) ** 2
+    if np.all(u > 0):
+        xl = np.sqrt(p / u)
+        cxl = float(np.max(Ck @ xl))
+        uppers.append((float(np.sum(p / xl)) * cxl, xl / cxl))
+    return _Certificate(tuple(uppers), lower, lam_lower, u)
+
+
+class _Best(NamedTuple):
+    """Best bounds so far: the certified gap is ``(upper − lower) / upper``."""
+
+    upper: float
+    x: np.ndarray
+    lower: float
+    lam: np.ndarray
+
+    @property
+    def gap(self) -> float:
+        return (self.upper - self.lower) / self.upper
+
+
+def _improve(best: _Best, cert: _Certificate) -> _Best:
+    """Keep the smallest upper and the largest lower bound of ``best`` and ``cert``."""
+    upper, x, lower, lam = best
+    for value, xv in cert.uppers:
+        if value < upper:
+            upper, x = value, xv
+    if cert.lower > lower:
+        lower, lam = cert.lower, cert.lam_lower
+    return _Best(upper, x, lower, lam)
+
+
+# ---- the linear-solver switch --------------------------------------------------------------
+
+
+class _LinearSolverChoice(NamedTuple):
+    """Which solver the reduced Newton system uses, and which switches ``"auto"`` may make.
+
+    ``dense``: dense Cholesky of the ``m × m`` reduced matrix; ``primal``: CG preconditioned
+    by the exact inverse (Woodbury through the ``n × n`` primal matrix); neither: Jacobi-
+    preconditioned CG.  ``can_primal`` / ``can_dense``: the switches ``"auto"`` allows."""
+
+    dense: bool
+    primal: bool
+    can_primal: bool
+    can_dense: bool
+
+    @classmethod
+    def initial(cls, linear_solver: str, m: int, n: int) -> _LinearSolverChoice:
+        if linear_solver not in ("auto", "pcg", "cholesky", "primal"):
+            raise ValueError("linear_solver must be 'auto', 'pcg', 'cholesky' or 'primal'")
+        auto = linear_solver == "auto"
+        # 'auto' uses PCG and switches to a factorisation when CG stalls: of the n x n primal
+        # system if there are not too many variables (n <= 50000), else of the m x m reduced one
+        return cls(dense=linear_solver == "cholesky", primal=linear_solver == "primal",
+                   can_primal=auto and n <= 50_000, can_dense=auto and m <= 4000)
+
+    def after_progress_check(self, gaps: list[float]) -> _LinearSolverChoice:
+        """No 10 % gain of the gap in ``_SWITCH`` iterations: inexact CG directions near a
+        degenerate optimum; precondition with the exact inverse from now on."""
+        if (not self.primal and self.can_primal and len(gaps) > _SWITCH
+                and gaps[-1] > 0.9 * gaps[-1 - _SWITCH]):
+            return self._replace(primal=True)
+        return self
+
+    def after_cg(self, k: int, cg_max_iter: int) -> _LinearSolverChoice:
+        """CG needed ``k`` iterations for one solve: switch if it (nearly) stalled."""
+        if not self.dense and not self.primal and self.can_primal and k >= 200:
+            return self._replace(primal=True)
+        if not self.dense and not self.primal and self.can_dense and k >= cg_max_iter:
+            return self._replace(dense=True)
+        return self
+
+    @property
+    def label(self) -> str:
+        return "primal" if self.primal else ("cholesky" if self.dense else "pcg")
+
+
+def _reduced_solver(choice: _LinearSolverChoice, Ck, CT, C2, hinv, dvec, dinv, cg_rtol,
+                    cg_max_iter):
+    """A function ``rhs, x0 -> (dlam, cg_iterations)`` solving the reduced system
+    ``(C H⁻¹ Cᵀ + diag(dvec)) dlam = rhs`` with ``hinv = diag H⁻¹``, ``dvec = s/lam``,
+    ``dinv = lam/s`` (module docstring, "The method")."""
+    if choice.dense:
+        m = Ck.shape[0]
+        Ch = Ck.multiply(np.sqrt(hinv)[None, :]).tocsr()
+        K = (Ch @ Ch.T).toarray()
+        K[np.diag_indices(m)] += dvec
+        fac = _cho_factor(K)
+
+        def solve(rhs, x0=None):
+            return scipy.linalg.cho_solve(fac, rhs, check_finite=False), 0
+
+        return solve
+    if choice.primal:
+        # exact inverse of the reduced matrix through the n x n primal one (Woodbury):
+        # (C H⁻¹ Cᵀ + S Λ⁻¹)⁻¹ = D − D C (H + Cᵀ D C)⁻¹ Cᵀ D,  D = Λ S⁻¹; as the
+        # preconditioner, CG converges in a few iterations and keeps the accuracy
+        # control of the reduced system
+        psolve = _spd_solver((CT @ sp.diags(dinv) @ Ck + sp.diags(1.0 / hinv)).tocsc())
+
+        def minv(r):
+            dr = dinv * r
+            return dr - dinv * (Ck @ psolve(CT @ dr))
+    else:
+        minv = 1.0 / (C2 @ hinv + dvec)  # Jacobi
+
+    def matvec(v):
+        return Ck @ (hinv * (CT @ v)) + dvec * v
+
+    def solve(rhs, x0=None):
+        return _pcg(matvec, rhs, minv, x0, cg_rtol, cg_max_iter)
+
+    return solve
+
+
+# ---- the Newton step -----------------------------------------------------------------------
+
+
+class _Step(NamedTuple):
+    x: np.ndarray
+    lam: np.ndarray
+    s: np.ndarray
+    dlam: np.ndarray
+    cg_iterations: tuple[int, int]
+    steps: tuple[float, float]
+
+
+def _newton_step(p, Ck, CT, x, lam, s, u, mu, solve, dl_prev) -> _Step:
+    """One Mehrotra predictor-corrector step on the KKT system of (P), primal kept exactly
+    feasible (``s`` recomputed as ``1 − C x``); ``u = Cᵀ lam``, ``mu = lamᵀ s / m``."""
+    m = Ck.shape[0]
+    hinv = x**3 / (2.0 * p)
+    r_d = u - p / x**2
+    base_rhs = -(Ck @ (hinv * r_d))
+
+    def direction(r_c, x0=None):
+        rhs = base_rhs - r_c / lam
+        dl, k = solve(rhs, x0)
+        dx = -hinv * (r_d + CT @ dl)
+        ds = -(Ck @ dx)
+        return dx, dl, ds, k
+
+    # predictor (affine scaling)
+    dx_a, dl_a, ds_a, k1 = direction(lam * s, dl_prev)
+    ap = min(1.0, _max_step(x, dx_a), _max_step(s, ds_a))
+    ad = min(1.0, _max_step(lam, dl_a))
+    mu_aff = float((lam + ad * dl_a) @ (s + ap * ds_a)) / m
+    sigma = min(1.0, (mu_aff / mu) ** 3)
+    # corrector (centring + second-order term)
+    r_c = lam * s + dl_a * ds_a - sigma * mu
+    dx, dl, ds, k2 = direction(r_c, dl_a)
+    # fraction to the boundary.  0.95 rather than the 0.99-0.999 common for LPs: letting a
+    # slack drop 1000x in one step ruins the centring, and the next Newton step (whose
+    # linearisation of p/x is poor far from the current x) can then collapse a variable
+    # such as x_{} that appears in every row (seen at d=200 on Synth-10^d).
+    eta = 0.95
+    ap = min(1.0, eta * _max_step(x, dx), eta * _max_step(s, ds))
+    ad = min(1.0, eta * _max_step(lam, dl))
+    x = x + ap * dx
+    lam = lam + ad * dl
+    # keep the primal exactly feasible: recompute the slack from x
+    s = 1.0 - Ck @ x
+    if np.any(s <= 0) or np.any(x <= 0):  # rounding only; pull back into the interior
+        x = np.maximum(x, 1e-300)
+        x /= max(1.0, float(np.max(Ck @ x))) * (1.0 + 1e-12)
+        s = np.maximum(1.0 - Ck @ x, 1e-300)
+    return _Step(x, lam, s, dl, (k1, k2), (round(ap, 4), round(ad, 4)))
+
+
+def _start_point(p, Ck, CT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``x0 = t sqrt(p / colsum C)`` with ``max(C x0) = 1/2`` and ``lam0 = 1/t²``: dual residual
+    zero and ``s0 = 1 − C x0 ∈ [1/2, 1]`` (module docstring)."""
+    m = Ck.shape[0]
+    colsum = CT @ np.ones(m)
+    x = np.sqrt(p / colsum)
+    t = 0.5 / float(np.max(Ck @ x))
+    x *= t
+    lam = np.full(m, 1.0 / t**2)
+    s = 1.0 - Ck @ x
+    return x, lam, s
+
+
 def solve_min_cost(
     p: np.ndarray,
     C: sp.spmatrix | np.ndarray,
@@ -271,26 +549,51 @@ def solve_min_cost(
     linear_solver: str = "auto",
     cg_max_iter: int = 2000,
     verbose: bool = False,
-) -> tuple[np.ndarray, dict[str, Any]]:
+) -> MinCostResult:
     """Solve ``min sum_j p_j / x_j  s.t.  C x <= 1, x > 0`` to relative duality gap ``tol``.
 
-    Returns ``(x, info)``.  ``x`` is feasible (``max(C x) = 1`` up to rounding).  ``info`` has
-    ``status`` (``"optimal"``, ``"max_iter"`` or ``"stalled"``: no 10 % gain of the certified
-    gap in 40 iterations — rounding limits the steps; the bounds are still rigorous),
-    ``iterations``, ``primal_objective`` (an
-    upper bound, ``sum p/x``), ``dual_bound`` (a certified lower bound ``max_t g(t lam)``),
-    ``rel_gap = (primal - dual) / primal``, ``lam`` (the multipliers), ``linear_solver``
-    (``"cholesky"`` or ``"pcg"``), ``cg_iterations`` and ``time``.  See the module docstring.
+    See the module docstring for the method and the certificate.
 
-    ``linear_solver``: ``"pcg"`` (matrix-free preconditioned CG on the reduced system),
-    ``"cholesky"`` (dense factorisation of the ``m x m`` reduced matrix; only for small ``m``),
-    ``"primal"`` (CG preconditioned by the exact inverse of the reduced matrix, obtained by
-    Woodbury from a factorisation of the ``n x n`` primal matrix ``H + Cᵀ diag(lam/s) C`` —
-    dense Cholesky, sparse LU past 2000 variables; for few variables and many constraints) or
-    ``"auto"`` (Jacobi-preconditioned CG; after 8 iterations without progress, or if CG
-    stalls, the primal preconditioner when ``n <= 50000``, else Cholesky when ``m <= 4000``).
-    Jacobi CG stalls on degenerate problems where many constraints are active together — e.g.
-    ResidualPlanner+ workloads whose 1-D strategies equalize all query variances.
+    Parameters
+    ----------
+    p : ndarray (n,)
+        Positive cost coefficients.
+    C : sparse or dense matrix (m × n)
+        Entrywise non-negative; every column has a positive entry.
+    tol : float
+        Target relative duality gap, in (0, 1).
+    max_iter : int
+        Interior-point iteration limit.
+    linear_solver : str
+        ``"pcg"`` (matrix-free preconditioned CG on the reduced system), ``"cholesky"`` (dense
+        factorisation of the ``m x m`` reduced matrix; only for small ``m``), ``"primal"`` (CG
+        preconditioned by the exact inverse of the reduced matrix, obtained by Woodbury from a
+        factorisation of the ``n x n`` primal matrix ``H + Cᵀ diag(lam/s) C`` — dense Cholesky,
+        sparse LU past 2000 variables; for few variables and many constraints) or ``"auto"``
+        (Jacobi-preconditioned CG; after 8 iterations without progress, or if CG stalls, the
+        primal preconditioner when ``n <= 50000``, else Cholesky when ``m <= 4000``).  Jacobi
+        CG stalls on degenerate problems where many constraints are active together — e.g.
+        ResidualPlanner+ workloads whose 1-D strategies equalize all query variances.
+    cg_max_iter : int
+        CG iteration limit per solve.
+    verbose : bool
+        Print one line per iteration.
+
+    Returns
+    -------
+    MinCostResult
+        ``solution`` = ``x`` (feasible), ``objective`` = ``Σ p/x``, ``lower_bound`` = the
+        certified dual bound, ``gap``, ``status`` (``"optimal"``, ``"max_iter"`` or
+        ``"stalled"``: no 10 % gain of the certified gap in 40 iterations — rounding limits the
+        steps; the bounds are still rigorous), ``iterations``, ``multipliers`` (λ),
+        ``linear_solver``, ``cg_iterations`` and ``time``.  A ``RuntimeWarning`` is issued
+        unless the status is ``"optimal"``.
+
+    Examples
+    --------
+    >>> r = solve_min_cost(np.array([3.0]), sp.csr_matrix([[0.5], [0.25]]))
+    >>> r.status, round(r.objective, 9), r.lower_bound <= r.objective
+    ('optimal', 1.5, True)
     """
     t_start = time.perf_counter()
     if not (0 < tol < 1):
@@ -304,64 +607,26 @@ def solve_min_cost(
     m = Ck.shape[0]
     CT = Ck.T.tocsr()
     C2 = Ck.multiply(Ck).tocsr()
-    if linear_solver not in ("auto", "pcg", "cholesky", "primal"):
-        raise ValueError("linear_solver must be 'auto', 'pcg', 'cholesky' or 'primal'")
-    dense = linear_solver == "cholesky"
-    primal_space = linear_solver == "primal"
-    # 'auto' uses PCG and switches to a factorisation when CG stalls: of the n x n primal
-    # system if there are not too many variables (n <= 50000), else of the m x m reduced one
-    can_primal = linear_solver == "auto" and n <= 50_000
-    can_fallback = linear_solver == "auto" and m <= 4000
+    choice = _LinearSolverChoice.initial(linear_solver, m, n)
 
-    def Cx(v):
-        return Ck @ v
-
-    def CTy(v):
-        return CT @ v
-
-    # ---- start point: dual feasible, primal strictly feasible, s in [1/2, 1]
-    colsum = CTy(np.ones(m))
-    x = np.sqrt(p / colsum)
-    t = 0.5 / float(np.max(Cx(x)))
-    x *= t
-    lam = np.full(m, 1.0 / t**2)
-    s = 1.0 - Cx(x)
-
-    best_x, best_upper = x / float(np.max(Cx(x))), math.inf
-    best_lam, best_lower = lam.copy(), -math.inf
+    x, lam, s = _start_point(p, Ck, CT)
+    best = _Best(math.inf, x / float(np.max(Ck @ x)), -math.inf, lam.copy())
     it = 0
     cg_total = 0
     status = "max_iter"
     dl_prev = None
-    gap = math.inf
     gaps: list[float] = []
     steps = (0.0, 0.0)
     while True:
         # ---- bounds and stopping test
-        cx = 1.0 - s
-        f = float(np.sum(p / x))
-        upper = f * float(np.max(cx))
-        if upper < best_upper:
-            best_upper, best_x = upper, x / float(np.max(cx))
-        u = CTy(lam)
-        a = float(np.sum(np.sqrt(p * np.maximum(u, 0.0))))
-        lower = a * a / float(lam.sum())
-        if lower > best_lower:
-            # store the best multiple (a/b)^2 lam, whose plain g() equals this bound
-            best_lower, best_lam = lower, lam * (a / float(lam.sum())) ** 2
-        # the primal point implied by lam, rescaled to feasibility: another upper bound
-        ok = u > 0
-        if np.all(ok):
-            xl = np.sqrt(p / u)
-            up2 = float(np.sum(p / xl)) * float(np.max(Cx(xl)))
-            if up2 < best_upper:
-                best_upper, best_x = up2, xl / float(np.max(Cx(xl)))
-        gap = (best_upper - best_lower) / best_upper
+        cert = _certificate(p, Ck, CT, x, s, lam)
+        best = _improve(best, cert)
+        gap = best.gap
         mu = float(lam @ s) / m
         if verbose:
-            rd = float(np.linalg.norm(u - p / x**2) / np.linalg.norm(p / x**2))
+            rd = float(np.linalg.norm(cert.u - p / x**2) / np.linalg.norm(p / x**2))
             print(
-                f"it {it:3d}  upper {best_upper:.10g}  lower {best_lower:.10g}  gap {gap:.2e}"
+                f"it {it:3d}  upper {best.upper:.10g}  lower {best.lower:.10g}  gap {gap:.2e}"
                 f"  mu {mu:.2e}  |r_d| {rd:.1e}  steps {steps}  cg {cg_total}"
             )
         if gap <= tol:
@@ -370,11 +635,7 @@ def solve_min_cost(
         if it >= max_iter:
             break
         gaps.append(gap)
-        if (not primal_space and can_primal and len(gaps) > _SWITCH
-                and gap > 0.9 * gaps[-1 - _SWITCH]):
-            # progress stopped: inexact CG directions near a degenerate optimum; precondition
-            # with the exact inverse from now on
-            primal_space = True
+        choice = choice.after_progress_check(gaps)
         if len(gaps) > _STALL and gap > 0.9 * gaps[-1 - _STALL]:
             # no progress for _STALL iterations: rounding limits the Newton steps (seen on
             # degenerate problems with many constraints active together); the bounds so far
@@ -383,106 +644,35 @@ def solve_min_cost(
             break
         it += 1
 
-        # ---- Newton system pieces
+        # ---- one Newton step with the current linear solver
         hinv = x**3 / (2.0 * p)
-        r_d = u - p / x**2
-        dvec = s / lam
-        if dense:
-            Ch = Ck.multiply(np.sqrt(hinv)[None, :]).tocsr()
-            K = (Ch @ Ch.T).toarray()
-            K[np.diag_indices(m)] += dvec
-            fac = _cho_factor(K)
-
-            def solve(rhs, x0=None):
-                return scipy.linalg.cho_solve(fac, rhs, check_finite=False), 0
-        else:
-            if primal_space:
-                # exact inverse of the reduced matrix through the n x n primal one (Woodbury):
-                # (C H⁻¹ Cᵀ + S Λ⁻¹)⁻¹ = D − D C (H + Cᵀ D C)⁻¹ Cᵀ D,  D = Λ S⁻¹; as the
-                # preconditioner, CG converges in a few iterations and keeps the accuracy
-                # control of the reduced system
-                dinv = lam / s
-                psolve = _spd_solver((CT @ sp.diags(dinv) @ Ck + sp.diags(1.0 / hinv)).tocsc())
-
-                def minv(r):
-                    dr = dinv * r
-                    return dr - dinv * Cx(psolve(CTy(dr)))
-            else:
-                minv = 1.0 / (C2 @ hinv + dvec)  # Jacobi
-            cg_rtol = max(1e-12, min(1e-2, 1e-2 * gap))
-
-            def matvec(v):
-                return Cx(hinv * CTy(v)) + dvec * v
-
-            def solve(rhs, x0=None):
-                return _pcg(matvec, rhs, minv, x0, cg_rtol, cg_max_iter)
-
-        base_rhs = -Cx(hinv * r_d)
-
-        def direction(r_c, x0=None):
-            rhs = base_rhs - r_c / lam
-            dl, k = solve(rhs, x0)
-            dx = -hinv * (r_d + CTy(dl))
-            ds = -Cx(dx)
-            return dx, dl, ds, k
-
-        # predictor (affine scaling)
-        dx_a, dl_a, ds_a, k1 = direction(lam * s, dl_prev)
-        ap = min(1.0, _max_step(x, dx_a), _max_step(s, ds_a))
-        ad = min(1.0, _max_step(lam, dl_a))
-        mu_aff = float((lam + ad * dl_a) @ (s + ap * ds_a)) / m
-        sigma = min(1.0, (mu_aff / mu) ** 3)
-        # corrector (centring + second-order term)
-        r_c = lam * s + dl_a * ds_a - sigma * mu
-        dx, dl, ds, k2 = direction(r_c, dl_a)
-        cg_total += k1 + k2
-        if not dense and not primal_space and can_primal and max(k1, k2) >= 200:
-            primal_space = True
-        elif not dense and not primal_space and can_fallback and max(k1, k2) >= cg_max_iter:
-            dense = True
-        dl_prev = dl
-        # fraction to the boundary.  0.95 rather than the 0.99-0.999 common for LPs: letting a
-        # slack drop 1000x in one step ruins the centring, and the next Newton step (whose
-        # linearisation of p/x is poor far from the current x) can then collapse a variable
-        # such as x_{} that appears in every row (seen at d=200 on Synth-10^d).
-        eta = 0.95
-        ap = min(1.0, eta * _max_step(x, dx), eta * _max_step(s, ds))
-        ad = min(1.0, eta * _max_step(lam, dl))
-        steps = (round(ap, 4), round(ad, 4))
-        x = x + ap * dx
-        lam = lam + ad * dl
-        # keep the primal exactly feasible: recompute the slack from x
-        s = 1.0 - Cx(x)
-        if np.any(s <= 0) or np.any(x <= 0):  # rounding only; pull back into the interior
-            x = np.maximum(x, 1e-300)
-            x /= max(1.0, float(np.max(Cx(x)))) * (1.0 + 1e-12)
-            s = np.maximum(1.0 - Cx(x), 1e-300)
+        cg_rtol = max(1e-12, min(1e-2, 1e-2 * gap))
+        solve = _reduced_solver(choice, Ck, CT, C2, hinv, s / lam, lam / s, cg_rtol, cg_max_iter)
+        step = _newton_step(p, Ck, CT, x, lam, s, cert.u, mu, solve, dl_prev)
+        x, lam, s, dl_prev = step.x, step.lam, step.s, step.dlam
+        cg_total += sum(step.cg_iterations)
+        choice = choice.after_cg(max(step.cg_iterations), cg_max_iter)
+        steps = step.steps
 
     lam_full = np.zeros(m_all)
-    lam_full[keep] = best_lam
-    x_out = best_x
+    lam_full[keep] = best.lam
+    x_out = best.x
     cx_out = Ck @ x_out
     x_out = x_out / float(np.max(cx_out))
     primal = float(np.sum(p / x_out))
-    info = {
-        "status": status,
-        "iterations": it,
-        "primal_objective": primal,
-        "dual_bound": best_lower,
-        "rel_gap": (primal - best_lower) / primal,
-        "lam": lam_full,
-        "linear_solver": "primal" if primal_space else ("cholesky" if dense else "pcg"),  # the last one
-        "cg_iterations": cg_total,
-        "time": time.perf_counter() - t_start,
-    }
+    rel_gap = (primal - best.lower) / primal
     if status != "optimal":
         warnings.warn(
             f"max-variance solver stopped after {it} iterations with relative gap "
-            f"{info['rel_gap']:.2e} > tol={tol:g}",
+            f"{rel_gap:.2e} > tol={tol:g}",
             RuntimeWarning,
             stacklevel=2,
         )
-    return x_out, info
+    return MinCostResult(
+        solution=x_out, objective=primal, lower_bound=best.lower, gap=rel_gap, status=status,
+        iterations=it, multipliers=lam_full, linear_solver=choice.label,
+        cg_iterations=cg_total, time=time.perf_counter() - t_start,
+    )
 
 
 def solve_max_variance(
@@ -491,22 +681,43 @@ def solve_max_variance(
     pcost: float,
     tol: float = 1e-7,
     **kwargs: Any,
-) -> tuple[np.ndarray, float, dict[str, Any]]:
+) -> MaxVarianceResult:
     """Minimise ``max_i (C x)_i`` subject to ``sum_j p_j / x_j <= pcost``.
 
-    Solves (P) with :func:`solve_min_cost` and rescales ``x <- x * f* / pcost``.  Returns
-    ``(x, max_var, info)``: ``x`` spends exactly ``pcost``, ``max_var = max(C x)`` and
-    ``info['max_var_lower_bound']`` is the certified lower bound ``dual_bound / pcost``.
+    Solves (P) with :func:`solve_min_cost` and rescales ``x <- x * f* / pcost`` (both sides
+    are homogeneous, module docstring).
+
+    Parameters
+    ----------
+    p, C, tol, **kwargs
+        As for :func:`solve_min_cost`.
+    pcost : float
+        The privacy-cost budget, finite and > 0.
+
+    Returns
+    -------
+    MaxVarianceResult
+        ``solution`` = ``x`` spending exactly ``pcost``, ``objective`` = ``max(C x)``,
+        ``lower_bound`` = the certified ``dual_bound / pcost``, ``pcost`` = ``Σ p/x`` as spent
+        and ``min_cost`` the result of (P).
+
+    Examples
+    --------
+    >>> r = solve_max_variance(np.array([1.0, 1.0]), np.eye(2), 4.0)
+    >>> round(r.objective, 9), r.lower_bound <= r.objective
+    (0.5, True)
     """
     pcost = float(pcost)
     if not math.isfinite(pcost) or pcost <= 0:
         raise ValueError("pcost (privacy cost budget) must be finite and > 0")
-    x, info = solve_min_cost(p, C, tol=tol, **kwargs)
-    scale = info["primal_objective"] / pcost
-    xs = x * scale
+    res = solve_min_cost(p, C, tol=tol, **kwargs)
+    scale = res.objective / pcost
+    xs = res.solution * scale
     Cs = C if sp.issparse(C) else np.asarray(C, dtype=np.float64)
     max_var = float(np.max(Cs @ xs))
-    info = dict(info)
-    info["max_var_lower_bound"] = info["dual_bound"] / pcost
-    info["pcost"] = float(np.sum(np.asarray(p, dtype=np.float64) / xs))
-    return xs, max_var, info
+    lower = res.lower_bound / pcost
+    return MaxVarianceResult(
+        solution=xs, objective=max_var, lower_bound=lower, gap=relative_gap(max_var, lower),
+        status=res.status, iterations=res.iterations,
+        pcost=float(np.sum(np.asarray(p, dtype=np.float64) / xs)), min_cost=res,
+    )

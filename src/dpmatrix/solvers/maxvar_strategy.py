@@ -109,6 +109,8 @@ import numpy as np
 from ..errors import PlanError, WorkloadError
 from .cache import LRUCache, array_digest
 from .lowdim_optimal import optimize_subworkload
+from .result import SolverResult
+from .squarem import normalize_log_weights, squarem
 
 __all__ = [
     "MaxVarStrategy",
@@ -118,8 +120,6 @@ __all__ = [
 ]
 
 _EPS = np.finfo(float).eps
-_LOG_FLOOR = math.log(1e-200)  # weights are kept ≥ 1e-200 × their maximum
-_STEP_MAX = 4.0  # SQUAREM step length clamp |α| ≤ 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,30 +127,38 @@ _STEP_MAX = 4.0  # SQUAREM step length clamp |α| ≤ 4
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class MaxVarStrategy:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class MaxVarStrategy(SolverResult):
     """A max-variance-optimal Gaussian strategy (fitness-for-use, Problem 1) with its certificate.
 
-    ``B`` (r × n, r = rank W, read-only): measure ``B x + N(0, I)``; its privacy cost
-    ``max diag(BᵀB)`` is 1 (up to rounding) and ``rowspace(B) = rowspace(W)``.
-    ``max_variance`` is ``t(B) = max_j w_j (BᵀB)⁺ w_jᵀ / c_j`` evaluated on this B (an upper
-    bound on the optimum t*); ``lower_bound`` is the certified ``‖(ΛC⁻¹)^{1/2} W diag(μ)^{1/2}‖_*²``
-    for ``λ = query_weights`` and ``μ = cell_weights`` (both on the simplex, read-only), so
-    ``lower_bound ≤ t* ≤ max_variance`` and ``gap = (max_variance − lower_bound) / max_variance``.
-    ``iterations`` counts evaluations (one SVD of an m × n matrix each).
+    ``B`` (= ``solution``, r × n, r = rank W, read-only): measure ``B x + N(0, I)``; its privacy
+    cost ``max diag(BᵀB)`` is 1 (up to rounding) and ``rowspace(B) = rowspace(W)``.
+    ``max_variance`` (= ``objective``) is ``t(B) = max_j w_j (BᵀB)⁺ w_jᵀ / c_j`` evaluated on
+    this B (an upper bound on the optimum t*); ``lower_bound`` is the certified
+    ``‖(ΛC⁻¹)^{1/2} W diag(μ)^{1/2}‖_*²`` for ``λ = query_weights`` and ``μ = cell_weights``
+    (both on the simplex, read-only), so ``lower_bound ≤ t* ≤ max_variance`` and
+    ``gap = (max_variance − lower_bound) / max_variance``.  ``iterations`` counts evaluations
+    (one SVD of an m × n matrix each); ``converged`` is ``status == "optimal"`` (else
+    ``"max_iter"``).
 
     Scaling: at privacy cost ρ (noise ``N(0, I/ρ)``, or B scaled by √ρ) the target-scaled
     variances are ``max_variance / ρ``; to meet ``var_j ≤ c_j`` exactly, use ρ = max_variance.
     """
 
-    B: np.ndarray
-    max_variance: float
-    lower_bound: float
-    gap: float
-    iterations: int
-    converged: bool
     query_weights: np.ndarray = field(repr=False)
     cell_weights: np.ndarray = field(repr=False)
+
+    @property
+    def B(self) -> np.ndarray:
+        return self.solution
+
+    @property
+    def max_variance(self) -> float:
+        return self.objective
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "optimal"
 
     @property
     def privacy_cost(self) -> float:
@@ -332,9 +340,7 @@ class _Solver:
         return self._normalize(np.concatenate([xl, xm])), lower
 
     def _normalize(self, x: np.ndarray) -> np.ndarray:
-        m = self.m
-        xl, xm = x[:m] - x[:m].max(), x[m:] - x[m:].max()
-        return np.maximum(np.concatenate([xl, xm]), _LOG_FLOOR)
+        return normalize_log_weights(x, self.m)
 
     def run(self, tol: float, max_iter: int) -> None:
         """SQUAREM-accelerated fixed-point iteration until gap ≤ tol or max_iter evaluations."""
@@ -343,23 +349,7 @@ class _Solver:
         def done() -> bool:
             return self.gap() <= tol or self.evals >= max_iter
 
-        while not done():
-            x1, _ = self.step(x)
-            if done():
-                return
-            x2, lo2 = self.step(x1)
-            if done():
-                return
-            rr = x1 - x
-            vv = x2 - 2.0 * x1 + x
-            nr, nv = float(np.linalg.norm(rr)), float(np.linalg.norm(vv))
-            if nv <= 1e-12 * max(nr, 1e-300):
-                x = x2
-                continue
-            alpha = min(max(-nr / nv, -_STEP_MAX), -1.0)
-            xe = self._normalize(x - 2.0 * alpha * rr + alpha * alpha * vv)
-            x3, lo3 = self.step(xe)
-            x = x3 if lo3 >= lo2 * (1.0 - 1e-13) else x2
+        squarem(self.step, x, self.m, done)
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,8 +423,9 @@ def optimize_maxvar_strategy(
     for a in (B, lam, mu):
         a.setflags(write=False)
     result = MaxVarStrategy(
-        B=B, max_variance=max_variance, lower_bound=lower, gap=gap, iterations=solver.evals,
-        converged=converged, query_weights=lam, cell_weights=mu,
+        solution=B, objective=max_variance, lower_bound=lower, gap=gap,
+        status="optimal" if converged else "max_iter", iterations=solver.evals,
+        query_weights=lam, cell_weights=mu,
     )
     if converged:
         _CACHE.put(key, result)

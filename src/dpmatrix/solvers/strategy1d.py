@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
@@ -50,6 +51,8 @@ from ..linalg.kron import is_identity
 from ..mechanisms.basis import attribute_basis
 from .lowdim_optimal import optimize_subworkload
 from .maxvar_strategy import optimize_maxvar_strategy
+from .result import SolverResult, relative_gap
+from .spectra import certified_sqrt_trace_gram
 
 __all__ = [
     "default_p",
@@ -147,16 +150,27 @@ def rp_attribute_cost(W, S) -> float:
     return b.beta * b.trace_in
 
 
-class PIdentityResult:
-    """Result of :func:`optimize_pidentity`: ``S`` (strategy), ``theta``, ``loss`` (HDMM loss)."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class PIdentityResult(SolverResult):
+    """Result of :func:`optimize_pidentity`.
 
-    __slots__ = ("S", "theta", "loss", "losses")
+    ``S`` (= ``solution``) is the strategy (unit L2 column norms), ``theta`` its ``Θ``, ``loss``
+    (= ``objective``) its loss ``tr[(SᵀS)⁻¹ W_cᵀW_c]`` and ``losses`` every restart's loss.  The
+    search is non-convex (``status="heuristic"``); ``lower_bound`` is the SVD bound
+    ``(Σσ(W_c))² / n`` (Li & Miklau §3.2: no strategy of L2 sensitivity 1 does better), computed
+    with a rounding allowance; ``iterations`` sums the L-BFGS-B iterations of all restarts.
+    """
 
-    def __init__(self, S, theta, loss, losses):
-        self.S, self.theta, self.loss, self.losses = S, theta, loss, losses
+    theta: np.ndarray = field(repr=False)
+    losses: tuple[float, ...]
 
-    def __repr__(self) -> str:  # pragma: no cover - cosmetic
-        return f"PIdentityResult(shape={self.S.shape}, loss={self.loss:.6g})"
+    @property
+    def S(self) -> np.ndarray:
+        return self.solution
+
+    @property
+    def loss(self) -> float:
+        return self.objective
 
 
 def optimize_pidentity(
@@ -193,6 +207,7 @@ def optimize_pidentity(
     Gs = G / scale  # keep the loss O(1) for L-BFGS-B's tolerances
     best = None
     losses = []
+    iterations = 0
     bounds = [(0.0, None)] * (p * n)
     for _ in range(restarts):
         x0 = rng.random(p * n)
@@ -207,10 +222,16 @@ def optimize_pidentity(
         )
         loss = float(res.fun) * scale
         losses.append(loss)
+        iterations += int(res.nit)
         if best is None or loss < best[0]:
             best = (loss, np.maximum(res.x, 0.0).reshape(p, n))
     loss, theta = best
-    return PIdentityResult(pidentity_strategy(theta), theta, loss, tuple(losses))
+    lower = min(certified_sqrt_trace_gram(G) ** 2 / n, loss)
+    return PIdentityResult(
+        solution=pidentity_strategy(theta), objective=loss, lower_bound=lower,
+        gap=relative_gap(loss, lower), status="heuristic", iterations=iterations, theta=theta,
+        losses=tuple(losses),
+    )
 
 
 @functools.lru_cache(maxsize=128)

@@ -65,18 +65,18 @@ def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     certified interior-point solver of :mod:`dpmatrix.solvers.maxvar_solver`."""
     with warnings.catch_warnings():  # judged here, not by the solver's own warning
         warnings.simplefilter("ignore", RuntimeWarning)
-        x, info = solve_min_cost(p, C, tol=1e-9)
+        res = solve_min_cost(p, C, tol=1e-9)
     # the target gap is 1e-9; a solve that stalls on rounding (degenerate problems, e.g. RP+
     # with max-variance-optimal strategies) is accepted when its certified gap is below 1e-6
-    if info["status"] != "optimal" and not info["rel_gap"] <= ACCEPT_GAP:
+    if res.status != "optimal" and not res.gap <= ACCEPT_GAP:
         xc = _min_cost_conic(p, C) if C.shape[0] * C.shape[1] <= CONIC_MAX else None
         if xc is not None:
             return xc
         raise PlanError(
             f"the max-variance solver stopped without reaching the optimum (relative duality gap "
-            f"{info['rel_gap']:.2e} after {info['iterations']} iterations)"
+            f"{res.gap:.2e} after {res.iterations} iterations)"
         )
-    return x
+    return res.solution
 
 
 # fallback for small problems on which the interior-point method stalls (degenerate RP+ problems
