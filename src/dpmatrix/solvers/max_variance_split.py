@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import BudgetError, PlanError
 
-__all__ = ["MaxVarianceSplit", "max_variance_split", "cube_root_lower_bound"]
+__all__ = ["MaxVarianceSplit", "cube_root_lower_bound", "max_variance_split"]
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,16 @@ against brute force (grids over the budget simplex), hand derivations, and expli
 import itertools
 
 import numpy as np
+import pure_oracle as po
 import pytest
 
-import pure_oracle as po
 from dpmatrix.domain import Domain
 from dpmatrix.errors import PlanError
 from dpmatrix.planners.pure import plan_pure
-from dpmatrix.solvers.max_variance_split import cube_root_lower_bound, max_variance_split
+from dpmatrix.solvers.max_variance_split import (
+    cube_root_lower_bound,
+    max_variance_split,
+)
 from dpmatrix.workload import Workload
 
 

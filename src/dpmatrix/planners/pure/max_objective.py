@@ -18,8 +18,8 @@ reports the GLS variances of those budgets, never larger than the direct ones (�
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
-from typing import Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ def direct_cell_coefficients(
 ) -> np.ndarray:
     """``c_Wg``: the per-cell variance of workload marginal ``W`` per unit ``1/ε_g²`` under the
     direct recovery of ``strategy`` (rows: ``sets``; columns: ``strategy.groups``)."""
-    cells = lambda a: float(prod(sizes[i] for i in a))  # noqa: E731
+    cells = lambda a: float(prod(sizes[i] for i in a))
     c = np.zeros((len(sets), len(strategy.groups)))
     index = {g.attrs: j for j, g in enumerate(strategy.groups)}
     for r, w in enumerate(sets):

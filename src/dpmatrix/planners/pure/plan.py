@@ -33,6 +33,7 @@ from ...workload import Workload
 from . import strategies as _strategies
 from .groups import StrategyGroup
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_many
+from .hierarchical import plan_hierarchical
 from .max_objective import max_variance_budgets
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
 from .subspaces import SubspaceGLS, downward_closure
@@ -388,9 +389,11 @@ def plan_pure(
         Plain marginals (identity query type on every attribute) with weights.
     epsilon : float
         Total pure-DP budget (finite, > 0).
-    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized"}
+    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical"}
         ``"auto"`` plans every strategy (optimal budgets, plus the uniform variants for the
-        comparison) and keeps the one with the smallest ``objective``.
+        comparison) and keeps the one with the smallest ``objective``. Workloads with
+        prefix/range/matrix query types go to ``"hierarchical"`` (:mod:`.hierarchical`, a
+        :class:`~.hierarchical.HierarchicalPlan`), the only strategy that answers them.
     budgeting : {"optimal", "uniform"}
         Cube-root rule (Corollary 3.3) or equal budgets per unit of sensitivity.
     objective : {"sum", "max"}
@@ -421,10 +424,15 @@ def plan_pure(
     if not isinstance(workload, Workload):
         raise PlanError(f"plan_pure needs a Workload, got {type(workload).__name__}")
     if not workload.is_plain:
-        raise PlanError(
-            "the pure-DP planner supports plain marginals (identity query type); prefix/range "
-            "query types need the hierarchical strategy, which is not available yet"
-        )
+        if strategy not in ("auto", "hierarchical"):
+            raise PlanError(
+                f"strategy {strategy!r} answers plain marginals only; prefix/range/matrix query "
+                "types need strategy='hierarchical' (or 'auto')"
+            )
+        return plan_hierarchical(workload, eps, variance_model=variance_model, budgeting=budgeting)
+    if strategy == "hierarchical":
+        raise PlanError("strategy='hierarchical' is for prefix/range/matrix query types; this "
+                        "workload has plain marginals only (use 'marginals' or 'auto')")
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if variance_model not in ("discrete", "continuous"):
