@@ -3,6 +3,7 @@
     PYTHONPATH=src python benchmarks/bench_pure_dp.py scale      # 30 attrs x 10, all <=3-way
     PYTHONPATH=src python benchmarks/bench_pure_dp.py sampler    # discrete Laplace draws/s
     PYTHONPATH=src python benchmarks/bench_pure_dp.py adult --runs 5
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py hierarchical   # prefix/range trees
     PYTHONPATH=src python benchmarks/bench_pure_dp.py hdmm --hdmm /path/to/hdmm/checkout
 
 ``hdmm`` runs HDMM's marginals optimizer (OPT_M: ``hdmm.templates.Marginals(approx=False)``, the
@@ -140,6 +141,35 @@ def bench_adult(runs: int, path: str) -> None:
         print(f"  auto picks: {p.strategy} ({p.budgeting})")
 
 
+def bench_hierarchical() -> None:
+    """Prefix / range workloads: the chosen tree vs plain cells vs a uniform binary tree."""
+    from dpmatrix.planners.pure.hierarchical import plan_hierarchical
+
+    print("hierarchical (pure DP, eps=1, continuous 2/eps^2 model): total variance of all queries")
+    print(f"  {'workload':<28s} {'cells':>12s} {'binary unif':>12s} {'binary opt':>12s} {'chosen':>12s}"
+          f" {'b':>4s} {'plan s':>7s}")
+    cases = []
+    for n in (16, 64):
+        for kind in ("prefix", "range"):
+            dom = Domain.from_sizes([n])
+            cases.append((f"1 attr n={n} {kind}", Workload(dom, [("a0",)], query_types={"a0": kind})))
+    dom = Domain.from_sizes([32, 9, 24])
+    cases.append(("32x9x24 2-way, prefix/range", Workload(dom, [("a0", "a1"), ("a1", "a2"), ("a0", "a2")],
+                                                          query_types={"a0": "prefix", "a2": "range"})))
+    for label, wl in cases:
+        cells = sum(float(np.trace(np.asarray(wl.query_matrix(a, k), float).T
+                                   @ np.asarray(wl.query_matrix(a, k), float)))
+                    for a, k in zip(wl.sets[0], wl.types(0))) if len(wl) == 1 else float("nan")
+        cells = 2 * cells  # plain cells at full budget: Σ_q |q| · 2/ε²
+        unif = plan_hierarchical(wl, 1.0, branching=2, budgeting="uniform", variance_model="continuous")
+        bopt = plan_hierarchical(wl, 1.0, branching=2, variance_model="continuous")
+        t0 = time.perf_counter()
+        best = plan_hierarchical(wl, 1.0, variance_model="continuous")
+        dt = time.perf_counter() - t0
+        print(f"  {label:<28s} {cells:12.4e} {unif.total_variance():12.4e} {bopt.total_variance():12.4e}"
+              f" {best.total_variance():12.4e} {best.trees[0][0].branching:4d} {dt:7.2f}", flush=True)
+
+
 def _import_hdmm(path: str | None):
     """HDMM's ``templates``, ``workload`` and ``error`` modules from a checkout, or None."""
     import importlib
@@ -218,6 +248,8 @@ def main() -> None:
         bench_sampler()
     if "adult" in a.what:
         bench_adult(a.runs, a.data)
+    if "hierarchical" in a.what:
+        bench_hierarchical()
     if "hdmm" in a.what:
         bench_hdmm(a.hdmm, a.hdmm_restarts, a.data)
 

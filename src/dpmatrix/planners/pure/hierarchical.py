@@ -149,6 +149,13 @@ def _optimize_shares(qtq: np.ndarray, levels) -> tuple[np.ndarray, float]:
     return best
 
 
+def _branchings(n: int) -> list[int]:
+    """Branchings tried by default: 2..16 and ``⌈n^{1/k}⌉`` (the smallest ``b`` of each depth)."""
+    out = set(range(2, min(n, 17)))
+    out |= {math.ceil(n ** (1 / k) - 1e-9) for k in range(1, max(2, n.bit_length()))}
+    return sorted(b for b in out if 2 <= b < n)
+
+
 def best_tree(q: np.ndarray, *, branchings: Sequence[int] | None = None,
               allow_identity: bool = True) -> AttributeTree:
     """The branching and level shares minimizing ``F`` for one attribute's query matrix ``q``.
@@ -169,7 +176,7 @@ def best_tree(q: np.ndarray, *, branchings: Sequence[int] | None = None,
     best = AttributeTree(n, 0, (1.0,), float(np.trace(qtq)) if allow_identity else math.inf)
     if n <= 1:
         return AttributeTree(n, 0, (1.0,), float(np.trace(qtq)))
-    for b in branchings or range(2, max(n, 3)):
+    for b in branchings or _branchings(n):
         levels = tree_levels(n, b)
         eta, v = _optimize_shares(qtq, levels)
         if v < best.factor * (1 - 1e-12):
