@@ -3,6 +3,16 @@
     PYTHONPATH=src python benchmarks/bench_pure_dp.py scale      # 30 attrs x 10, all <=3-way
     PYTHONPATH=src python benchmarks/bench_pure_dp.py sampler    # discrete Laplace draws/s
     PYTHONPATH=src python benchmarks/bench_pure_dp.py adult --runs 5
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py hierarchical   # prefix/range trees
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py hdmm --hdmm /path/to/hdmm/checkout
+
+``hdmm`` runs HDMM's marginals optimizer (OPT_M: ``hdmm.templates.Marginals(approx=False)``, the
+L1 / pure-DP parameterization, from the public dpcomp-org/hdmm code) side by side with
+``strategy="optimized"`` on the §5 Adult workloads and a synthetic scale ladder, and prints the
+total variance (continuous Laplace ``2/ε²`` model on both sides, ε = 1, HDMM's
+``error.expected_error``) and the planning-time ratio. HDMM is a yardstick, not a dependency: the
+checkout is found through ``--hdmm PATH`` or the ``HDMM_PATH`` environment variable (its ``src``
+folder is put on ``sys.path``); without it the benchmark prints "HDMM not installed".
 
 ``adult`` reproduces §5 (Figure 4) on the shipped Adult file: the paper's 8 attributes (named
 ``education-num`` and ``income>50K`` in adult-domain.json; sizes 9, 16, 7, 15, 6, 5, 2, 2 as in the
@@ -131,11 +141,106 @@ def bench_adult(runs: int, path: str) -> None:
         print(f"  auto picks: {p.strategy} ({p.budgeting})")
 
 
+def bench_hierarchical() -> None:
+    """Prefix / range workloads: the chosen tree vs plain cells vs a uniform binary tree."""
+    from dpmatrix.planners.pure.hierarchical import plan_hierarchical
+
+    print("hierarchical (pure DP, eps=1, continuous 2/eps^2 model): total variance of all queries")
+    print(f"  {'workload':<28s} {'cells':>12s} {'binary unif':>12s} {'binary opt':>12s} {'chosen':>12s}"
+          f" {'b':>4s} {'plan s':>7s}")
+    cases = []
+    for n in (16, 64):
+        for kind in ("prefix", "range"):
+            dom = Domain.from_sizes([n])
+            cases.append((f"1 attr n={n} {kind}", Workload(dom, [("a0",)], query_types={"a0": kind})))
+    dom = Domain.from_sizes([32, 9, 24])
+    cases.append(("32x9x24 2-way, prefix/range", Workload(dom, [("a0", "a1"), ("a1", "a2"), ("a0", "a2")],
+                                                          query_types={"a0": "prefix", "a2": "range"})))
+    for label, wl in cases:
+        cells = sum(float(np.trace(np.asarray(wl.query_matrix(a, k), float).T
+                                   @ np.asarray(wl.query_matrix(a, k), float)))
+                    for a, k in zip(wl.sets[0], wl.types(0))) if len(wl) == 1 else float("nan")
+        cells = 2 * cells  # plain cells at full budget: Σ_q |q| · 2/ε²
+        unif = plan_hierarchical(wl, 1.0, branching=2, budgeting="uniform", variance_model="continuous")
+        bopt = plan_hierarchical(wl, 1.0, branching=2, variance_model="continuous")
+        t0 = time.perf_counter()
+        best = plan_hierarchical(wl, 1.0, variance_model="continuous")
+        dt = time.perf_counter() - t0
+        print(f"  {label:<28s} {cells:12.4e} {unif.total_variance():12.4e} {bopt.total_variance():12.4e}"
+              f" {best.total_variance():12.4e} {best.trees[0][0].branching:4d} {dt:7.2f}", flush=True)
+
+
+def _import_hdmm(path: str | None):
+    """HDMM's ``templates``, ``workload`` and ``error`` modules from a checkout, or None."""
+    import importlib
+    import os
+    import sys
+
+    path = path or os.environ.get("HDMM_PATH")
+    if path:
+        src = os.path.join(path, "src")
+        sys.path.insert(0, src if os.path.isdir(src) else path)
+    try:
+        return tuple(importlib.import_module(f"hdmm.{m}") for m in ("templates", "workload", "error"))
+    except ImportError:
+        return None
+
+
+def _hdmm_workload(hw, dom: Domain, wl: Workload):
+    """The workload as HDMM's ``Marginals``: key bit ``d-1-i`` set iff attribute ``i`` is kept;
+    row weight ``√w`` so that HDMM's squared error ``Σ ||W_i x̂ - W_i x||²`` equals our
+    ``Σ_W w_W n_W Var(cell)``."""
+    d = len(dom)
+    vect = np.zeros(2**d)
+    for s, w in zip(wl.sets, wl.weights):
+        vect[sum(2 ** (d - 1 - i) for i in s)] = np.sqrt(w)
+    return hw.Marginals(tuple(dom.sizes), vect)
+
+
+def bench_hdmm(path: str | None, restarts: int, data: str) -> None:
+    mods = _import_hdmm(path)
+    if mods is None:
+        print("HDMM not installed (pass --hdmm PATH to a dpcomp-org/hdmm checkout or set HDMM_PATH)")
+        return
+    ht, hw, he = mods
+    full = Domain.from_json(data.replace("adult.csv", "adult-domain.json"))
+    adult = Domain({a: full.size(a) for a in ADULT8})
+    cases = [("Adult " + k, adult, wl) for k, wl in adult_workloads(adult).items()]
+    for d in (6, 10):
+        dom = Domain.from_sizes([10] * d)
+        cases.append((f"{d}x10 <=3-way", dom, Workload.marginals(dom, 3, upto=True)))
+    eps = 1.0
+    print(f"HDMM OPT_M (templates.Marginals, approx=False), best of {restarts} restarts, vs "
+          f"strategy='optimized'; total variance at eps={eps} (2/eps^2 model); time ratio = "
+          "HDMM (all restarts) / ours")
+    print(f"  {'workload':<18s} {'marg':>5s} {'ours':>12s} {'HDMM best':>12s} {'ours/HDMM':>9s}"
+          f" {'ours s':>7s} {'HDMM s':>8s} {'t HDMM/ours':>11s}")
+    for label, dom, wl in cases:
+        t0 = time.perf_counter()
+        p = plan_pure(wl, eps, strategy="optimized", variance_model="continuous")
+        ours = p.total_variance()
+        t_ours = time.perf_counter() - t0
+        W = _hdmm_workload(hw, dom, wl)
+        t0 = time.perf_counter()
+        best = np.inf
+        for seed in range(restarts):
+            tmpl = ht.Marginals(tuple(dom.sizes), approx=False, seed=seed)
+            tmpl.optimize(W)
+            best = min(best, he.expected_error(W, tmpl.strategy(), eps=eps))
+        t_h = time.perf_counter() - t0
+        print(f"  {label:<18s} {len(wl):5d} {ours:12.5e} {best:12.5e} {ours / best:9.4f}"
+              f" {t_ours:7.2f} {t_h:8.2f} {t_h / t_ours:11.1f}", flush=True)
+    print("  30x10 <=3-way: not run for HDMM - its marginals template has 2^30 parameters, a "
+          "3^30-entry sparse matrix and a Python loop over 2^30 keys per gradient")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", nargs="*", default=["scale", "sampler", "adult"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--data", default="/work/shared/data/adult.csv")
+    ap.add_argument("--hdmm", default=None, help="path to a dpcomp-org/hdmm checkout (or HDMM_PATH)")
+    ap.add_argument("--hdmm-restarts", type=int, default=10)
     a = ap.parse_args()
     if "scale" in a.what:
         bench_scale()
@@ -143,6 +248,10 @@ def main() -> None:
         bench_sampler()
     if "adult" in a.what:
         bench_adult(a.runs, a.data)
+    if "hierarchical" in a.what:
+        bench_hierarchical()
+    if "hdmm" in a.what:
+        bench_hdmm(a.hdmm, a.hdmm_restarts, a.data)
 
 
 if __name__ == "__main__":

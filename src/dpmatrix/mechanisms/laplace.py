@@ -158,6 +158,11 @@ def sample_discrete_laplace_many(budgets, sizes, rng=None) -> list[np.ndarray]:
     per-element ``s``: ``X`` with ``P(X = x) ∝ e^{-x/T}``, ``Y = ⌊X/s_g⌋``, random sign, negative
     zero rejected (per element; rejected elements are redrawn). Falls back to one call per group
     when ``T ≥ 2⁴⁸``. ``rng`` as in :func:`sample_discrete_laplace_eps`.
+
+    The candidates ``X`` do not depend on the element (only ``Y = ⌊X/s_g⌋`` does), so they are
+    drawn as one i.i.d. pool per pass (:func:`_magnitudes`) and handed to the pending elements in
+    order; an element whose ``(X, sign)`` is rejected takes the next fresh ``X`` — the same
+    per-element rejection sampler, without the per-element bookkeeping of rejected attempts.
     """
     eps = []
     for b in budgets:
@@ -176,25 +181,36 @@ def sample_discrete_laplace_many(budgets, sizes, rng=None) -> list[np.ndarray]:
     total = s_elem.size
     out = np.empty(total, dtype=np.int64)
     pending = np.arange(total)
+    rate = 0.6
     while pending.size:
-        m = pending.size
-        u = src.integers(big_t, m)
-        ok = src.bernoulli_exp(u, big_t)
-        idx = pending[ok]
-        u = u[ok]
-        v = np.zeros(idx.size, dtype=np.int64)
-        alive = np.arange(idx.size)
-        while alive.size:
-            alive = alive[src.bernoulli_exp_minus_one(alive.size)]
-            v[alive] += 1
-        y = (u + big_t * v) // s_elem[idx]
-        negative = src.random_bits(idx.size)
+        need = pending.size
+        m = min(1 << 20, int(need / rate * 1.05) + 16)
+        x = _magnitudes(src, big_t, m)
+        rate = max(0.02, x.size / m)
+        take = min(need, x.size)
+        idx = pending[:take]
+        y = x[:take] // s_elem[idx]
+        negative = src.random_bits(take)
         keep = ~(negative & (y == 0))
         out[idx[keep]] = np.where(negative, -y, y)[keep]
-        done = np.zeros(m, dtype=bool)
-        done[np.flatnonzero(ok)[keep]] = True
-        pending = pending[~done]
+        pending = np.concatenate([idx[~keep], pending[take:]])
     return np.split(out, np.cumsum(sizes)[:-1]) if sizes else []
+
+
+def _magnitudes(src: RandomSource, t: int, m: int) -> np.ndarray:
+    """The accepted ones of ``m`` attempts at ``X`` with ``P(X = x) ∝ e^{-x/t}`` (CKS Alg. 2 steps
+    1–3: ``U`` uniform on ``{0..t-1}`` kept w.p. ``e^{-U/t}``, ``V`` with ``P(V ≥ v) = e^{-v}``,
+    ``X = U + tV``); ``t < 2⁴⁸``, exact int64 (Python integers if ``tV`` could overflow)."""
+    u = src.integers(t, m)
+    u = u[src.bernoulli_exp(u, t)]
+    v = np.zeros(u.shape[0], dtype=np.int64)
+    alive = np.arange(u.shape[0])
+    while alive.size:
+        alive = alive[src.bernoulli_exp_minus_one(alive.size)]
+        v[alive] += 1
+    if v.size and int(v.max()) >= (1 << 62) // t:
+        return (u.astype(object) + t * v.astype(object)).astype(np.int64)
+    return u + t * v
 
 
 def _candidates(src: RandomSource, s: int, t: int, m: int) -> np.ndarray:

@@ -169,6 +169,13 @@ def _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss
     unknown = sorted(set(options) - {"strategy", "budgeting", "variance_model", "max_identity_cells"})
     if unknown:
         raise PlanError(f"unknown options for the pure epsilon-DP planner: {unknown}")
+    if not workload.is_plain:
+        raise PlanError(
+            "prefix/range query types under pure epsilon-DP: the hierarchical (tree) strategy "
+            "exists as dpmatrix.plan_pure(workload, epsilon, strategy='hierarchical') for accuracy "
+            "before data, but is not yet measurable through dm.measure or writable as a release; "
+            "plan plain marginals, or use delta > 0"
+        )
     return plan_pure(workload, eps, objective=objectives[objective], **options)
 
 

@@ -141,7 +141,8 @@ def test_bad_options(wl):
         plan_pure(wl, 1.0, strategy="identity", max_identity_cells=4)
     with pytest.raises(PlanError, match="prefix/range"):
         dom = Domain.from_sizes(SIZES)
-        plan_pure(Workload(dom, [("a0",)], query_types={"a0": "prefix"}), 1.0)
+        plan_pure(Workload(dom, [("a0",)], query_types={"a0": "prefix"}), 1.0,
+                  strategy="marginals")  # prefix needs "hierarchical" (test_pure_hierarchical)
     p = plan_pure(wl, 1.0, strategy="marginals")
     with pytest.raises(DataError):
         p.measure(np.array([[0, 5, 0]]))

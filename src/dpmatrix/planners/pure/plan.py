@@ -38,8 +38,10 @@ from ...workload import Workload
 from ..base import PlanBase
 from . import strategies as _strategies
 from .groups import StrategyGroup
-from .optimize import optimize_marginal_budgets
-from .subspaces import SubspaceGLS, downward_closure
+from .hierarchical import plan_hierarchical
+from .max_objective import max_variance_budgets
+from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
+from .subspaces import SubspaceGLS
 
 __all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT"]
 
@@ -453,14 +455,14 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objecti
             raise PlanError("strategy='optimized' chooses its own budgets; drop budgeting='uniform'")
         live = [(s, x) for s, x in zip(sets, w) if x > 0]
         lsets, lw = [s for s, _ in live], np.array([x for _, x in live])
-        # candidates: the workload's downward closure plus the greedy clustering's centroids
-        # (unions of workload marginals), so that the search space contains Q⁺ and C⁺
+        # candidates: every subset of the workload's attributes (few attributes) or its downward
+        # closure, plus the greedy clustering's centroids, so that the search contains Q⁺ and C⁺
         fixed = [_strategies.marginals(sizes, lsets, lw)]
         try:
             fixed.append(_strategies.clustering(sizes, lsets, lw))
         except PlanError:  # too many marginals for the cubic greedy: closure only
             pass
-        cands = downward_closure(lsets)
+        cands = candidate_marginals(lsets)
         extra = sorted({g.attrs for st in fixed for g in st.groups} - set(cands), key=lambda t: (len(t), t))
         cands = tuple(cands) + tuple(extra)
         pos = {c: i for i, c in enumerate(cands)}
@@ -471,7 +473,8 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objecti
                 start[pos[g.attrs]] = e
             starts.append(start)
         res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=starts,
-                                        objective=objective)
+                                        objective=objective,
+                                        random_starts=random_starts_for(len(cands)))
         keep = res.eta > 1e-6 * res.eta.max()
         groups = [StrategyGroup(c, tuple(sizes[i] for i in c)) for c in cands]
         plan = _make(workload, eps, name, "optimized",
@@ -480,7 +483,9 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objecti
             plan = _make(workload, eps, name, "optimized", groups, res.eta, model)
         return plan
     st = _fixed(name, sizes, sets, w, max_identity_cells)
-    if budgeting == "optimal":
+    if budgeting == "optimal" and objective == "max":
+        split = max_variance_budgets(st, sizes, [s for s, x in zip(sets, w) if x > 0], eps)
+    elif budgeting == "optimal":
         split = cube_root_split(2 * st.direct_weight, st.sensitivity, eps)
     elif budgeting == "uniform":
         split = uniform_split(2 * st.direct_weight, st.sensitivity, eps)
@@ -507,14 +512,17 @@ def plan_pure(
         Plain marginals (identity query type on every attribute) with weights.
     epsilon : float
         Total pure-DP budget (finite, > 0).
-    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized"}
+    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical"}
         ``"auto"`` plans every strategy (optimal budgets, plus the uniform variants for the
-        comparison) and keeps the one with the smallest ``objective``.
+        comparison) and keeps the one with the smallest ``objective``. Workloads with
+        prefix/range/matrix query types go to ``"hierarchical"`` (:mod:`.hierarchical`, a
+        :class:`~.hierarchical.HierarchicalPlan`), the only strategy that answers them.
     budgeting : {"optimal", "uniform"}
         Cube-root rule (Corollary 3.3) or equal budgets per unit of sensitivity.
     objective : {"sum", "max"}
-        ``auto``'s criterion: weighted total variance or largest cell variance; also what
-        ``strategy="optimized"`` minimizes (fixed strategies always use the paper's sum rule).
+        ``auto``'s criterion: weighted total variance or largest cell variance, and what the
+        optimal budgets minimize (fixed strategies: cube-root rule for "sum", the certified
+        convex min-max split of :mod:`.max_objective` for "max"; ``optimized``: its own search).
     variance_model : {"discrete", "continuous"}
         Variances reported with the exact discrete Laplace (default) or the paper's ``2/ε²``.
     max_identity_cells : int
@@ -539,11 +547,15 @@ def plan_pure(
     if not isinstance(workload, Workload):
         raise PlanError(f"plan_pure needs a Workload, got {type(workload).__name__}")
     if not workload.is_plain:
-        raise PlanError(
-            "the pure-DP planner supports plain marginals (identity query type); prefix/range "
-            "query types (ResidualPlanner+'s real-valued strategies, Gaussian noise only) need the "
-            "hierarchical strategy, which is not available yet: plan them with delta > 0"
-        )
+        if strategy not in ("auto", "hierarchical"):
+            raise PlanError(
+                f"strategy {strategy!r} answers plain marginals only; prefix/range/matrix query "
+                "types need strategy='hierarchical' (or 'auto')"
+            )
+        return plan_hierarchical(workload, eps, variance_model=variance_model, budgeting=budgeting)
+    if strategy == "hierarchical":
+        raise PlanError("strategy='hierarchical' is for prefix/range/matrix query types; this "
+                        "workload has plain marginals only (use 'marginals' or 'auto')")
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if variance_model not in ("discrete", "continuous"):
