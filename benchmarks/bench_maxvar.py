@@ -27,7 +27,8 @@ import tracemalloc
 
 import numpy as np
 
-from dpmatrix.plan.maxvar_solver import build_marginal_maxvar_problem, solve_max_variance
+from dpmatrix.planners.residual.maxvar_problem import build_marginal_maxvar_problem
+from dpmatrix.solvers.maxvar_solver import solve_max_variance
 
 # table 22 of the paper: d -> (ResPlan time in s, ResPlan max variance)
 TABLE22 = {

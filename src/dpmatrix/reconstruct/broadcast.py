@@ -47,6 +47,8 @@ __all__ = ["MarginalBlock", "plain_batches", "plain_estimate", "plain_variance"]
 
 # cells of workload marginals reconstructed together (about 8 MB of estimates)
 BATCH_CELLS = 1 << 20
+# cells combined at once inside a block (about 0.5 MB of table: the pieces stay in cache)
+CHUNK_CELLS = 1 << 16
 # expanded lower-order residuals kept for sharing, in floats (about 400 MB)
 CACHE_FLOATS = 50_000_000
 
@@ -123,11 +125,30 @@ class _Expanded:
         return self.bufs[shape][0][slot[ci]]
 
 
-def _faces(omega: np.ndarray, lower: dict, shape: tuple[int, ...]) -> list[np.ndarray]:
+def _face_of(cols: tuple[int, ...], k: int) -> int:
+    """The face a term spanning the axes ``cols`` goes to: the first axis it does not span."""
+    return next(c for c in range(k) if c not in cols)
+
+
+def _lower_faces(lower: dict, shape: tuple[int, ...], m: int) -> list[np.ndarray]:
+    """``F_j``'s lower-order part, ``Σ r_A / Π_{M∖A} n`` over the subsets ``A`` sent to face
+    ``j`` (those holding the axes before ``j`` and not ``j``: it depends on ``M∖{j}`` only, so
+    it is computed once per distinct face and shared by every marginal that has it)."""
+    k = len(shape)
+    full = tuple(range(k))
+    faces = [np.zeros((m,) + tuple(1 if c == j else shape[c] for c in full)) for j in range(k)]
+    for cols, r_a in lower.items():
+        expand = (m,) + tuple(shape[c] if c in cols else 1 for c in full)
+        scale = float(math.prod(shape[c] for c in full if c not in cols))
+        faces[_face_of(cols, k)] += r_a.reshape(expand) / scale
+    return faces
+
+
+def _faces(omega: np.ndarray, faces: list[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
     """The ``k`` faces of a batch (see the module docstring): ``omega`` is ``(m,) + (n−1,…)``,
-    ``lower[cols]`` the stacked ``r_A`` of the subsets at positions ``cols`` (``(m,) + n_A``)."""
-    m, k = omega.shape[0], len(shape)
-    faces = [np.zeros((m,) + tuple(1 if c == j else shape[c] for c in range(k))) for j in range(k)]
+    ``faces`` their lower-order parts (:func:`_lower_faces`, fresh arrays: updated in place)
+    to which the sums of ``ω`` over the axes are added."""
+    k = len(shape)
     full = tuple(range(k))
     # sums of ω over every nonempty set T of axes (keepdims), from smaller ones
     sums: dict[tuple[int, ...], np.ndarray] = {(): omega}
@@ -138,15 +159,9 @@ def _faces(omega: np.ndarray, lower: dict, shape: tuple[int, ...]) -> list[np.nd
         if not T:
             continue
         support = tuple(c for c in full if c not in T)
-        j = T[0]  # the first axis the term does not span
         coef = (-1.0) ** (k + len(T)) / float(math.prod(shape[c] for c in T))
-        view = faces[j][(slice(None),) + tuple(slice(1, None) if c in support else slice(None) for c in full)]
+        view = faces[T[0]][(slice(None),) + tuple(slice(1, None) if c in support else slice(None) for c in full)]
         view += coef * s  # padded ω: the support axes' leading entry stays untouched (zero)
-    for cols, r_a in lower.items():
-        j = next(c for c in full if c not in cols)
-        expand = (m,) + tuple(shape[c] if c in cols else 1 for c in full)
-        scale = float(math.prod(shape[c] for c in full if c not in cols))
-        faces[j] += r_a.reshape(expand) / scale
     return faces
 
 
@@ -163,12 +178,14 @@ def _axis_sum(x: np.ndarray, axis: int) -> np.ndarray:
     return np.expand_dims(np.einsum(f"{sub}->{sub.replace(sub[axis], '')}", x), axis)
 
 
-def _assemble(omega: np.ndarray, faces: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-    """``F_1 ⊕ … ⊕ F_k + (−1)^k P``: the tables of a batch, ``(m,) + shape``."""
+def _assemble(omega: np.ndarray, faces: list[np.ndarray], shape: tuple[int, ...], out=None) -> np.ndarray:
+    """``F_1 ⊕ … ⊕ F_k + (−1)^k P``: the tables of a batch, ``(m,) + shape`` (into ``out``)."""
     m, k = omega.shape[0], len(shape)
+    if out is None:
+        out = np.empty((m,) + shape)
     if k == 0:
-        return omega.reshape(m).astype(float, copy=True)
-    out = np.empty((m,) + shape)
+        out[...] = omega.reshape(m)
+        return out
     if k == 1:
         out[...] = faces[0]
     else:
@@ -243,10 +260,24 @@ def _block(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded):
         rows = rows[ok]
         idx = {cols: v[ok] for cols, v in idx.items()}
     top = tuple(range(k))
-    omega = meas._noisy_stack(idx[top], closure.sets)
-    lower = {cols: expanded.gather(idx[cols], tuple(int(a) for a in rows[0, list(cols)]))
-             for cols in order[:-1]}  # fmt: skip
-    est = _assemble(omega, _faces(omega, lower, shape), shape)
+    m = len(rows)
+    # the lower-order part of each face, once per distinct face (shared by the marginals)
+    shared = []
+    for j in range(k):
+        rest = tuple(c for c in top if c != j)
+        _, first, inv = np.unique(idx[rest], return_index=True, return_inverse=True)
+        lower = {cols: expanded.gather(idx[cols][first], tuple(int(a) for a in rows[0, list(cols)]))
+                 for cols in order[:-1] if _face_of(cols, k) == j}  # fmt: skip
+        shared.append((_lower_faces(lower, shape, len(first))[j], np.asarray(inv).reshape(-1)))
+    est = np.empty((m,) + shape)
+    # the arithmetic runs on chunks that stay in the processor's cache (the pieces of a chunk
+    # are read, combined and written once); the block's bookkeeping is done once per block
+    step = max(1, CHUNK_CELLS // max(1, math.prod(shape)))
+    for a in range(0, m, step):
+        b = min(m, a + step)
+        omega = meas._noisy_stack(idx[top][a:b], closure.sets)
+        faces = [q[inv[a:b]] for q, inv in shared]
+        _assemble(omega, _faces(omega, faces, shape), shape, out=est[a:b])
     return ok, est, _variances(plan, rows, idx, shape)
 
 
@@ -327,4 +358,4 @@ def plain_estimate(meas, key: tuple[int, ...]) -> np.ndarray:
         meas.residual(key)  # raises the NotMeasuredError that says what to do
     omega = np.asarray(meas.noisy[key], dtype=float)[None]
     lower = {cols: meas.residual(tuple(key[c] for c in cols))[None] for cols in _subset_order(k)[:-1]}
-    return _assemble(omega, _faces(omega, lower, shape), shape)[0]
+    return _assemble(omega, _faces(omega, _lower_faces(lower, shape, 1), shape), shape)[0]
