@@ -242,6 +242,14 @@ def _subset_order(k: int) -> list[tuple[int, ...]]:
     return [cols for r in range(k + 1) for cols in itertools.combinations(range(k), r)]
 
 
+def _omega(meas, positions: np.ndarray, sets) -> np.ndarray:
+    """Stacked noisy vectors of the closure members at ``positions`` (read only here: a single
+    in-memory vector is used as it is, without the copy a stack would make)."""
+    if len(positions) == 1 and getattr(meas.noisy, "stack", None) is None:
+        return np.asarray(meas.noisy[sets[int(positions[0])]], dtype=float)[None]
+    return meas._noisy_stack(positions, sets)
+
+
 def _block(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded):
     """Estimates and variances of the marginals ``rows`` (one shape): ``(answerable, est, var)``."""
     plan = meas.plan
@@ -275,7 +283,7 @@ def _block(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded):
     step = max(1, CHUNK_CELLS // max(1, math.prod(shape)))
     for a in range(0, m, step):
         b = min(m, a + step)
-        omega = meas._noisy_stack(idx[top][a:b], closure.sets)
+        omega = _omega(meas, idx[top][a:b], closure.sets)
         faces = [q[inv[a:b]] for q, inv in shared]
         _assemble(omega, _faces(omega, faces, shape), shape, out=est[a:b])
     return ok, est, _variances(plan, rows, idx, shape)
