@@ -17,7 +17,6 @@ whose diagonal gives the per-cell variances without any matrix inversion.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ..errors import NotMeasuredError, WorkloadError
 from ..linalg.kron import kron_apply
 from ..mechanisms.residual import apply_pinv
 from ..workload import AttrSet
+from .broadcast import plain_batches, plain_estimate, plain_variance
 from .store import open_store
 
 __all__ = ["Measurements", "QueryAnswer", "marginal_frame", "query_labels"]
@@ -137,6 +137,8 @@ class Measurements:
         """``Σ_{A⊆M} r_A ⊗_{j∈M∖A} a_j`` (Algorithm 2/6's ``q``; ``/ Π n_j`` for Algorithm 4).
         These are the cells when every strategy spans its attribute; otherwise only
         ``(⊗ W_i) q`` is meaningful (Algorithm 6)."""
+        if getattr(self.plan, "is_plain", False):  # Algorithm 4: the broadcast sums of the streamed path, same bits
+            return plain_estimate(self, key)
         sizes = self.plan.domain.sizes
         bases = self.plan.bases
         shape = tuple(sizes[a] for a in key)
@@ -159,6 +161,8 @@ class Measurements:
         """Exact per-cell variances of :meth:`estimate` (data-independent)."""
         if self._estimator is not None:
             return self._estimator.variance(self._key(attrs))
+        if getattr(self.plan, "is_plain", False):  # Algorithm 4's closed form, as streamed
+            return plain_variance(self.plan, self._key(attrs))
         return self.plan.variance(attrs)
 
     def covariance(self, attrs: Iterable[str | int] | str, max_cells: int = 20_000) -> np.ndarray:
@@ -365,20 +369,9 @@ class Measurements:
             bar.close()
 
     def _iter_plain(self, level: float, z: float, bar) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
-        """Batched reconstruction of every marginal of a plain workload (see iter_marginals)."""
-        plan = self.plan
-        wk = plan.workload
-        dom = plan.domain
-        closure = plan.closure
-        measured = plan.measured
-        sizes = np.asarray(dom.sizes, dtype=np.int64)
-        n = len(wk)
-        arity = np.empty(n, dtype=np.int64)
-        row_of = np.empty(n, dtype=np.int64)
-        groups = wk._groups
-        for k, (pos, _) in groups.items():
-            arity[pos] = k
-            row_of[pos] = np.arange(len(pos))
+        """Batched reconstruction of every marginal of a plain workload by broadcast sums of
+        shared pieces (:mod:`dpmatrix.reconstruct.broadcast`); tables in workload order."""
+        dom = self.plan.domain
         names_arr = np.asarray(dom.names, dtype=object)
         # attributes shown by label (value labels, or intervals of numeric bins): those tables
         # go through marginal_frame; plain codes take the two-block fast path
@@ -386,49 +379,30 @@ class Measurements:
             [a.labels is not None or getattr(a, "bins", None) is not None for a in dom.attributes],
             dtype=bool,
         )
-        cache = _ResidualCache()  # lower-order residuals by closure position (bounded)
-        cum = np.cumsum(wk.cells)
-        start = 0
-        while start < n:
-            # a batch: consecutive workload marginals holding about _BATCH_CELLS cells
-            stop = int(np.searchsorted(cum, (cum[start - 1] if start else 0) + _BATCH_CELLS, "right"))
-            stop = min(max(stop, start + 1), n)
-            batch = np.arange(start, stop)
-            start = stop
-            # group the batch by (arity, shape); the order of yield stays the workload order
+        done = 0
+        for blocks in plain_batches(self, max_cells=_BATCH_CELLS, cache_floats=_CACHE_FLOATS):
             where: dict[int, tuple[int, int]] = {}
             built: list[tuple] = []
-            for k in np.unique(arity[batch]).tolist():
-                members = batch[arity[batch] == k]
-                rows = groups[k][1][row_of[members]]
-                shapes = sizes[rows] if k else np.zeros((len(members), 0), dtype=np.int64)
-                uniq, inv = np.unique(shapes, axis=0, return_inverse=True)
-                inv = np.asarray(inv).reshape(-1)
-                for u in range(len(uniq)):
-                    sel = np.flatnonzero(inv == u)
-                    shape = tuple(int(v) for v in uniq[u])
-                    g = self._plain_group(rows[sel], shape, closure, measured, cache, z)
-                    if g is None:
-                        continue
-                    ok, F = g
-                    grp_rows = rows[sel]
-                    gid = len(built)
-                    names = names_arr[grp_rows]
-                    # one column Index for the group, sliced per table (cheap views)
-                    flat = np.concatenate(
-                        [names, np.broadcast_to(np.asarray(_STATS, dtype=object), (len(names), 5))], axis=1
-                    )
-                    columns = pd.Index(flat.reshape(-1).tolist())
-                    built.append((grp_rows, shape, F, names, bool(labelled[grp_rows].any()), columns))
-                    for j, (pos, good) in enumerate(zip(members[sel].tolist(), ok.tolist())):
-                        if good:
-                            where[pos] = (gid, j)
-            for pos in batch.tolist():
-                bar.update(1)
-                hit = where.pop(pos, None)
-                if hit is None:
-                    continue  # zero-weight marginal whose residuals were not measured
-                gid, j = hit
+            for gid, blk in enumerate(blocks):
+                m, cells = len(blk.positions), math.prod(blk.shape)
+                F = np.empty((m, 5, cells))
+                F[:, 0] = blk.estimate.reshape(m, cells)
+                F[:, 1] = blk.variance.reshape(m, -1)
+                np.sqrt(F[:, 1], out=F[:, 2])
+                F[:, 3] = F[:, 0] - z * F[:, 2]
+                F[:, 4] = F[:, 0] + z * F[:, 2]
+                names = names_arr[blk.attrs]
+                # one column Index for the block, sliced per table (cheap views)
+                flat = np.concatenate(
+                    [names, np.broadcast_to(np.asarray(_STATS, dtype=object), (m, 5))], axis=1
+                )
+                columns = pd.Index(flat.reshape(-1).tolist())
+                built.append((blk.attrs, blk.shape, F, names, bool(labelled[blk.attrs].any()), columns))
+                for j, pos in enumerate(blk.positions.tolist()):
+                    where[pos] = (gid, j)
+            last = max(where) + 1 if where else done
+            for pos in sorted(where):
+                gid, j = where[pos]
                 grp_rows, shape, F, names, has_labels, columns = built[gid]
                 key = tuple(grp_rows[j].tolist())
                 nm = tuple(names[j])
@@ -437,77 +411,13 @@ class Measurements:
                 else:
                     w = len(nm) + 5
                     df = _plain_frame(nm, shape, F[j], level, columns[j * w : (j + 1) * w], own=len(F) == 1)
+                bar.update(pos + 1 - done)
+                done = pos + 1
                 yield nm, df
+            bar.update(max(last - done, 0))
+            done = max(done, last)
             built.clear()
-
-    def _plain_group(self, rows, shape, closure, measured, cache, z):
-        """Estimates and variances of the marginals ``rows`` (all of shape ``shape``, identity
-        bases): ``(answerable mask, F)`` with ``F[i] = [estimate, variance, std, lower, upper]``
-        flattened (C order), computed in the order of :meth:`estimate` and
-        :meth:`~dpmatrix.planners.residual.Plan.variance` so that the values are theirs."""
-        plan = self.plan
-        g, k = rows.shape
-        order = [cols for r in range(k + 1) for cols in itertools.combinations(range(k), r)]
-        idx = {cols: closure.indices(rows[:, cols]) if cols else np.full(g, closure.index(()))
-               for cols in order}
-        ok = np.ones(g, dtype=bool)
-        for cols in order:
-            ok &= idx[cols] >= 0
-            ok[ok] &= measured[idx[cols][ok]]
-        if not ok.any():
-            return None
-        full_rows = rows
-        if not ok.all():
-            rows = rows[ok]
-            idx = {cols: v[ok] for cols, v in idx.items()}
-        m = len(rows)
-        cells = math.prod(shape)
-        F = np.empty((m, 5, cells))
-        est = F[:, 0].reshape((m,) + shape)  # views: accumulated in place
-        var = F[:, 1].reshape((m,) + shape)
-        est[...] = 0.0
-        var[...] = 0.0
-        sets = closure.sets
-        bases = [plan.cell_basis(int(a)) for a in rows[0]] if k else []
-        for cols in order:
-            ci = idx[cols]
-            res = self._residual_batch(ci, cols, rows, sets, cache, cacheable=len(cols) < k)
-            dropped = [shape[c] for c in range(k) if c not in cols]
-            scale = float(np.prod(dropped)) if dropped else 1.0
-            expand = tuple(shape[c] if c in cols else 1 for c in range(k))
-            if scale != 1.0:
-                res = res / scale
-            est += res.reshape((m,) + expand)
-            term = plan.sigma2[ci].reshape((m,) + (1,) * k)
-            for c in range(k):
-                f = bases[c].diag_in if c in cols else bases[c].diag_out
-                term = term * f.reshape(tuple(-1 if e == c else 1 for e in range(k)))
-            var += term
-        np.sqrt(F[:, 1], out=F[:, 2])
-        F[:, 3] = F[:, 0] - z * F[:, 2]
-        F[:, 4] = F[:, 0] + z * F[:, 2]
-        if len(rows) != len(full_rows):
-            full = np.empty((len(full_rows), 5, cells))
-            full[ok] = F
-            F = full
-        return ok, F
-
-    def _residual_batch(self, ci, cols, rows, sets, cache, cacheable):
-        """Stacked residuals ``r_A`` of the closure members ``ci`` (all of one shape)."""
-        plan = self.plan
-        attrs = [int(a) for a in rows[0, list(cols)]] if cols else []
-        bases = tuple(plan.bases[a] for a in attrs)
-        if not cacheable:
-            return apply_pinv(bases, self._noisy_stack(ci, sets))
-        uniq, inv = np.unique(ci, return_inverse=True)
-        have = {u: cache.get(u) for u in uniq.tolist()}  # kept locally: a put may empty the cache
-        missing = [u for u, r in have.items() if r is None]
-        if missing:
-            got = apply_pinv(bases, self._noisy_stack(np.asarray(missing, dtype=np.int64), sets))
-            for u, r in zip(missing, got):
-                have[u] = r
-                cache.put(u, r)
-        return np.stack([have[u] for u in uniq.tolist()])[np.asarray(inv).reshape(-1)]
+        bar.update(max(len(self.plan.workload) - done, 0))
 
     def _noisy_stack(self, positions: np.ndarray, sets) -> np.ndarray:
         """Noisy vectors of the closure members at ``positions`` (one shape), stacked."""
