@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class LatticeQuery:
         """Every factor is an integer matrix: ``C x`` is an integer, no rounding needed."""
         return all(e == 0 for e in self.exps)
 
-    @property
+    @cached_property
     def sensitivity_squared(self) -> Fraction:
         """``Δ₂² = max_c ‖C e_c‖² = Π_i max_c ‖C_i e_c‖²`` exactly (the largest diagonal of
         ``CᵀC`` is the product of the factors' largest diagonals)."""
@@ -150,7 +151,7 @@ class LatticeQuery:
             out *= Fraction(max(cols, default=0), 1 << (2 * e))
         return out
 
-    @property
+    @cached_property
     def max_support(self) -> int:
         """``m = max_c nnz(C e_c) = Π_i max_c nnz(C_i e_c)``: outputs one record can change."""
         return math.prod(int(np.max(np.count_nonzero(f, axis=0), initial=0)) for f in self.factors)

@@ -98,7 +98,7 @@ class LinearMechanism:
         pre: Callable[[np.ndarray], np.ndarray] | None = None,
         post: Callable[[np.ndarray], np.ndarray] | None = None,
         tol: float = DEFAULT_LATTICE_TOL,
-    ) -> "LinearMechanism":
+    ) -> LinearMechanism:
         """The lattice mechanism ``ω = post(γ(round(C pre(x_A)/γ) + z))``, ``z ~ N_Z(0, σ̄²/γ²)``:
         the real-valued ``ω = post(C pre(x_A) + N(0, σ̄² I))`` run with exact integer noise
         (:mod:`dpmatrix.mechanisms.lattice`; its cost is ``lattice.rho``).

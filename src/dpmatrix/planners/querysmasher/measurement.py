@@ -41,12 +41,12 @@ import numpy as np
 
 from ...errors import PlanError, WorkloadError
 from ...linalg.kron import kron_apply
+from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
+from ...measure.secure import _rescored, _sigma_bar
 from ...mechanisms.basis import identity_basis
 from ...mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
 from ...mechanisms.linear import LinearMechanism
 from ...mechanisms.residual import ResidualMechanism
-from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
-from ...measure.secure import _rescored, _sigma_bar
 from ...reconstruct.estimator import EntryAnswer, Estimator
 from ...reconstruct.measurements import query_labels
 
