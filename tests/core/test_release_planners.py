@@ -74,6 +74,23 @@ def test_querysmasher_discrete_release_round_trip(tmp_path):
                                atol=1e-9)
 
 
+@pytest.mark.parametrize("planner", ["querysmasher", "wff"])
+def test_querysmasher_default_noise_release_round_trip(tmp_path, planner):
+    """Default noise on real-valued spaces is the lattice sampler (re-scored plan, ρ ≤ planned);
+    the release stores those σ² and answers from disk as in memory."""
+    plan = dm.plan(_qs_workload(), pcost=1.0, planner=planner)
+    meas = plan.measure(DATA)
+    assert (meas.noise, meas.randomness) == ("lattice_gaussian", "os_csprng")
+    assert meas.plan.rho <= plan.rho * (1 + 1e-9) and meas.plan.rho == pytest.approx(0.5, rel=3e-4)
+    rel = dm.load_release(dm.write_release(meas, tmp_path / "rel"))
+    assert rel.plan.pcost == pytest.approx(meas.plan.pcost, rel=1e-12)
+    assert {S: r.sigma2 for S, r in rel.plan.residuals.items()} == {
+        S: r.sigma2 for S, r in meas.plan.residuals.items()}
+    for i in range(len(plan.workload.groups)):
+        np.testing.assert_allclose(rel.measurements.workload_answer(i)["estimate"],
+                                   meas.workload_answer(i)["estimate"], rtol=0, atol=1e-9)
+
+
 def test_querysmasher_plan_from_dict_refuses_other_scales():
     plan = dm.plan(_qs_workload(), pcost=1.0, planner="querysmasher")
     spec = json.loads(json.dumps(plan.to_dict(), default=float))

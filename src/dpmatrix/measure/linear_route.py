@@ -8,8 +8,9 @@ map, draws the noise and returns :class:`~dpmatrix.reconstruct.measurements.Meas
 
 Randomness: Gaussian draws come from the explicit ``numpy.random.Generator`` (a fresh OS-seeded
 one when ``rng=None``), in the order of the plan's mechanisms; exact discrete draws (discrete
-Gaussian, discrete Laplace) come from the OS CSPRNG unless a generator is passed, which makes them
-reproducible and NOT private (warned, and recorded as ``"seeded_insecure"``).
+Gaussian, discrete Laplace, and the lattice family's discrete Gaussian on its snapped integers)
+come from the OS CSPRNG unless a generator is passed, which makes them reproducible and NOT
+private (warned, and recorded as ``"seeded_insecure"``).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def measure_linear(plan, data, *, rng=None, noise: str = "gaussian", rel_var_tol
         if not isinstance(m, LinearMechanism):
             raise PlanError(f"plan.mechanisms() must give LinearMechanism, got {type(m).__name__}")
     families = {m.family for m in mechs}
-    discrete = families & {"discrete_gaussian", "discrete_laplace"}
+    discrete = families & {"discrete_gaussian", "discrete_laplace", "lattice_gaussian"}
     randomness = discrete_randomness(rng) if discrete else "numpy_generator"
     gen = rng
     if "gaussian" in families and gen is None:
@@ -85,9 +86,14 @@ def measure_linear(plan, data, *, rng=None, noise: str = "gaussian", rel_var_tol
             if m.noise_map is not None:
                 z = m.noise_map(z)
             out = signal[j] + z
-        elif m.family == "discrete_gaussian":
+        elif m.family in ("discrete_gaussian", "lattice_gaussian"):
             z = sample_discrete_gaussian(m.scale, math.prod(m.noise_shape), rng)
-            out = signal[j] + np.asarray(z, dtype=np.int64).reshape(m.noise_shape).reshape(signal[j].shape)
+            z = np.asarray(z, dtype=np.int64).reshape(m.noise_shape).reshape(signal[j].shape)
+            k = signal[j]
+            if k.dtype == object or np.max(np.abs(k), initial=0) >= 2**62:
+                out = k.astype(object) + z.astype(object)  # exact beyond int64
+            else:
+                out = k + z
         else:
             out = signal[j] + np.asarray(noise_of[j], dtype=np.int64).reshape(signal[j].shape)
         if m.post is not None:

@@ -23,7 +23,7 @@ from ..workload import AttrSet
 from .counting import count_batches
 from .discrete import discrete_measure, discrete_randomness, round_plan
 from .linear_route import measure_linear
-from .secure import measure_lattice, resolve_noise
+from .secure import NOISES, measure_lattice, resolve_noise
 
 __all__ = ["measure"]
 
@@ -130,12 +130,10 @@ def measure(
                     f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
                     f"got {type(rng).__name__}"
                 )
-            if noise in (None, "auto", "gaussian_float") and hasattr(plan, "solutions"):
-                # QuerySmasher: exact discrete Gaussian where every space has integer factors;
-                # its real-valued optimized spaces are not yet ported to the lattice sampler, so
-                # they keep the floating-point Gaussian (recorded as such in the randomness label)
-                secure = noise != "gaussian_float" and resolve_noise(plan, "auto", rng) == "discrete_gaussian"
-                noise = "discrete_gaussian" if secure else "gaussian"
+            if hasattr(plan, "solutions") and (noise is None or noise in NOISES):
+                # QuerySmasher: secure by default (issue 16) — exact discrete Gaussian where every
+                # space has integer factors, the lattice sampler otherwise; float only on request
+                noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
             return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise is None:

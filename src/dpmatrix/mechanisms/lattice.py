@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
@@ -73,6 +74,7 @@ from .samplers import RandomSource, sample_discrete_gaussian
 __all__ = [
     "DEFAULT_LATTICE_TOL",
     "LatticeQuery",
+    "LatticeSetting",
     "choose_exponent",
     "lattice_measure",
     "lattice_rho",
@@ -139,7 +141,7 @@ class LatticeQuery:
         """Every factor is an integer matrix: ``C x`` is an integer, no rounding needed."""
         return all(e == 0 for e in self.exps)
 
-    @property
+    @cached_property
     def sensitivity_squared(self) -> Fraction:
         """``Δ₂² = max_c ‖C e_c‖² = Π_i max_c ‖C_i e_c‖²`` exactly (the largest diagonal of
         ``CᵀC`` is the product of the factors' largest diagonals)."""
@@ -149,7 +151,7 @@ class LatticeQuery:
             out *= Fraction(max(cols, default=0), 1 << (2 * e))
         return out
 
-    @property
+    @cached_property
     def max_support(self) -> int:
         """``m = max_c nnz(C e_c) = Π_i max_c nnz(C_i e_c)``: outputs one record can change."""
         return math.prod(int(np.max(np.count_nonzero(f, axis=0), initial=0)) for f in self.factors)
@@ -221,6 +223,47 @@ def lattice_rho(query: LatticeQuery, sigma_bar: Fraction, f: int) -> Fraction:
         return d2 / (2 * sigma_bar * sigma_bar)
     s = _sqrt_up(d2) + Fraction(1, 1 << f) * _sqrt_up(Fraction(query.max_support))
     return s * s / (2 * sigma_bar * sigma_bar)
+
+
+@dataclass(frozen=True, eq=False)
+class LatticeSetting:
+    """Everything a lattice measurement fixes before it reads data: the query ``C``, the rational
+    scale ``σ̄``, the exponent ``f`` (``γ = 2^-f``) and the resulting exact cost.
+
+    Attributes
+    ----------
+    query : LatticeQuery
+    sigma_bar : fractions.Fraction
+    f : int
+        ``min(choose_exponent(query, tol), max_exponent(σ̄))``.
+    tau2 : fractions.Fraction
+        Variance parameter ``σ̄²/γ² = σ̄² 4^f`` of the integer noise ``z ~ N_Z(0, τ²)``.
+    rho : fractions.Fraction
+        :func:`lattice_rho` of ``(query, σ̄, f)``: the zCDP cost of releasing ``k(x) + z``.
+    """
+
+    query: LatticeQuery
+    sigma_bar: Fraction
+    f: int
+    tau2: Fraction
+    rho: Fraction
+
+    @classmethod
+    def choose(cls, query: LatticeQuery, sigma_bar: Fraction, *, tol: float = DEFAULT_LATTICE_TOL) -> LatticeSetting:
+        """The setting :func:`lattice_measure` uses for ``query`` at scale ``sigma_bar``.
+
+        Examples
+        --------
+        >>> from fractions import Fraction
+        >>> s = LatticeSetting.choose(LatticeQuery.of([np.array([[2.0, -1.0]])]), Fraction(3))
+        >>> s.f, s.tau2, s.rho   # an integer query: γ = 1, ρ = Δ₂²/(2σ̄²) = 4/18
+        (0, Fraction(9, 1), Fraction(2, 9))
+        """
+        sb = Fraction(sigma_bar)
+        if sb <= 0:
+            raise BudgetError(f"sigma must be positive, got {sigma_bar}")
+        f = min(choose_exponent(query, tol=tol), max_exponent(sb))
+        return cls(query, sb, f, sb * sb * (1 << (2 * f)), lattice_rho(query, sb, f))
 
 
 def _round_exact(num: int, e: int, f: int) -> int:
@@ -386,17 +429,14 @@ def lattice_measure(
     >>> r.values.shape, float(r.rho) > 0.25 / 8
     ((1,), True)
     """
-    sb = Fraction(sigma_bar)
-    if sb <= 0:
-        raise BudgetError(f"sigma must be positive, got {sigma_bar}")
-    f = min(choose_exponent(query, tol=tol), max_exponent(sb))
+    setting = LatticeSetting.choose(query, sigma_bar, tol=tol)
+    f, tau2 = setting.f, setting.tau2
     k = snap(query, x, f)
-    tau2 = sb * sb * (1 << (2 * f))
     z = sample_discrete_gaussian(tau2, k.size, rng).reshape(k.shape)
     if k.dtype == object or np.max(np.abs(k), initial=0) >= 2**62:
         noisy = k.astype(object) + z.astype(object)  # exact; converted to float below
     else:
         noisy = k + z
     values = np.asarray(noisy, dtype=float) * 2.0**-f  # post-processing of the integers k + z
-    return LatticeResult(values, f, tau2, lattice_rho(query, sb, f))
+    return LatticeResult(values, f, tau2, setting.rho)
 

@@ -11,6 +11,17 @@ as the integer mechanism ``H v + N_Z(0, γ²)`` (``H = ⊗(n_j I − 11ᵀ)``, �
 rational, the plan re-scored) and post-processed into ``ω = B r``. Spaces optimized for prefix,
 range or other queries have real-valued strategies with no integer form: refused by name.
 
+The lattice sampler (``noise="lattice_gaussian"``, the default when some space is real-valued;
+:mod:`dpmatrix.mechanisms.lattice`) runs every measured space as ``ω = post(γ(round(C x/γ) + z))``,
+``z ~ N_Z(0, σ̄²/γ²)``, ``σ̄ ≥ (1 + tol) σ`` rational: a Kronecker strategy is ``C = ⊗ B_j``, a
+dense one ``C = B`` (on the flattened table), both with ``post`` the identity; WFF's Fourier
+space ``ω = F x + σ √h ⊙ F z`` is rewritten with independent noise as the real symmetric circulant
+``K = F* diag(h^-½) F`` (``y = K x + σ z'``, then ``ω = √h ⊙ F y``, which has exactly WFF's law
+because ``F z'`` has the law of ``F z``; densified up to :data:`MAX_FOURIER_CELLS` cells, larger
+spaces refused by name). Each space's reported σ² becomes ``pcost/(2ρ)`` with ``ρ`` the lattice
+mechanism's exact cost (:func:`~dpmatrix.mechanisms.lattice.lattice_rho` with the σ̄ and γ used),
+so the re-scored plan's ρ is never below what is spent, and at most the planned ρ.
+
 **Estimation** (the :class:`~dpmatrix.reconstruct.estimator.Estimator` of a QuerySmasher plan).
 ``r_{A'} = B⁺ ω`` estimates the component of ``x_{A'}`` in the row space of ``B``; a query ``q`` on
 ``A`` is answered as ``q · x̂_A`` with ``x̂_A = Σ_{A'⊆A} r_{A'} / Π_{j∈A∖A'} n_j`` (broadcast along
@@ -30,24 +41,32 @@ import numpy as np
 
 from ...errors import PlanError, WorkloadError
 from ...linalg.kron import kron_apply
+from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
+from ...measure.secure import _rescored, _sigma_bar
 from ...mechanisms.basis import identity_basis
+from ...mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
 from ...mechanisms.linear import LinearMechanism
 from ...mechanisms.residual import ResidualMechanism
-from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
 from ...reconstruct.estimator import EntryAnswer, Estimator
 from ...reconstruct.measurements import query_labels
 
-__all__ = ["QSEstimator", "querysmasher_mechanisms"]
+__all__ = ["MAX_FOURIER_CELLS", "QSEstimator", "lattice_form", "querysmasher_mechanisms"]
+
+#: Largest residual space (cells) a Fourier (WFF) sub-mechanism is densified for (N² floats).
+MAX_FOURIER_CELLS = 2048
 
 
 def querysmasher_mechanisms(plan, noise: str | None, rel_var_tol: float):
     """``(plan measured, mechanisms)`` of a QuerySmasher plan for ``noise`` (module docstring)."""
     if noise in (None, "gaussian"):
         return plan, [_gaussian(S, r, plan.solutions[r.structure]) for S, r in _measured(plan).items()]
-    if noise != "discrete_gaussian":
-        raise PlanError(f"a QuerySmasher plan is measured with noise='gaussian' or 'discrete_gaussian', got {noise!r}")
+    if noise not in ("discrete_gaussian", "lattice_gaussian"):
+        raise PlanError("a QuerySmasher plan is measured with noise='gaussian', 'discrete_gaussian' or "
+                        f"'lattice_gaussian', got {noise!r}")
     if not 0 < rel_var_tol < 1:
         raise PlanError(f"rel_var_tol must be in (0, 1), got {rel_var_tol!r}")
+    if noise == "lattice_gaussian":
+        return _lattice_plan(plan, rel_var_tol, DEFAULT_LATTICE_TOL)
     measured = _measured(plan)
     kappas = {}
     for S, res in measured.items():
@@ -91,6 +110,72 @@ def _discrete(S, res, sub, sigma_bar: Fraction) -> LinearMechanism:
 
     return LinearMechanism(S, S, lambda t: integer_outputs(rp, t), tuple(res.sizes), "discrete_gaussian",
                            gamma_squared(rp, sigma_bar), None, post)
+
+
+def _lattice_plan(plan, rel_var_tol: float, tol: float):
+    """Every measured space as a lattice mechanism; the plan re-scored with their exact ρ."""
+    new_res, mechs = dict(plan.residuals), []
+    for S, res in _measured(plan).items():
+        sub = plan.solutions[res.structure]
+        q, pre, post = lattice_form(sub)
+        m = LinearMechanism.lattice_of(S, S, q, _sigma_bar(res.sigma2, 1, rel_var_tol, tol),
+                                       pre=pre, post=post, tol=tol)
+        new_res[S] = dataclasses.replace(res, sigma2=_rescored(float(sub.pcost), m.lattice.rho, res.sigma2))
+        mechs.append(m)
+    return dataclasses.replace(plan, residuals=new_res), mechs
+
+
+def lattice_form(sub):
+    """``(C, pre, post)``: sub-mechanism ``sub`` as a lattice query ``C`` with i.i.d. noise
+    ``σ I``, the table → query-input map ``pre`` (``None``: identity) and the post-processing
+    ``post`` giving ``ω`` (``None``: identity). See the module docstring."""
+    if isinstance(getattr(sub, "B", None), tuple):  # KronMech: ω = (⊗ B_j) x + σ z
+        return LatticeQuery.of(sub.B), None, None
+    if hasattr(sub, "mech") and hasattr(sub.mech, "B"):  # DenseMech: ω = B vec(x) + σ z
+        return LatticeQuery.of((sub.mech.B,)), _flatten, None
+    if hasattr(sub, "h"):
+        return _fourier_form(sub)
+    raise PlanError(f"the lattice sampler does not support the sub-mechanism {type(sub).__name__}")
+
+
+def _flatten(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).reshape(-1)
+
+
+def _fourier_form(sub):
+    """WFF's ``ω = F x + σ √h ⊙ F z`` (``F`` the unitary DFT, ``z`` real, 0 where ``h = ∞``) as a
+    real mechanism with independent noise: ``y = K x + σ z'`` with the real symmetric circulant
+    ``K = F* diag(h^-½) F`` (``h`` is symmetric under ``f ↦ −f``), then ``ω = √h ⊙ F y``:
+    ``F y = h^-½ ⊙ F x + σ F z'`` and ``F z'`` has the law of ``F z``. ``K`` (the float matrix
+    actually snapped) is materialized: the lattice's accounting is exact for it, whatever its
+    floating-point error as a circulant."""
+    sizes = tuple(sub.sizes)
+    N = math.prod(sizes)
+    if N > MAX_FOURIER_CELLS:
+        raise PlanError(
+            f"the secure sampler densifies WFF (Fourier) residual spaces up to {MAX_FOURIER_CELLS} "
+            f"cells; this one has {N}: measure with noise='gaussian_float' (floating point, not "
+            "cryptographically secure) or plan with solver='auto' excluding Fourier"
+        )
+    h = np.asarray(sub.h, dtype=float)
+    fin = np.isfinite(h)
+    hinv = np.where(fin, 1.0 / np.sqrt(np.where(fin, h, 1.0)), 0.0)
+    root = np.sqrt(np.where(fin, h, 0.0))
+    if not sizes:
+        return (LatticeQuery.of((np.array([[float(hinv)]]),)), lambda x: np.asarray(x).reshape(1),
+                lambda y: y.reshape(()) * float(root))
+    ax = tuple(range(1, len(sizes) + 1))
+    E = np.eye(N).reshape((N,) + sizes)
+    cols = np.fft.ifftn(hinv * np.fft.fftn(E, axes=ax, norm="ortho"), axes=ax, norm="ortho")
+    if np.max(np.abs(cols.imag), initial=0.0) > 1e-9 * max(1.0, float(np.max(np.abs(cols.real)))):
+        raise PlanError("WFF noise profile is not symmetric; the lattice sampler needs a real circulant")
+    K = cols.real.reshape(N, N).T  # column j = K e_j
+    axes = tuple(range(len(sizes)))
+
+    def post(y):
+        return np.where(fin, root * np.fft.fftn(y.reshape(sizes), axes=axes, norm="ortho"), 0.0)
+
+    return LatticeQuery.of((K,)), _flatten, post
 
 
 class QSEstimator(Estimator):
