@@ -35,14 +35,15 @@ import numpy as np
 import pandas as pd
 
 from .domain import Domain
-from .encode import POLICIES, encode_frame, read_csv_text
-from .engines import DuckDBEngine, NumpyEngine, maximal_sets
+from .encode import POLICIES, read_csv_text
+from .engines import ENCODINGS, engine_for, maximal_sets
 from .engines.duckdb_engine import detect_format
 from .engines.infer import infer_domain
 from .errors import DPMatrixError, DataError, DomainError
 from .jsonfile import loads_strict
 from .ledger import Ledger
 from .plan_file import load_plan
+from .planners.dispatch import DEFAULT_OBJECTIVE
 from .planners.dispatch import plan as make_plan
 from .privacy import epsilon_from_zcdp
 from .report import REPORT_FILE, write_plan_report, write_release_report
@@ -110,6 +111,9 @@ _API_TO_CLI = [
     ("on_unknown='clip'", "--on-unknown clip"),
     ("on_unknown='other'", "--on-unknown other"),
     ("per column as {column: policy}", "per column as --on-unknown col=policy[,col=policy]"),
+    ("(plan.measure(data, encoding='raw'))", ""),
+    ("encoding='raw'", "--encoding raw"),
+    ("encoding='codes'", "--encoding codes"),
 ]
 
 
@@ -178,10 +182,10 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--mu", type=float, help="Gaussian-DP budget mu")
     p.add_argument(
-        "--objective", choices=["max_var", "sum_var"], default="max_var",
-        help="max_var (default here; the library's dm.plan defaults to sum_var): minimize the "
-        "largest weighted cell variance, so small tables stay accurate; sum_var: minimize the "
-        "weighted total variance",
+        "--objective", choices=["max_var", "sum_var"], default=DEFAULT_OBJECTIVE,
+        help=f"max_var: minimize the largest weighted cell variance, so small tables stay "
+        f"accurate; sum_var: minimize the weighted total variance (default {DEFAULT_OBJECTIVE}, "
+        "as in the library's dm.plan)",
     )  # fmt: skip
     p.add_argument(
         "--construction", choices=["auto", "centred", "split"], default="auto",
@@ -353,10 +357,11 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
     csv_options = {"delim": args.delimiter} if args.delimiter else None
     if args.delimiter and fmt != "csv":
         raise CLIError("--delimiter applies to CSV files only")
-    say.note(f"reading {args.data} ({fmt}) with {args.engine} ...")
+    encoding = getattr(args, "encoding", "auto")
+    say.note(f"reading {args.data} ({fmt}, encoding {encoding}) with {args.engine} ...")
     if args.engine == "duckdb":
-        return DuckDBEngine(
-            args.data, domain, encoding="raw", format=fmt, on_unknown=policy,
+        return engine_for(
+            args.data, domain, encoding=encoding, format=fmt, on_unknown=policy,
             csv_options=csv_options, memory_limit=args.memory_limit, temp_directory=temp_directory,
         )  # fmt: skip
     # in-memory engine: the whole file is loaded with pandas (small data only)
@@ -367,7 +372,7 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
             raw = pd.read_parquet(args.data)
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {args.data!r}: {exc}") from None
-    return NumpyEngine(encode_frame(raw, domain, on_unknown=policy), domain)
+    return engine_for(raw, domain, encoding=encoding, on_unknown=policy)
 
 
 class CountingBar:
@@ -505,7 +510,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                     engine.close()
                 del engine, rng
                 notes = {
-                    "data": {"engine": args.engine, "encoding": "raw values (read as text) mapped through the domain",
+                    "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
                              "on_unknown": opts["policy"]},
                 }  # fmt: skip
                 written = write_release(
@@ -629,12 +634,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     say = Out(args.quiet)
     say(f"dpmatrix {__version__} demo: release of the shipped UCI Adult data ({len(dom)} attributes)")
     say(f"same as: dpmatrix release {path} --domain {path.with_name('adult-domain.json')} "
-        f"--workload 'all:<={args.k}' --rho {args.rho} --objective {args.objective} --out {args.out}")
+        f"--encoding codes --workload 'all:<={args.k}' --rho {args.rho} --objective {args.objective} --out {args.out}")
     rargs = argparse.Namespace(
         data=str(path), plan=None, workload=f"all:<={args.k}", marginals=None, workload_file=None,
         query_types=None, attributes=None, rho=args.rho, epsilon=None, delta=None, mu=None,
         objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
-        on_unknown="error", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
+        on_unknown="error", encoding="codes", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
         seed=args.seed, noise=args.noise, spill=False, max_cells=None, dataset="dpmatrix-demo-adult",
         ledger=args.ledger, no_ledger=args.no_ledger, no_report=args.no_report,
     )  # fmt: skip
@@ -706,6 +711,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")
+    r.add_argument("--encoding", choices=list(ENCODINGS), default="auto",
+                   help="what DATA holds: raw values (labels matched as text, numbers put into the "
+                   "domain's bins), codes 0..size-1, or auto (default: the reading the data fit; "
+                   "refused when both fit and disagree)")
     r.add_argument("--engine", choices=["duckdb", "numpy"], default="duckdb",
                    help="duckdb (default; files larger than memory) or numpy (loads the file with pandas)")
     r.add_argument("--data-format", choices=["csv", "parquet"], help="format of DATA if its suffix does not tell")
@@ -760,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo-release", help="output folder (default: demo-release)")
     d.add_argument("--k", type=int, default=2, help="all marginals on at most k attributes (default 2)")
     d.add_argument("--rho", type=float, default=0.5, help="zCDP budget (default 0.5)")
-    d.add_argument("--objective", choices=["sum_var", "max_var"], default="max_var",
+    d.add_argument("--objective", choices=["sum_var", "max_var"], default=DEFAULT_OBJECTIVE,
                    help="max_var (default) keeps small tables accurate; sum_var minimizes total variance")
     d.add_argument("--seed", type=int, default=None,
                    help="TESTING ONLY: seed for reproducible noise (a real release must not fix it)")

@@ -320,7 +320,8 @@ def test_readme_demo_and_query_subprocess(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert re.search(r"sex\s+income>50K\s+estimate\s+variance\s+std\s+lower\s+upper", r.stdout)
-    assert len([l for l in r.stdout.splitlines() if re.match(r"\s*[01]\s+[01]\s", l)]) == 4
+    # the shipped domain labels the codes (UCI adult.names order, tests/core/test_adult_labels.py)
+    assert len([l for l in r.stdout.splitlines() if re.match(r"\s*(Female|Male)\s+(<=50K|>50K)\s", l)]) == 4
     # the demo re-runs in place (it replaces only its own earlier release); errors have no traceback
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "query", "demo-release", "--marginal", "nope"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip

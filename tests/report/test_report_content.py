@@ -77,7 +77,7 @@ def test_seeded_discrete_noise_is_flagged_not_for_publication(tmp_path):
 
 # -- size caps and links -------------------------------------------------------------------------
 def test_big_release_is_capped_and_says_what_was_left_out(tmp_path, monkeypatch):
-    plan = dm.plan(dm.Workload.marginals(adult_domain(), 2, upto=True), rho=1.0)
+    plan = dm.plan(dm.Workload.marginals(adult_domain(), 2, upto=True), objective="sum_var", rho=1.0)
     out = write_release(plan.measure(adult_codes(), rng=np.random.default_rng(2)), tmp_path / "rel")
     monkeypatch.setattr(content, "MAX_INLINE", {0: 1, 1: 2, 2: 1})
     monkeypatch.setattr(content, "MAX_LINKS", 3)

@@ -58,6 +58,8 @@ def measure(
     noise: str = "gaussian",
     rel_var_tol: float = 1e-4,
     store=None,
+    encoding: str = "auto",
+    on_unknown="error",
 ):
     """Noisy answers of every residual mechanism of ``plan`` on ``data``.
 
@@ -70,8 +72,8 @@ def measure(
         A plan from :func:`dpmatrix.plan` (QuerySmasher plans are measured by their own
         ``measure``, called from here).
     data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
-        Codes ``0..size-1`` per attribute: a DataFrame (or 2-D integer array in domain column
-        order), a path to a CSV/Parquet file of codes (counted by DuckDB), or a data engine.
+        The records: a DataFrame (or a 2-D integer array of codes in domain column order), a
+        path to a CSV/Parquet file (counted inside DuckDB), or a data engine.
     rng : numpy.random.Generator, optional
         The generator the Gaussian noise is drawn from; ``None`` draws a fresh generator seeded
         by the operating system (never numpy's global state).
@@ -92,6 +94,15 @@ def measure(
         ``True`` for a temporary folder removed with the measurements. See
         :mod:`dpmatrix.reconstruct.store`.
 
+    encoding : {"auto", "raw", "codes"}, default "auto"
+        What the data hold: ``"raw"`` values (labels matched as text, numbers put into the
+        domain's bins — as ``dpmatrix release`` reads them), ``"codes"`` ``0..size-1``, or
+        ``"auto"``: the reading the data fit, refused when both fit and disagree (see
+        :mod:`dpmatrix.engines.data_source`).
+    on_unknown : {"error", "clip", "other"} or mapping, default "error"
+        Raw values the domain does not cover: an error naming them, or clipped to the first/last
+        bin, or mapped to the label ``"other"``; per column as ``{column: policy}``.
+
     Returns
     -------
     Measurements
@@ -107,6 +118,8 @@ def measure(
     >>> meas.marginal(("a", "b")).shape[0]
     6
     """
+    if engine is None and (_is_residual_plan(plan) or _is_querysmasher_plan(plan)):
+        engine = engine_for(data, plan.domain, encoding=encoding, on_unknown=on_unknown)
     if not _is_residual_plan(plan):
         if _is_querysmasher_plan(plan):
             if store is not None and store is not False:

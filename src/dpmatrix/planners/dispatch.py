@@ -11,13 +11,18 @@ from ..privacy import Budget, resolve_pcost
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import plan_residual
 
-__all__ = ["plan"]
+__all__ = ["DEFAULT_OBJECTIVE", "plan"]
+
+#: The objective of ``dm.plan`` and of the command line when none is given (issue 17): a
+#: statistics office publishes every marginal as a table, and ``max_var`` bounds the worst
+#: cell of every table, where ``sum_var`` lets small tables carry large variances (§6.2).
+DEFAULT_OBJECTIVE = "max_var"
 
 
 def plan(
     workload,
     *,
-    objective: str | Callable = "sum_var",
+    objective: str | Callable | None = None,
     pcost: float | None = None,
     rho: float | None = None,
     epsilon: float | None = None,
@@ -38,9 +43,11 @@ def plan(
     ----------
     workload : Workload or QueryWorkload
         What is asked (QueryWorkload: QuerySmasher / WFF planners only).
-    objective : {"sum_var", "max_var"} or callable, default "sum_var"
-        Weighted sum of variances (closed form, Lemma 2), weighted maximum variance (convex
-        program), or ``f(v) -> cvxpy scalar`` of the per-marginal variances.
+    objective : {"max_var", "sum_var"} or callable, optional
+        Weighted maximum variance (default: :data:`DEFAULT_OBJECTIVE`, the same as the command
+        line's; every published table stays accurate, paper §6.2), weighted sum of variances
+        (closed form, Lemma 2), or ``f(v) -> cvxpy scalar`` of the per-marginal variances.
+        QuerySmasher / WFF plans support ``"sum_var"`` only, which is their default.
     pcost, rho, mu, epsilon, delta, budget : float or Budget, optional
         Exactly one budget: the privacy cost, ρ-zCDP, μ-GDP, (ε, δ)-DP (both), or a
         :class:`~dpmatrix.privacy.Budget` such as ``Budget.zcdp(0.5)``.
@@ -74,11 +81,11 @@ def plan(
     0.5
     """
     if planner not in ("residual", "rp", "rp+"):
-        return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
+        return _plan_querysmasher(workload, planner, "sum_var" if objective is None else objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
     if planner_options:
         raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
-    return plan_residual(workload, objective=objective, pcost=pcost, rho=rho, epsilon=epsilon,
+    return plan_residual(workload, objective=DEFAULT_OBJECTIVE if objective is None else objective, pcost=pcost, rho=rho, epsilon=epsilon,
                          delta=delta, mu=mu, budget=budget, loss_bound=loss_bound, strategies=strategies,
                          construction=construction)
 

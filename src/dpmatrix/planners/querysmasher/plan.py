@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engines import engine_for
 from ...errors import PlanError, WorkloadError
 from ...jsonfile import json_float
 from ...measure.querysmasher import measure_querysmasher
@@ -298,8 +299,13 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         noise: str = "gaussian",
         rel_var_tol: float = 1e-4,
         engine=None,
+        encoding: str = "auto",
+        on_unknown="error",
     ) -> "QSMeasurements":
-        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`)."""
+        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`;
+        ``encoding``/``on_unknown`` as there)."""
+        if engine is None:
+            engine = engine_for(data, self.domain, encoding=encoding, on_unknown=on_unknown)
         return measure_querysmasher(
             self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine
         )

@@ -260,13 +260,16 @@ class Plan(PlanBase, PrivacyReport):
         rel_var_tol: float = 1e-4,
         engine=None,
         store=None,
+        encoding: str = "auto",
+        on_unknown="error",
     ):
-        """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
+        """Run the plan on data (DataFrame, CSV/Parquet path or engine; raw values or codes:
+        ``encoding="auto"|"raw"|"codes"``, ``on_unknown=`` as on the command line); see
         :func:`dpmatrix.measure` (``noise="discrete_gaussian"`` for exact integer noise;
         ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
         return measure(
             self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
-            store=store,
+            store=store, encoding=encoding, on_unknown=on_unknown,
         )
 
     def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,
