@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release", "dpmatrix.reconstruct.measurements"]
+MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release", "dpmatrix.reconstruct.measurements",
+           "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer"]
 
 
 @pytest.mark.parametrize("name", MODULES)

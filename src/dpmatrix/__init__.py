@@ -33,11 +33,13 @@ from .privacy import Budget
 from .queries import QueryWorkload
 from .reconstruct.measurements import Measurements, QueryAnswer
 from .release import Release, load_release, write_release
+from .selection import codes
 from .version import __version__
 from .workload import Workload
 
 
 __all__ = [
+    "codes",
     "Attribute",
     "Budget",
     "BudgetExceededError",

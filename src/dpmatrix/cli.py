@@ -659,7 +659,10 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
     if not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")
     cols = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    dom = infer_domain(str(path), cols, max_labels=args.max_labels, n_bins=args.bins)  # warns
+    if args.bins < 1:
+        raise CLIError(f"--bins must be at least 1, got {args.bins}")
+    dom = infer_domain(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
+                       binning=args.binning)  # warns
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
@@ -667,8 +670,15 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(dom.to_dict(), indent=1) + "\n")
     except OSError as exc:
         raise CLIError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
-    Out(args.quiet)(f"wrote a domain of {len(dom)} attributes to {args.out}: review it (and remove "
-                    "anything that reveals individual records) before using it with --domain")
+    say = Out(args.quiet)
+    binned = [a for a in dom.attributes if a.bins is not None]
+    for a in binned:
+        edges = ", ".join(f"{e:g}" for e in a.bins)
+        say(f"{a.name}: {a.size} {args.binning} bins, edges [{edges}] (more than {args.max_labels} "
+            "distinct values or fractions; change with --bins, --binning width|quantile, "
+            "--max-labels, or edit the edges)")
+    say(f"wrote a domain of {len(dom)} attributes ({len(binned)} binned) to {args.out}: review it "
+        "(and remove anything that reveals individual records) before using it with --domain")
     return 0
 
 
@@ -787,7 +797,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--out", required=True, metavar="D.json", help="domain file to write")
     i.add_argument("--columns", metavar="A,B,...", help="columns to include (default: all)")
     i.add_argument("--max-labels", type=int, default=50, help="integer columns with at most this many values get labels")
-    i.add_argument("--bins", type=int, default=10, help="equal-width bins for other numeric columns")
+    i.add_argument("--bins", type=int, default=10,
+                   help="number of bins for other numeric columns (default 10)")
+    i.add_argument("--binning", choices=["width", "quantile"], default="width",
+                   help="bin edges: equal width between the minimum and maximum (default), or the "
+                   "data's quantiles (about equal counts); both are derived from the data and leak")
     i.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_quiet(i)
     i.set_defaults(func=cmd_infer_domain)

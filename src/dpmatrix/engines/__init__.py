@@ -3,6 +3,8 @@
 * :class:`NumpyEngine` — an in-memory DataFrame or array of codes (``numpy.bincount``).
 * :class:`DuckDBEngine` — CSV or Parquet files, counted inside embedded DuckDB without loading
   the file into pandas (the default for files).
+* :func:`engine_for` — the engine for a data argument, reading raw values or codes
+  (``encoding="auto"|"raw"|"codes"``, :mod:`.data_source`).
 
 Both validate the data against the domain first and raise :class:`~dpmatrix.DataError` naming
 the column, offending values and number of rows.
@@ -10,13 +12,6 @@ the column, offending values and number of rows.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
-
-from ..domain import Domain
-from ..errors import DataError
 from .base import CountEngine, marginals_from_maximal, maximal_sets, project
 from .data_source import ENCODINGS, engine_for
 from .duckdb_engine import DuckDBEngine
