@@ -101,7 +101,7 @@ def _edge_index(attr: Attribute, x: float, which: str) -> int:
             return i
     i = _bin_of(attr, x)
     raise WorkloadError(
-        f"the {which} bound {x!r} of {attr.name!r} cuts the bin {_bin_name(e, i)}: a count of "
+        f"the {which} bound {_fmt(x)} of {attr.name!r} cuts the bin {_bin_name(e, i)}: a count of "
         f"part of a bin is not released; use an edge ({_fmt(e[i])} or {_fmt(e[i + 1])}), or "
         f"codes explicitly (dpmatrix.codes({i}, ...))"
     )
