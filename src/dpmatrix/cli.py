@@ -50,10 +50,11 @@ from .report import REPORT_FILE, write_plan_report, write_release_report
 from .release import (
     DEFAULT_DELTA,
     MANIFEST,
+    NEGATIVE_ESTIMATES,
+    TABLES_README,
     _check_formats,
     _sibling,
     check_target,
-    is_release,
     load_release,
     output_lock,
     recover_output,
@@ -78,10 +79,15 @@ class CLIError(DPMatrixError):
 
 # -- output helpers ------------------------------------------------------------------------------
 class Out:
-    """Human-facing messages on stdout (silenced by --quiet); warnings always go to stderr."""
+    """Human-facing messages on stdout (silenced by --quiet); warnings always go to stderr.
+    Progress bars (on stderr) only when stderr is a terminal, never into a log file."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
+
+    @property
+    def progress(self) -> bool:
+        return not self.quiet and _is_terminal(sys.stderr)
 
     def __call__(self, *args: Any) -> None:
         if not self.quiet:
@@ -90,6 +96,26 @@ class Out:
     def note(self, text: str) -> None:
         if not self.quiet:
             print(text, file=sys.stderr, flush=True)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+#: ε above this (at the reported δ) is legal but protects little: warned, never refused
+EPSILON_WARNING_ABOVE = 10.0
+
+
+def warn_large_epsilon(epsilon: float, delta: float) -> None:
+    if epsilon > EPSILON_WARNING_ABOVE:
+        warn_line(
+            f"epsilon = {epsilon:.4g} at delta = {delta:.3g} is above {EPSILON_WARNING_ABOVE:g}: a "
+            "guarantee this weak protects little (published practice is about 0.1 to 10); "
+            "check the budget (--rho / --epsilon / --mu)"
+        )
 
 
 def one_line(text: str) -> str:
@@ -144,6 +170,18 @@ def _add_noise(p: argparse.ArgumentParser) -> None:
                    help="gaussian (default) or discrete_gaussian: exact integer noise from the OS's "
                    "secure random source (sigma rounded up to a rational; the manifest reports the "
                    "privacy actually spent); needs plain (identity) marginals")
+
+
+def _add_round(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--round", type=int, metavar="N",
+                   help="round the published tables to N decimals (0: whole numbers; no privacy cost, "
+                   "the saved measurements stay exact)")
+
+
+def _negative_note(df: pd.DataFrame, say: Out) -> None:
+    """Say what negative estimates mean when a printed table has some."""
+    if "estimate" in df and bool((df["estimate"] < 0).any()):
+        say(f"note: {int((df['estimate'] < 0).sum())} negative estimate(s). {NEGATIVE_ESTIMATES}")
 
 
 def _add_quiet(p: argparse.ArgumentParser) -> None:
@@ -270,7 +308,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _budget_kwargs(args)
     domain = _read_domain(args.domain)
     plan = _make_plan(args, domain)
+    warn_large_epsilon(plan.epsilon(delta), delta)
     table = plan.marginal_table()
+    table["marginal"] = table["marginal"].replace("", "total")  # named as in query's output
     if plan.is_plain:
         table = table.rename(columns={"queries": "cells"})
     if args.save:
@@ -418,6 +458,9 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
     if not (isinstance(level, float) and math.isfinite(level) and 0 < level < 1):
         raise CLIError(f"--level must be strictly between 0 and 1, got {level!r}")
     out["policy"] = _on_unknown(args.on_unknown)
+    decimals = getattr(args, "round", None)
+    if decimals is not None and not 0 <= decimals <= 15:
+        raise CLIError(f"--round must be a number of decimals between 0 and 15, got {decimals}")
     if not getattr(args, "plan", None):
         _budget_kwargs(args)
     mc = getattr(args, "max_cells", None)
@@ -481,6 +524,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                          **_budget_kwargs(args))  # fmt: skip
     size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
     check_size(size, opts["max_cells"])
+    warn_large_epsilon(plan.epsilon(delta), delta)
     _describe_plan(plan, say, delta, describe_privacy=False)
     say(describe_size(size))
     noise = getattr(args, "noise", "gaussian")
@@ -500,10 +544,10 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                 # (rng=None), unless a testing seed was given
                 rng = np.random.default_rng(args.seed) if (args.seed is not None or noise == "gaussian") else None
                 engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
-                                     not say.quiet)  # fmt: skip
+                                     say.progress)  # fmt: skip
                 try:
                     meas = plan.measure(
-                        None, rng=rng, progress=not say.quiet, engine=engine, noise=noise,
+                        None, rng=rng, progress=say.progress, engine=engine, noise=noise,
                         store=(work / "store") if getattr(args, "spill", False) else None,
                     )  # fmt: skip
                 finally:
@@ -515,13 +559,15 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                 }  # fmt: skip
                 written = write_release(
                     meas, out, level=args.level, delta=delta, formats=opts["formats"],
-                    progress=not say.quiet, overwrite=overwrite, notes=notes,
-                    reproducible=args.seed is not None,
+                    progress=say.progress, overwrite=overwrite, notes=notes,
+                    reproducible=args.seed is not None, round=getattr(args, "round", None),
                 )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
     privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
     say(f"wrote {len(plan.workload)} marginal tables ({', '.join(opts['formats'])}), measurements.parquet and manifest.json to {written}/")
+    say(f"table columns: estimate, variance, std, and lower/upper = the {args.level:.0%} confidence interval "
+        f"(described in {written}/{TABLES_README})")
     say(fmt_privacy(privacy))
     if not getattr(args, "no_report", False):
         try:
@@ -603,6 +649,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     say(f"marginal {label} ({source}); estimate, variance, std, {level:.0%} confidence interval [lower, upper]")
     say(fmt_privacy(p))
     _print_table(df, args.format)
+    _negative_note(df, say)
     return 0
 
 
@@ -632,6 +679,10 @@ def shipped_adult() -> tuple[Domain, Path]:
 def cmd_demo(args: argparse.Namespace) -> int:
     dom, path = shipped_adult()
     say = Out(args.quiet)
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+        raise CLIError(f"{args.out!r} exists; pass --overwrite to replace an earlier release there, "
+                       "or choose another --out")
     say(f"dpmatrix {__version__} demo: release of the shipped UCI Adult data ({len(dom)} attributes)")
     say(f"same as: dpmatrix release {path} --domain {path.with_name('adult-domain.json')} "
         f"--encoding codes --workload 'all:<={args.k}' --rho {args.rho} --objective {args.objective} --out {args.out}")
@@ -639,17 +690,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
         data=str(path), plan=None, workload=f"all:<={args.k}", marginals=None, workload_file=None,
         query_types=None, attributes=None, rho=args.rho, epsilon=None, delta=None, mu=None,
         objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
-        on_unknown="error", encoding="codes", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
+        on_unknown="error", encoding="codes", round=args.round, memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
         seed=args.seed, noise=args.noise, spill=False, max_cells=None, dataset="dpmatrix-demo-adult",
         ledger=args.ledger, no_ledger=args.no_ledger, no_report=args.no_report,
     )  # fmt: skip
-    out = Path(args.out)
-    # re-running the demo replaces its own earlier release, never any other folder
-    meas = run_release(rargs, dom, say, overwrite=is_release(out))
+    # --overwrite replaces an earlier dpmatrix release, never any other folder
+    meas = run_release(rargs, dom, say, overwrite=args.overwrite)
     show = ("sex", "income>50K")
     say(f"\nmarginal {','.join(show)} with 95% confidence intervals "
         f"(also: dpmatrix query {args.out} --marginal '{','.join(show)}'):")
-    say(meas.marginal(show).to_string(index=False))
+    table = meas.marginal(show)
+    if args.round is not None:
+        table = table.round({c: args.round for c in ("estimate", "variance", "std", "lower", "upper")})
+    say(table.to_string(index=False))
+    _negative_note(table, say)
     return 0
 
 
@@ -718,6 +772,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace an earlier dpmatrix release in --out")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     r.add_argument("--tables", default="parquet,csv", help="table formats to write (default parquet,csv)")
+    _add_round(r)
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")
@@ -775,8 +830,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quiet(h)
     h.set_defaults(func=cmd_report)
 
-    d = sub.add_parser("demo", help="release the shipped Adult data (same code path as 'release')")
+    d = sub.add_parser("demo", help="release the shipped Adult data (same code path as 'release')",
+                       description="Release all marginals on at most --k attributes of the UCI Adult data "
+                       "shipped with dpmatrix (48,842 records; codes shown with their UCI labels), by the "
+                       "same code path as 'dpmatrix release' (the equivalent command is printed), then "
+                       "print the sex x income table with its confidence intervals. The budget is "
+                       "charged to the ledger under the dataset 'dpmatrix-demo-adult'.")
     d.add_argument("--out", default="demo-release", help="output folder (default: demo-release)")
+    d.add_argument("--overwrite", action="store_true", help="replace an earlier release in --out")
     d.add_argument("--k", type=int, default=2, help="all marginals on at most k attributes (default 2)")
     d.add_argument("--rho", type=float, default=0.5, help="zCDP budget (default 0.5)")
     d.add_argument("--objective", choices=["sum_var", "max_var"], default=DEFAULT_OBJECTIVE,
@@ -785,6 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TESTING ONLY: seed for reproducible noise (a real release must not fix it)")
     _add_ledger(d, dataset=False)
     d.add_argument("--no-report", action="store_true", help="do not write report.html into the folder")
+    _add_round(d)
     _add_noise(d)
     _add_quiet(d)
     d.set_defaults(func=cmd_demo)
@@ -821,6 +883,10 @@ def build_parser() -> argparse.ArgumentParser:
     lc.add_argument("--epsilon", type=float, help="cap on the total pure epsilon")
     lc.add_argument("--ledger", metavar="PATH", help="ledger file")
     lc.set_defaults(func=cmd_ledger_set_cap)
+    for command in [*sub.choices.values(), *lsub.choices.values()]:
+        # --debug after the command too; SUPPRESS keeps a --debug given before it
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show Python tracebacks on errors")
     return parser
 
 
