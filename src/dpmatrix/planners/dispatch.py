@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import PlanError
+from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import plan_residual
@@ -80,6 +81,15 @@ def plan(
     >>> round(plan.rho, 12)
     0.5
     """
+    domain = getattr(workload, "domain", None)
+    largest = max(domain.sizes) if domain is not None and len(domain) else 0
+    with blas_threads_for(largest):  # per-attribute matrices: one BLAS thread (linalg/threads.py)
+        return _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget,
+                         loss_bound, strategies, construction, planner_options)
+
+
+def _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
+              strategies, construction, planner_options):
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, "sum_var" if objective is None else objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
