@@ -2,6 +2,10 @@
 limit on small matrices (``dpmatrix.linalg.threads``), side by side in one run, while background
 processes keep every core busy (as on a shared machine). Not a test: prints timings and ratios.
 
+Each mode runs in its own worker process (warm-up, then timed repeats), the two modes
+alternating round by round under the same load: toggling the limit inside one process would
+also time OpenBLAS rebuilding its thread pool, which a real process does not do per step.
+
     PYTHONPATH=src python benchmarks/bench_threads.py               # 2 busy processes, 3 rounds
     PYTHONPATH=src python benchmarks/bench_threads.py --load 0      # an idle machine
 
@@ -11,9 +15,12 @@ Run it WITHOUT ``OPENBLAS_NUM_THREADS=1`` (the point is the BLAS's default threa
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
+import sys
 import time
 from importlib.resources import files
 
@@ -49,39 +56,51 @@ def _time(fn) -> float:
     return time.perf_counter() - t0
 
 
+def worker(mode: str, repeats: int) -> None:
+    """Time every step in this process with the limit on or off; print JSON timings."""
+    steps = _steps()
+    out = {}
+    with limiting(mode == "on"):
+        for name, fn in steps.items():
+            fn()  # warm-up: imports, caches
+            out[name] = min(_time(fn) for _ in range(repeats))
+    print(json.dumps(out))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--load", type=int, default=2, help="background busy processes (default 2)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats per worker (best kept)")
+    ap.add_argument("--worker", choices=["on", "off"], help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.worker:
+        worker(a.worker, a.repeats)
+        return
     print(f"cores: {os.cpu_count()}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}; "
-          f"background load: {a.load} process(es)")
-    steps = _steps()
-    for fn in steps.values():  # warm caches and imports once, unlimited and limited
-        with limiting(False):
-            fn()
+          f"background load: {a.load} process(es); {a.rounds} rounds x {a.repeats} repeats, medians of the best")
     stop = mp.Event()
     procs = [mp.Process(target=_busy, args=(stop,), daemon=True) for _ in range(a.load)]
     for p in procs:
         p.start()
+    times: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
     try:
-        time.sleep(1.0 if procs else 0.0)
-        print(f"{'step':48s} {'BLAS default (s)':>17s} {'one thread (s)':>15s} {'ratio':>7s}")
-        for name, fn in steps.items():
-            free, limited = [], []
-            for _ in range(a.rounds):  # interleaved, so both see the same load
-                with limiting(False):
-                    free.append(_time(fn))
-                with limiting(True):
-                    limited.append(_time(fn))
-            f, l = statistics.median(free), statistics.median(limited)
-            print(f"{name:48s} {f:17.3f} {l:15.3f} {f / l:7.2f}x")
+        for _ in range(a.rounds):  # alternating, so both modes see the same load
+            for mode in ("off", "on"):
+                r = subprocess.run([sys.executable, __file__, "--worker", mode, "--repeats", str(a.repeats)],
+                                   capture_output=True, text=True, check=True)
+                for name, t in json.loads(r.stdout.strip().splitlines()[-1]).items():
+                    times[mode].setdefault(name, []).append(t)
     finally:
         stop.set()
         for p in procs:
             p.join(timeout=10)
             if p.is_alive():
                 p.terminate()
+    print(f"{'step':48s} {'BLAS default (s)':>17s} {'one thread (s)':>15s} {'default/limited':>16s}")
+    for name in times["off"]:
+        f, l = statistics.median(times["off"][name]), statistics.median(times["on"][name])
+        print(f"{name:48s} {f:17.4f} {l:15.4f} {f / l:15.2f}x")
 
 
 if __name__ == "__main__":

@@ -274,7 +274,7 @@ def test_artifact_holds_no_record_no_seed_no_count(capsys, data, tmp_path):
     rc, _, err = run(capsys, *argv)
     assert rc == 0, err
     files = [p for p in out_dir.rglob("*") if p.is_file()]
-    assert len(files) == 4 + 2 * 11  # manifest, its digest, measurements, report.html; 11 tables x 2 formats
+    assert len(files) == 5 + 2 * 11  # manifest, its digest, measurements, report.html, marginals/README.txt; 11 tables x 2 formats
     forbidden_bytes = [
         SENTINEL.encode(), b"person-0", str(SENTINEL_AGE).encode(), np.float64(SENTINEL_AGE).tobytes(),
         str(SEED).encode(), np.int64(SEED).tobytes(), np.int32(SEED).tobytes(), np.float64(SEED).tobytes(),
