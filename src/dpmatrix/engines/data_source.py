@@ -26,7 +26,7 @@ import pandas as pd
 from ..domain import Domain
 from ..encode import encode_frame, mapping_kind
 from ..errors import DataError
-from .duckdb_engine import DuckDBEngine
+from .duckdb_engine import DuckDBEngine, detect_format
 from .numpy_engine import NumpyEngine
 
 __all__ = ["ENCODINGS", "engine_for"]
@@ -95,8 +95,13 @@ def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mappi
         raw = DuckDBEngine(path, domain, "raw", on_unknown=on_unknown, **options)
     except DataError as exc:
         raw_error, raw = exc, None
+    # the codes reading sees the same text as the raw one: "yes"/"T" sniffed as booleans by
+    # DuckDB must not pass for codes 0/1
+    text = dict(options)
+    if detect_format(path, options.get("format")) == "csv":
+        text["csv_options"] = {"all_varchar": True, **(options.get("csv_options") or {})}
     try:
-        codes = DuckDBEngine(path, domain, "codes", **options)
+        codes = DuckDBEngine(path, domain, "codes", **text)
     except DataError as exc:
         if raw is None:
             raise _both_failed(raw_error, exc) from None
