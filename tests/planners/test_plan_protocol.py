@@ -67,7 +67,7 @@ def test_query_variance_of_a_set_outside_the_workload(plans):
 )
 def test_budget_constructors_plan_like_the_keywords(plans, budget, kwargs):
     wk, _, _ = plans
-    a = dm.plan(wk, objective="sum_var", budget=budget)
+    a = dm.plan(wk, budget=budget)
     b = dm.plan(wk, **kwargs)
     assert a.pcost == pytest.approx(b.pcost, rel=1e-12)
     np.testing.assert_allclose(a.sigma2, b.sigma2, rtol=1e-12)
