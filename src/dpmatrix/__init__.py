@@ -39,11 +39,13 @@ from .queries import QueryWorkload
 from .reconstruct.measurements import Measurements, QueryAnswer
 from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
 from .release import Release, load_release, write_release
+from .selection import codes
 from .version import __version__
 from .workload import Workload
 
 
 __all__ = [
+    "codes",
     "Attribute",
     "Budget",
     "BudgetExceededError",

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from .domain import Domain
-from .encode import POLICIES, encode_frame, read_csv_text
-from .engines import DuckDBEngine, NumpyEngine, maximal_sets
+from .encode import POLICIES, read_csv_text
+from .engines import ENCODINGS, engine_for, maximal_sets
 from .engines.duckdb_engine import detect_format
 from .engines.spark_engine import SparkEngine, detect_spark_format
 from .engines.infer import infer_domain
@@ -45,6 +45,7 @@ from .jsonfile import loads_strict
 from .ledger import Ledger
 from .plan_file import load_plan
 from .planners.compare import compare as compare_all
+from .planners.dispatch import DEFAULT_OBJECTIVE
 from .planners.dispatch import plan as make_plan
 from .planners.targets import targets_from_specs
 from .postprocess import postprocess, write_postprocessed
@@ -53,10 +54,11 @@ from .report import REPORT_FILE, write_plan_report, write_release_report
 from .release import (
     DEFAULT_DELTA,
     MANIFEST,
+    NEGATIVE_ESTIMATES,
+    TABLES_README,
     _check_formats,
     _sibling,
     check_target,
-    is_release,
     load_release,
     output_lock,
     recover_output,
@@ -81,10 +83,15 @@ class CLIError(DPMatrixError):
 
 # -- output helpers ------------------------------------------------------------------------------
 class Out:
-    """Human-facing messages on stdout (silenced by --quiet); warnings always go to stderr."""
+    """Human-facing messages on stdout (silenced by --quiet); warnings always go to stderr.
+    Progress bars (on stderr) only when stderr is a terminal, never into a log file."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
+
+    @property
+    def progress(self) -> bool:
+        return not self.quiet and _is_terminal(sys.stderr)
 
     def __call__(self, *args: Any) -> None:
         if not self.quiet:
@@ -93,6 +100,26 @@ class Out:
     def note(self, text: str) -> None:
         if not self.quiet:
             print(text, file=sys.stderr, flush=True)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+#: ε above this (at the reported δ) is legal but protects little: warned, never refused
+EPSILON_WARNING_ABOVE = 10.0
+
+
+def warn_large_epsilon(epsilon: float, delta: float) -> None:
+    if epsilon > EPSILON_WARNING_ABOVE:
+        warn_line(
+            f"epsilon = {epsilon:.4g} at delta = {delta:.3g} is above {EPSILON_WARNING_ABOVE:g}: a "
+            "guarantee this weak protects little (published practice is about 0.1 to 10); "
+            "check the budget (--rho / --epsilon / --mu)"
+        )
 
 
 def one_line(text: str) -> str:
@@ -114,6 +141,9 @@ _API_TO_CLI = [
     ("on_unknown='clip'", "--on-unknown clip"),
     ("on_unknown='other'", "--on-unknown other"),
     ("per column as {column: policy}", "per column as --on-unknown col=policy[,col=policy]"),
+    ("(plan.measure(data, encoding='raw'))", ""),
+    ("encoding='raw'", "--encoding raw"),
+    ("encoding='codes'", "--encoding codes"),
 ]
 
 
@@ -148,6 +178,18 @@ def _add_noise(p: argparse.ArgumentParser) -> None:
                    "actually spent); gaussian_float (alias gaussian): floating-point noise from "
                    "NumPy's PCG64, not cryptographic, only on request; --seed always means "
                    "reproducible floating-point noise")
+
+
+def _add_round(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--round", type=int, metavar="N",
+                   help="round the published tables to N decimals (0: whole numbers; no privacy cost, "
+                   "the saved measurements stay exact)")
+
+
+def _negative_note(df: pd.DataFrame, say: Out) -> None:
+    """Say what negative estimates mean when a printed table has some."""
+    if "estimate" in df and bool((df["estimate"] < 0).any()):
+        say(f"note: {int((df['estimate'] < 0).sum())} negative estimate(s). {NEGATIVE_ESTIMATES}")
 
 
 def _add_quiet(p: argparse.ArgumentParser) -> None:
@@ -192,10 +234,10 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--mu", type=float, help="Gaussian-DP budget mu")
     p.add_argument(
-        "--objective", choices=["max_var", "sum_var"], default="max_var",
-        help="max_var (default here; the library's dm.plan defaults to sum_var): minimize the "
-        "largest weighted cell variance, so small tables stay accurate; sum_var: minimize the "
-        "weighted total variance",
+        "--objective", choices=["max_var", "sum_var"], default=DEFAULT_OBJECTIVE,
+        help=f"max_var: minimize the largest weighted cell variance, so small tables stay "
+        f"accurate; sum_var: minimize the weighted total variance (default {DEFAULT_OBJECTIVE}, "
+        "as in the library's dm.plan)",
     )  # fmt: skip
     p.add_argument(
         "--construction", choices=["auto", "centred", "split"], default="auto",
@@ -361,7 +403,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = _make_plan(args, domain)
     if _is_pure(plan):
         return _print_pure_plan(plan, args, say)
+    warn_large_epsilon(plan.budget.epsilon(delta), delta)
     table = plan.marginal_table()
+    table["marginal"] = table["marginal"].replace("", "total")  # named as in query's output
     if plan.is_plain:
         table = table.rename(columns={"queries": "cells"})
     if args.save:
@@ -509,10 +553,11 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
     csv_options = {"delim": args.delimiter} if args.delimiter else None
     if args.delimiter and fmt != "csv":
         raise CLIError("--delimiter applies to CSV files only")
-    say.note(f"reading {args.data} ({fmt}) with {args.engine} ...")
+    encoding = getattr(args, "encoding", "auto")
+    say.note(f"reading {args.data} ({fmt}, encoding {encoding}) with {args.engine} ...")
     if args.engine == "duckdb":
-        return DuckDBEngine(
-            args.data, domain, encoding="raw", format=fmt, on_unknown=policy,
+        return engine_for(
+            args.data, domain, encoding=encoding, format=fmt, on_unknown=policy,
             csv_options=csv_options, memory_limit=args.memory_limit, temp_directory=temp_directory,
         )  # fmt: skip
     # in-memory engine: the whole file is loaded with pandas (small data only)
@@ -523,7 +568,7 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
             raw = pd.read_parquet(args.data)
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {args.data!r}: {exc}") from None
-    return NumpyEngine(encode_frame(raw, domain, on_unknown=policy), domain)
+    return engine_for(raw, domain, encoding=encoding, on_unknown=policy)
 
 
 def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Out):
@@ -589,6 +634,9 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
     if not (isinstance(level, float) and math.isfinite(level) and 0 < level < 1):
         raise CLIError(f"--level must be strictly between 0 and 1, got {level!r}")
     out["policy"] = _on_unknown(args.on_unknown)
+    decimals = getattr(args, "round", None)
+    if decimals is not None and not 0 <= decimals <= 15:
+        raise CLIError(f"--round must be a number of decimals between 0 and 15, got {decimals}")
     if not getattr(args, "plan", None) and not getattr(args, "target", None):
         _budget_kwargs(args)
     mc = getattr(args, "max_cells", None)
@@ -655,6 +703,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                              **_budget_kwargs(args))  # fmt: skip
     size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
     check_size(size, opts["max_cells"])
+    warn_large_epsilon(plan.budget.epsilon(delta), delta)
     _describe_plan(plan, say, delta, describe_privacy=False)
     if getattr(args, "target", None):
         _describe_targets(plan, say)
@@ -681,28 +730,30 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                 # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
                 rng = np.random.default_rng(args.seed) if args.seed is not None else None
                 engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
-                                     not say.quiet)  # fmt: skip
+                                     say.progress)  # fmt: skip
                 try:
                     meas = plan.measure(
-                        None, rng=rng, progress=not say.quiet, engine=engine, noise=noise,
+                        None, rng=rng, progress=say.progress, engine=engine, noise=noise,
                         store=(work / "store") if getattr(args, "spill", False) else None,
                     )  # fmt: skip
                 finally:
                     engine.close()
                 del engine, rng
                 notes = {
-                    "data": {"engine": args.engine, "encoding": "raw values (read as text) mapped through the domain",
+                    "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
                              "on_unknown": opts["policy"]},
                 }  # fmt: skip
                 written = write_release(
                     meas, out, level=args.level, delta=delta, formats=opts["formats"],
-                    progress=not say.quiet, overwrite=overwrite, notes=notes,
-                    reproducible=args.seed is not None,
+                    progress=say.progress, overwrite=overwrite, notes=notes,
+                    reproducible=args.seed is not None, round=getattr(args, "round", None),
                 )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
     privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
     say(f"wrote {len(plan.workload)} marginal tables ({', '.join(opts['formats'])}), measurements.parquet and manifest.json to {written}/")
+    say(f"table columns: estimate, variance, std, and lower/upper = the {args.level:.0%} confidence interval "
+        f"(described in {written}/{TABLES_README})")
     say(fmt_privacy(privacy))
     if not getattr(args, "no_report", False):
         try:
@@ -816,6 +867,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     say(f"marginal {label} ({source}); estimate, variance, std, {level:.0%} confidence interval [lower, upper]")
     say(fmt_privacy(p))
     _print_table(df, args.format)
+    _negative_note(df, say)
     return 0
 
 
@@ -845,24 +897,31 @@ def shipped_adult() -> tuple[Domain, Path]:
 def cmd_demo(args: argparse.Namespace) -> int:
     dom, path = shipped_adult()
     say = Out(args.quiet)
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+        raise CLIError(f"{args.out!r} exists; pass --overwrite to replace an earlier release there, "
+                       "or choose another --out")
     say(f"dpmatrix {__version__} demo: release of the shipped UCI Adult data ({len(dom)} attributes)")
     say(f"same as: dpmatrix release {path} --domain {path.with_name('adult-domain.json')} "
-        f"--workload 'all:<={args.k}' --rho {args.rho} --objective {args.objective} --out {args.out}")
+        f"--encoding codes --workload 'all:<={args.k}' --rho {args.rho} --objective {args.objective} --out {args.out}")
     rargs = argparse.Namespace(
         data=str(path), plan=None, workload=f"all:<={args.k}", marginals=None, workload_file=None,
         query_types=None, attributes=None, rho=args.rho, epsilon=None, delta=None, mu=None,
         objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
-        on_unknown="error", memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
+        on_unknown="error", encoding="codes", round=args.round, memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
         seed=args.seed, noise=args.noise, spill=False, max_cells=None, dataset="dpmatrix-demo-adult",
         ledger=args.ledger, no_ledger=args.no_ledger, no_report=args.no_report,
     )  # fmt: skip
-    out = Path(args.out)
-    # re-running the demo replaces its own earlier release, never any other folder
-    meas = run_release(rargs, dom, say, overwrite=is_release(out))
+    # --overwrite replaces an earlier dpmatrix release, never any other folder
+    meas = run_release(rargs, dom, say, overwrite=args.overwrite)
     show = ("sex", "income>50K")
     say(f"\nmarginal {','.join(show)} with 95% confidence intervals "
         f"(also: dpmatrix query {args.out} --marginal '{','.join(show)}'):")
-    say(meas.marginal(show).to_string(index=False))
+    table = meas.marginal(show)
+    if args.round is not None:
+        table = table.round({c: args.round for c in ("estimate", "variance", "std", "lower", "upper")})
+    say(table.to_string(index=False))
+    _negative_note(table, say)
     return 0
 
 
@@ -872,7 +931,10 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
     if not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")
     cols = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    dom = infer_domain(str(path), cols, max_labels=args.max_labels, n_bins=args.bins)  # warns
+    if args.bins < 1:
+        raise CLIError(f"--bins must be at least 1, got {args.bins}")
+    dom = infer_domain(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
+                       binning=args.binning)  # warns
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
@@ -880,8 +942,15 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(dom.to_dict(), indent=1) + "\n")
     except OSError as exc:
         raise CLIError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
-    Out(args.quiet)(f"wrote a domain of {len(dom)} attributes to {args.out}: review it (and remove "
-                    "anything that reveals individual records) before using it with --domain")
+    say = Out(args.quiet)
+    binned = [a for a in dom.attributes if a.bins is not None]
+    for a in binned:
+        edges = ", ".join(f"{e:g}" for e in a.bins)
+        say(f"{a.name}: {a.size} {args.binning} bins, edges [{edges}] (more than {args.max_labels} "
+            "distinct values or fractions; change with --bins, --binning width|quantile, "
+            "--max-labels, or edit the edges)")
+    say(f"wrote a domain of {len(dom)} attributes ({len(binned)} binned) to {args.out}: review it "
+        "(and remove anything that reveals individual records) before using it with --domain")
     return 0
 
 
@@ -933,9 +1002,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace an earlier dpmatrix release in --out")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     r.add_argument("--tables", default="parquet,csv", help="table formats to write (default parquet,csv)")
+    _add_round(r)
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")
+    r.add_argument("--encoding", choices=list(ENCODINGS), default="auto",
+                   help="what DATA holds: raw values (labels matched as text, numbers put into the "
+                   "domain's bins), codes 0..size-1, or auto (default: the reading the data fit; "
+                   "refused when both fit and disagree)")
     r.add_argument("--engine", choices=["duckdb", "numpy", "spark"], default="duckdb",
                    help="duckdb (default; files larger than memory), numpy (loads the file with pandas) "
                    "or spark (counts in Apache Spark; DATA may be a Parquet/CSV path, glob, URI or table)")
@@ -1008,16 +1082,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quiet(h)
     h.set_defaults(func=cmd_report)
 
-    d = sub.add_parser("demo", help="release the shipped Adult data (same code path as 'release')")
+    d = sub.add_parser("demo", help="release the shipped Adult data (same code path as 'release')",
+                       description="Release all marginals on at most --k attributes of the UCI Adult data "
+                       "shipped with dpmatrix (48,842 records; codes shown with their UCI labels), by the "
+                       "same code path as 'dpmatrix release' (the equivalent command is printed), then "
+                       "print the sex x income table with its confidence intervals. The budget is "
+                       "charged to the ledger under the dataset 'dpmatrix-demo-adult'.")
     d.add_argument("--out", default="demo-release", help="output folder (default: demo-release)")
+    d.add_argument("--overwrite", action="store_true", help="replace an earlier release in --out")
     d.add_argument("--k", type=int, default=2, help="all marginals on at most k attributes (default 2)")
     d.add_argument("--rho", type=float, default=0.5, help="zCDP budget (default 0.5)")
-    d.add_argument("--objective", choices=["sum_var", "max_var"], default="max_var",
+    d.add_argument("--objective", choices=["sum_var", "max_var"], default=DEFAULT_OBJECTIVE,
                    help="max_var (default) keeps small tables accurate; sum_var minimizes total variance")
     d.add_argument("--seed", type=int, default=None,
                    help="TESTING ONLY: seed for reproducible noise (a real release must not fix it)")
     _add_ledger(d, dataset=False)
     d.add_argument("--no-report", action="store_true", help="do not write report.html into the folder")
+    _add_round(d)
     _add_noise(d)
     _add_quiet(d)
     d.set_defaults(func=cmd_demo)
@@ -1030,7 +1111,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--out", required=True, metavar="D.json", help="domain file to write")
     i.add_argument("--columns", metavar="A,B,...", help="columns to include (default: all)")
     i.add_argument("--max-labels", type=int, default=50, help="integer columns with at most this many values get labels")
-    i.add_argument("--bins", type=int, default=10, help="equal-width bins for other numeric columns")
+    i.add_argument("--bins", type=int, default=10,
+                   help="number of bins for other numeric columns (default 10)")
+    i.add_argument("--binning", choices=["width", "quantile"], default="width",
+                   help="bin edges: equal width between the minimum and maximum (default), or the "
+                   "data's quantiles (about equal counts); both are derived from the data and leak")
     i.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_quiet(i)
     i.set_defaults(func=cmd_infer_domain)
@@ -1050,6 +1135,10 @@ def build_parser() -> argparse.ArgumentParser:
     lc.add_argument("--epsilon", type=float, help="cap on the total pure epsilon")
     lc.add_argument("--ledger", metavar="PATH", help="ledger file")
     lc.set_defaults(func=cmd_ledger_set_cap)
+    for command in [*sub.choices.values(), *lsub.choices.values()]:
+        # --debug after the command too; SUPPRESS keeps a --debug given before it
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show Python tracebacks on errors")
     return parser
 
 

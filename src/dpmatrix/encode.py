@@ -356,8 +356,9 @@ def out_of_range_message(
 
 
 CODES_HINT = (
-    "Data must hold integer codes 0..size-1 per attribute (map raw values with "
-    "dpmatrix.encode.encode_frame / encoding='raw', or fix the domain)."
+    "Data must hold integer codes 0..size-1 per attribute; for raw values (labels, numbers to "
+    "bin) give the domain labels or bins and measure with encoding='raw' "
+    "(plan.measure(data, encoding='raw')), or fix the domain."
 )
 
 

@@ -92,6 +92,15 @@ MANIFEST = "manifest.json"
 MANIFEST_DIGEST = "manifest.sha256"
 MEASUREMENTS = "measurements.parquet"
 MARGINALS_DIR = "marginals"
+#: plain-text description of the table columns (confidence level, rounding, negative estimates)
+#: next to the tables, for readers who open a CSV without the manifest
+TABLES_README = f"{MARGINALS_DIR}/README.txt"
+NEGATIVE_ESTIMATES = (
+    "Negative estimates: the noise is unbiased, so a small true count can come out below zero "
+    "(its interval then usually contains 0). Publish it as is, report it as 0, or replace the "
+    "tables by consistent non-negative ones with the post-processing option (dpmatrix release "
+    "--postprocess); rounding or clipping changes no privacy guarantee (it uses only released numbers) but adds bias."
+)
 FORMATS = ("parquet", "csv")
 
 #: default δ at which ε is reported when the budget was not given as (ε, δ)
@@ -562,6 +571,7 @@ def write_release(
     overwrite: bool = False,
     notes: Mapping[str, Any] | None = None,
     reproducible: bool | None = None,
+    round: int | None = None,
 ) -> Path:
     """Write a release folder (layout, locking and integrity in the module docstring).
 
@@ -585,6 +595,11 @@ def write_release(
         line as "REPRODUCIBLE, NOT PRIVATE". ``None``: inferred from
         ``measurements.randomness`` (``"seeded_insecure"``), which cannot tell a seeded
         floating-point Gaussian generator from an OS-seeded one — pass it explicitly.
+    round : int, optional
+        Round the published tables' numbers (estimate, variance, std, lower, upper) to this
+        many decimals (``0``: whole numbers); the measurements are kept exact, so
+        ``load_release(...).marginal`` still reconstructs unrounded answers. Post-processing:
+        no privacy cost.
 
     Returns
     -------
@@ -608,6 +623,8 @@ def write_release(
         raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
     pure = measurements.noise == "discrete_laplace"
     delta = 0.0 if pure else check_delta(delta)
+    if round is not None and (isinstance(round, bool) or not isinstance(round, int) or not 0 <= round <= 15):
+        raise ReleaseError(f"round must be a number of decimals between 0 and 15, got {round!r}")
     if reproducible is None:
         reproducible = measurements.randomness == "seeded_insecure"
     plan: Plan = measurements.plan  # type: ignore[assignment]
@@ -619,8 +636,10 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
-            write = _write_stage if hasattr(plan, "closure") else _write_stage_listed
-            write(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
+            if hasattr(plan, "closure"):
+                _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round)
+            else:
+                _write_stage_listed(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
             _swap_into_place(stage, out)
         except OSError as exc:
             shutil.rmtree(stage, ignore_errors=True)
@@ -644,7 +663,25 @@ def _lower_bound_entry(plan) -> dict[str, Any] | None:
     except DPMatrixError:
         return None
 
-def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible) -> None:
+
+def tables_readme(level: float, decimals: int | None) -> str:
+    """The text of ``marginals/README.txt``: what every column of the tables means."""
+    pct = f"{100 * float(level):g}%"
+    rounded = ("exact (not rounded)" if decimals is None
+               else f"rounded to {decimals} decimal{'s' if decimals != 1 else ''}")
+    return (
+        "Tables of this dpmatrix release: one file per marginal (attribute columns, then):\n"
+        "  estimate  the differentially private count (unbiased)\n"
+        "  variance  its exact variance (from the noise scales; no data used)\n"
+        "  std       the standard deviation, sqrt(variance)\n"
+        f"  lower, upper  the {pct} confidence interval (confidence level {float(level):g})\n"
+        f"Numbers are {rounded}. The privacy guarantee is stated in ../manifest.json.\n"
+        f"{NEGATIVE_ESTIMATES}\n"
+    )
+
+
+def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
+                 decimals: int | None = None) -> None:
     (stage / MARGINALS_DIR).mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
     wk = plan.workload
@@ -652,6 +689,8 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     entries: list[dict[str, Any]] = []
     row = {m: i for i, m in enumerate(info["marginal"])}
     for names, table in measurements.iter_marginals(level=level, progress=progress):
+        if decimals is not None:
+            table = table.round({c: decimals for c in ("estimate", "variance", "std", "lower", "upper")})
         files = _write_table(table, stage / MARGINALS_DIR / table_stem(names), formats)
         i = row[",".join(names)]
         entries.append(
@@ -664,7 +703,8 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
             }
         )
     spec = plan.to_dict()
-    digests = {MEASUREMENTS: sha256_file(stage / MEASUREMENTS)}
+    _write_synced(stage / TABLES_README, tables_readme(level, decimals))
+    digests = {MEASUREMENTS: sha256_file(stage / MEASUREMENTS), TABLES_README: sha256_file(stage / TABLES_README)}
     for e in entries:
         for rel in e["files"].values():
             digests[rel] = sha256_file(stage / rel)
@@ -689,7 +729,8 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         "objective": spec["objective"],
         "residuals": spec["residuals"],
         "measurements": {"file": MEASUREMENTS, "residual_sets": n_sets, "noisy_values": n_values},
-        "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"]},
+        "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"],
+                   "confidence_level": float(level), "rounded_to": decimals, "readme": TABLES_README},
         "marginals": entries,
         "files": digests,
     }

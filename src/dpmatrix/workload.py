@@ -298,8 +298,10 @@ IDENTITY = "identity"
 
 
 def _default_type(attr) -> str:
-    """Default per-attribute query type from the attribute's kind (paper §7.1, §9)."""
-    return "prefix" if attr.kind == "ordinal" else IDENTITY
+    """Default per-attribute query type: plain cells (``"identity"``) whatever the attribute's
+    kind, as on the command line (issue 17: a published table is a table of cells; prefix or
+    range queries, paper §7.1, are asked for by name)."""
+    return IDENTITY
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,7 +315,7 @@ class Workload:
     matrix ``W_i`` applied to it — ``"identity"`` (plain cells), ``"prefix"`` (``value ≤ v``),
     ``"range"`` (every ``[a, b]``) or a user matrix whose row space contains the all-ones row.
     ``query_types={"age": "prefix"}`` sets an attribute's type everywhere; attributes not named
-    take ``"prefix"`` if the domain says they are ordinal, else ``"identity"``. A single marginal
+    are ``"identity"`` (cells), whatever their kind. A single marginal
     can override it: ``{"attributes": ("age", "race"), "query_types": {"age": "range"}}``.
     """
 

@@ -28,9 +28,9 @@ and optionally ``weight`` and per-marginal ``query_types``; an optional ``weight
 per entry, only for entries that are single marginals) is also read, so the ``workload`` of a
 plan or release manifest can be used as a workload file.
 
-Unlike :class:`dpmatrix.Workload`, whose default query type follows the attribute kind
-(ordinal → prefix), a parsed workload asks for plain cells (``identity``) on every attribute
-not given a type: a released "marginal" is then exactly the table of counts.
+As in :class:`dpmatrix.Workload`, a parsed workload asks for plain cells (``identity``) on every
+attribute not given a type, whatever its kind: a released "marginal" is then exactly the table
+of counts.
 """
 
 from __future__ import annotations

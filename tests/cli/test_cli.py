@@ -275,7 +275,7 @@ def test_artifact_holds_no_record_no_seed_no_count(capsys, data, tmp_path):
     rc, _, err = run(capsys, *argv)
     assert rc == 0, err
     files = [p for p in out_dir.rglob("*") if p.is_file()]
-    assert len(files) == 4 + 2 * 11  # manifest, its digest, measurements, report.html; 11 tables x 2 formats
+    assert len(files) == 5 + 2 * 11  # manifest, its digest, measurements, report.html, marginals/README.txt; 11 tables x 2 formats
     forbidden_bytes = [
         SENTINEL.encode(), b"person-0", str(SENTINEL_AGE).encode(), np.float64(SENTINEL_AGE).tobytes(),
         str(SEED).encode(), np.int64(SEED).tobytes(), np.int32(SEED).tobytes(), np.float64(SEED).tobytes(),
@@ -323,7 +323,8 @@ def test_readme_demo_and_query_subprocess(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert re.search(r"sex\s+income>50K\s+estimate\s+variance\s+std\s+lower\s+upper", r.stdout)
-    assert len([l for l in r.stdout.splitlines() if re.match(r"\s*[01]\s+[01]\s", l)]) == 4
+    # the shipped domain labels the codes (UCI adult.names order, tests/core/test_adult_labels.py)
+    assert len([l for l in r.stdout.splitlines() if re.match(r"\s*(Female|Male)\s+(<=50K|>50K)\s", l)]) == 4
     # the demo re-runs in place (it replaces only its own earlier release); errors have no traceback
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "query", "demo-release", "--marginal", "nope"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -75,7 +75,7 @@ def test_tables_carry_labels_and_bins(codes, tmp_path):
     assert list(csv.columns) == ["age", "sex", "estimate", "variance", "std", "lower", "upper"]
     np.testing.assert_allclose(csv["upper"] - csv["estimate"], 1.959963984540054 * csv["std"])
     # binned (hence ordinal) age asked as prefix sums: rows read as value bounds
-    pre = load_release(write_release(measure(codes, dm.Workload(DOM, [("age",)])), tmp_path / "pre"))
+    pre = load_release(write_release(measure(codes, dm.Workload(DOM, [("age",)], query_types={"age": "prefix"})), tmp_path / "pre"))
     assert pre.table(("age",))["age"].astype(str).tolist() == ["< 20", "< 40", "< 60", "<= 120"]
 
 
@@ -88,7 +88,7 @@ def test_manifest_contents(codes, tmp_path):
     assert m["format"] == "dpmatrix.release/1"
     assert m["library"] == {"name": "dpmatrix", "version": dm.__version__}
     assert m["created"].endswith("+00:00")
-    assert m["domain"] == DOM.to_dict() and m["objective"] == "sum_var"
+    assert m["domain"] == DOM.to_dict() and m["objective"] == "max_var"  # the default of dm.plan
     assert m["workload"] == wk.to_dict()
     p = m["privacy"]
     assert p["rho"] == pytest.approx(1.0) and p["mu"] == pytest.approx(plan.mu)

@@ -34,13 +34,13 @@ def test_hand_derived_prefix_n2_with_itself():
     # the 1-D mechanism S x + N(0, I) itself (||W S⁻¹||_F² · max column norm² = 2 · 2): the split
     # keeps the strategy whole. Algorithm 4 replaces it by its centred part: (3 + sqrt 5)/2.
     wk = dm.Workload(dm.Domain({"x": 2}), [("x",)], query_types={"x": "prefix"})
-    split = dm.plan(wk, pcost=1, strategies={"x": "workload"}, construction="split")
-    centred = dm.plan(wk, pcost=1, strategies={"x": "workload"}, construction="centred")
+    split = dm.plan(wk, objective="sum_var", pcost=1, strategies={"x": "workload"}, construction="split")
+    centred = dm.plan(wk, objective="sum_var", pcost=1, strategies={"x": "workload"}, construction="centred")
     assert split.total_variance() == pytest.approx(4.0, rel=1e-9)
     assert centred.total_variance() == pytest.approx((3 + math.sqrt(5)) / 2, rel=1e-9)
     # with the optimal Gaussian strategy for W (unit-diagonal X = [[1,ρ],[ρ,1]], tr(WᵀW X⁻¹) =
     # (3 − 2ρ)/(1 − ρ²) minimized at ρ = (3 − sqrt 5)/2) the split reaches that optimum, (3+√5)/2
-    best = dm.plan(wk, pcost=1, strategies={"x": "l2"}, construction="split")
+    best = dm.plan(wk, objective="sum_var", pcost=1, strategies={"x": "l2"}, construction="split")
     assert best.total_variance() == pytest.approx((3 + math.sqrt(5)) / 2, rel=2e-6)
 
 
@@ -75,14 +75,14 @@ def test_split_needs_the_total_in_the_strategy():
         subtraction_and_gamma(prefix(3), "sideways")
     wk = dm.Workload(dm.Domain.from_sizes([3, 2]), [("a0", "a1")], query_types={"a0": "prefix"})
     with pytest.raises(dm.WorkloadError, match="unknown residual construction"):
-        dm.plan(wk, pcost=1, construction="diagonal")
+        dm.plan(wk, objective="sum_var", pcost=1, construction="diagonal")
 
 
 def test_identity_everywhere_both_constructions_are_residualplanner():
     dom = dm.Domain.from_sizes([3, 4, 2])
     wk = dm.Workload.marginals(dom, 2, upto=True)
-    rp = dm.plan(wk, pcost=1)
-    sp = dm.plan(wk, pcost=1, construction="split")
+    rp = dm.plan(wk, objective="sum_var", pcost=1)
+    sp = dm.plan(wk, objective="sum_var", pcost=1, construction="split")
     assert sp.is_plain
     np.testing.assert_array_equal(sp.sigma2, rp.sigma2)
 
@@ -103,10 +103,10 @@ def test_split_attains_hdmm_optimum_on_kronecker_workloads(kind, table):
         for n, value in zip([2, 4, 8, 16, 32, 64], values):
             dom = dm.Domain.from_sizes([n] * d)
             wk = dm.Workload(dom, [tuple(range(d))], query_types={a: kind for a in dom.names})
-            got = dm.plan(wk, pcost=1, construction="split").rmse()
+            got = dm.plan(wk, objective="sum_var", pcost=1, construction="split").rmse()
             assert abs(got - value) <= 0.005 + 1e-9, (kind, d, n, got, value)  # printed to 2 decimals
             if n >= 4:
-                centred = dm.plan(wk, pcost=1, construction="centred").rmse()
+                centred = dm.plan(wk, objective="sum_var", pcost=1, construction="centred").rmse()
                 assert centred > got * 1.001, (kind, d, n, centred, got)
 
 
@@ -115,8 +115,8 @@ def test_table12_five_way_prefix_attains_hdmm():
     # where HDMM's OPT (9.13) is optimal; the split reaches it, Algorithm 4 does not (paper: 12.58)
     dom = dm.Domain.from_sizes([10] * 5)
     wk = dm.Workload.marginals(dom, 5, query_types={a: "prefix" for a in dom.names})
-    assert dm.plan(wk, pcost=1, construction="split").rmse() == pytest.approx(9.13, abs=0.005)
-    assert dm.plan(wk, pcost=1, construction="centred").rmse() > 11.0
+    assert dm.plan(wk, objective="sum_var", pcost=1, construction="split").rmse() == pytest.approx(9.13, abs=0.005)
+    assert dm.plan(wk, objective="sum_var", pcost=1, construction="centred").rmse() > 11.0
 
 
 @pytest.mark.slow
@@ -127,7 +127,7 @@ def test_simulation_generalized_answers(construction):
     dom = dm.Domain.from_sizes([4, 3, 2])
     wk = dm.Workload(dom, [("a0", "a2"), ("a1",), ("a0", "a1")],
                      query_types={"a0": "prefix", "a1": "range"}, weights=[1.0, 2.0, 1.0])
-    plan = dm.plan(wk, pcost=0.7, construction=construction)
+    plan = dm.plan(wk, objective="sum_var", pcost=0.7, construction=construction)
     rng = np.random.default_rng(21)
     data = pd.DataFrame({n: rng.integers(0, s, 60) for n, s in zip(dom.names, dom.sizes)})
     x = oracle.data_vector(dom.sizes, data.to_numpy())
@@ -156,7 +156,7 @@ def test_simulation_generalized_answers(construction):
 def test_json_round_trip_keeps_the_construction(tmp_path):
     dom = dm.Domain.from_sizes([5, 3])
     wk = dm.Workload(dom, [("a0", "a1"), ("a0",)], query_types={"a0": "range"})
-    plan = dm.plan(wk, pcost=1, construction="split")
+    plan = dm.plan(wk, objective="sum_var", pcost=1, construction="split")
     back = dm.Plan.from_json(plan.to_json())
     assert back.construction == "split"
     assert back.rmse() == pytest.approx(plan.rmse(), rel=1e-12)

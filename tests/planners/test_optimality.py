@@ -31,7 +31,7 @@ def dense_bound(sizes, entries, pcost):
 def test_plain_marginals_sum_var_ratio_is_one_and_bound_matches_dense_svd():
     dom = dm.Domain({"a": 3, "b": 4, "c": 2})
     wk = dm.Workload(dom, [("a", "b"), ("c",), ("b", "c"), ()], weights=[1.0, 3.0, 0.5, 2.0])
-    p = dm.plan(wk, rho=0.7)
+    p = dm.plan(wk, rho=0.7, objective="sum_var")
     ref, nq = dense_bound(dom.sizes, [((0, 1), {}, 1.0), ((2,), {}, 3.0), ((1, 2), {}, 0.5), ((), {}, 2.0)],
                           p.pcost)
     lb = p.lower_bound()
@@ -45,7 +45,7 @@ def test_plain_marginals_sum_var_ratio_is_one_and_bound_matches_dense_svd():
 def test_hundred_attributes_all_three_way_ratio_is_one():
     dom = dm.Domain.from_sizes([2, 3, 4, 5] * 25)
     wk = dm.Workload.marginals(dom, 3, upto=True)
-    p = dm.plan(wk, rho=0.5)
+    p = dm.plan(wk, rho=0.5, objective="sum_var")
     o = p.optimality()
     assert o.exact and o.objective == "sum_var"
     assert abs(o.ratio - 1.0) < 1e-9
@@ -68,7 +68,7 @@ def test_max_var_ratio_is_weighted_max_over_mean_bound():
 def test_rpplus_single_kron_exact_bound_shows_true_gap():
     dom = dm.Domain({"a": 6, "b": 3})
     wk = dm.Workload(dom, [("a", "b")], query_types={"a": "range"})
-    p = dm.plan(wk, pcost=2.0)
+    p = dm.plan(wk, pcost=2.0, objective="sum_var")
     ref, _ = dense_bound(dom.sizes, [((0, 1), {0: range_matrix(6)}, 1.0)], 2.0)
     lb = p.lower_bound()
     assert lb.exact and lb.total == pytest.approx(ref, rel=1e-10)
@@ -81,7 +81,7 @@ def test_rpplus_union_of_generalized_marginals_small_union_is_exact():
     # marginal (≤ 1024 cells) the plan uses the exact dense bound instead
     dom = dm.Domain({"a": 5, "b": 4, "c": 3})
     wk = dm.Workload.marginals(dom, 2, query_types={"a": "range", "b": "prefix"})
-    p = dm.plan(wk, pcost=1.0)
+    p = dm.plan(wk, pcost=1.0, objective="sum_var")
     mats = {0: range_matrix(5), 1: prefix_matrix(4)}
     ref, nq = dense_bound(dom.sizes, [((0, 1), mats, 1.0), ((0, 2), mats, 1.0), ((1, 2), mats, 1.0)], 1.0)
     lb = p.lower_bound()
@@ -94,7 +94,7 @@ def test_rpplus_union_of_generalized_marginals_small_union_is_exact():
 def test_rpplus_union_large_union_valid_bound():
     dom = dm.Domain({"a": 11, "b": 10, "c": 10})  # 1100 cells: above the dense limit
     wk = dm.Workload(dom, [("a", "b"), ("c",)], query_types={"a": "range", "c": "prefix"})
-    p = dm.plan(wk, pcost=1.0)
+    p = dm.plan(wk, pcost=1.0, objective="sum_var")
     mats = {0: range_matrix(11), 2: prefix_matrix(10)}
     ref, _ = dense_bound(dom.sizes, [((0, 1), mats, 1.0), ((2,), mats, 1.0)], 1.0)
     lb = p.lower_bound()
@@ -142,7 +142,7 @@ def test_pure_plans_have_no_gaussian_bound():
 
 def test_manifest_entry_fields():
     dom = dm.Domain({"a": 3, "b": 4})
-    p = dm.plan(dm.Workload(dom, [("a", "b")]), pcost=1.0)
+    p = dm.plan(dm.Workload(dom, [("a", "b")]), pcost=1.0, objective="sum_var")
     d = p.lower_bound_facts()
     assert d["total"] == pytest.approx(12.0)  # identity W: (Σσ)²/N = 12²/12
     assert d["rmse"] == pytest.approx(1.0) and d["exact"] is True

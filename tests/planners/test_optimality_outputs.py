@@ -38,7 +38,7 @@ def test_cli_plan_prints_and_writes_the_ratio(tmp_path, capsys):
 def test_release_manifest_has_lower_bound(tmp_path):
     dom = dm.Domain({"a": 4, "b": 3})
     wk = dm.Workload(dom, [("a", "b"), ("a",)])
-    plan = dm.plan(wk, rho=0.5)
+    plan = dm.plan(wk, rho=0.5, objective="sum_var")
     gen = np.random.default_rng(3)
     df = pd.DataFrame({"a": gen.integers(0, 4, 200), "b": gen.integers(0, 3, 200)})
     dm.write_release(plan.measure(df, rng=gen), tmp_path / "rel")

@@ -15,7 +15,7 @@ from dpmatrix.planners.querysmasher.planner import plan_querysmasher
 def plans():
     dom = dm.Domain({"a": 3, "b": 5, "c": 4})
     wk = dm.Workload.marginals(dom, 2, upto=True)
-    return wk, dm.plan(wk, pcost=1), dm.plan(wk, pcost=1, planner="querysmasher")
+    return wk, dm.plan(wk, objective="sum_var", pcost=1), dm.plan(wk, pcost=1, planner="querysmasher")
 
 
 def test_every_plan_is_a_planbase(plans):
@@ -38,7 +38,7 @@ def test_same_mistake_same_error(plans):
         with pytest.raises(UnknownAttributeError):
             p.query_variance(("nope",))
     with pytest.raises(BudgetError):
-        dm.plan(wk, pcost=-1)
+        dm.plan(wk, objective="sum_var", pcost=-1)
     with pytest.raises(BudgetError):
         plan_querysmasher(wk, pcost=-1)
     with pytest.raises(BudgetError):
@@ -87,9 +87,9 @@ def test_budget_constructors_by_hand():
 def test_budget_is_one_of_the_budget_forms(plans):
     wk, _, _ = plans
     with pytest.raises(BudgetError, match="exactly one"):
-        dm.plan(wk, budget=dm.Budget.zcdp(1), rho=1)
+        dm.plan(wk, objective="sum_var", budget=dm.Budget.zcdp(1), rho=1)
     with pytest.raises(BudgetError):
-        dm.plan(wk, budget=0.5)
+        dm.plan(wk, objective="sum_var", budget=0.5)
 
 
 def test_measure_options_are_keyword_only(plans):

@@ -150,7 +150,7 @@ def table8_workloads(sizes, n_numeric):
 def test_table8_optimal_strategies_never_above_paper(dataset):
     sizes, nnum, paper = TABLE8[dataset]
     for wk, value in zip(table8_workloads(sizes, nnum), paper):
-        got = dm.plan(wk, pcost=1, construction="centred").rmse()
+        got = dm.plan(wk, objective="sum_var", pcost=1, construction="centred").rmse()
         assert -0.075 < got / value - 1 <= 0.0005, (dataset, got, value)
 
 
@@ -158,9 +158,9 @@ def test_table8_optimal_strategies_never_above_paper(dataset):
 def test_table8_default_is_the_better_construction(dataset):
     sizes, nnum, paper = TABLE8[dataset]
     for wk, value in zip(table8_workloads(sizes, nnum), paper):
-        got = dm.plan(wk, pcost=1)
-        centred = dm.plan(wk, pcost=1, construction="centred").rmse()
-        split = dm.plan(wk, pcost=1, construction="split").rmse()
+        got = dm.plan(wk, objective="sum_var", pcost=1)
+        centred = dm.plan(wk, objective="sum_var", pcost=1, construction="centred").rmse()
+        split = dm.plan(wk, objective="sum_var", pcost=1, construction="split").rmse()
         assert got.rmse() == pytest.approx(min(centred, split), rel=1e-12)
         assert got.construction == ("split" if split < centred else "centred")
         assert -0.11 < got.rmse() / value - 1 < -0.005, (dataset, got.rmse(), value)
@@ -172,7 +172,7 @@ def test_table8_pidentity_strategies(dataset):
     sizes, nnum, paper = TABLE8[dataset]
     for wk, value in zip(table8_workloads(sizes, nnum), paper):
         strategies = {f"a{i}": "pidentity" for i in range(nnum)}
-        got = dm.plan(wk, pcost=1, strategies=strategies, construction="centred").rmse()
+        got = dm.plan(wk, objective="sum_var", pcost=1, strategies=strategies, construction="centred").rmse()
         assert -0.005 < got / value - 1 < 0.04, (dataset, got, value)
 
 
@@ -207,7 +207,7 @@ def test_tables_10_11_kronecker_workloads(kind, table, make):
         for n, value in zip([2, 4, 8, 16], values):
             dom = dm.Domain.from_sizes([n] * d)
             wk = dm.Workload(dom, [tuple(range(d))], query_types={a: kind for a in dom.names})
-            got = dm.plan(wk, pcost=1, construction="centred").rmse()
+            got = dm.plan(wk, objective="sum_var", pcost=1, construction="centred").rmse()
             assert got <= value + 0.005, (kind, d, n, got)
             lb = certified_rmse_bound(make(n), d, d)
             assert lb * (1 - 1e-9) <= got <= lb * (1 + 1e-3), (kind, d, n, got, lb)
@@ -218,7 +218,7 @@ def test_table12_kway_prefix_d5():
     dom = dm.Domain.from_sizes([10] * 5)
     qt = {a: "prefix" for a in dom.names}
     for k, value in zip(range(1, 6), paper):
-        got = dm.plan(dm.Workload.marginals(dom, k, query_types=qt), pcost=1, construction="centred").rmse()
+        got = dm.plan(dm.Workload.marginals(dom, k, query_types=qt), objective="sum_var", pcost=1, construction="centred").rmse()
         lb = certified_rmse_bound(prefix(10), 5, k)
         assert got <= value + 0.005, (k, got)
         assert lb * (1 - 1e-9) <= got <= lb * (1 + 1e-3), (k, got, lb)
@@ -230,18 +230,18 @@ def test_hand_derived_prefix_size_two():
     # trace_out = (1² + 2²)/4 = 5/4; Lemma 2 at cost 1: total = (sqrt(5/4·1) + sqrt(1/4))² =
     # (3 + sqrt 5)/2, so RMSE = sqrt(total / 2).
     wk = dm.Workload(dm.Domain({"x": 2}), [("x",)], query_types={"x": "prefix"})
-    assert dm.plan(wk, pcost=1).total_variance() == pytest.approx((3 + np.sqrt(5)) / 2, rel=1e-6)
+    assert dm.plan(wk, objective="sum_var", pcost=1).total_variance() == pytest.approx((3 + np.sqrt(5)) / 2, rel=1e-6)
 
 
 def test_queries_by_labels_and_bounds():
     ages = [str(a) for a in range(18, 28)]
     dom = dm.Domain([dm.Attribute("age", 10, "ordinal", tuple(ages)),
                      dm.Attribute("race", 3, labels=("White", "Black", "Asian"))])
-    wk = dm.Workload(dom, [("age", "race")])  # ordinal age defaults to prefix queries
+    wk = dm.Workload(dom, [("age", "race")], query_types={"age": "prefix"})  # prefix asked by name
     assert wk.types(0) == ("prefix", "identity")
     rng = np.random.default_rng(4)
     df = pd.DataFrame({"age": rng.integers(0, 10, 400), "race": rng.integers(0, 3, 400)})
-    plan = dm.plan(wk, rho=1.0)
+    plan = dm.plan(wk, objective="sum_var", rho=1.0)
     meas = plan.measure(df, rng=np.random.default_rng(5))
     ans = meas.query({"age": ("20", "23"), "race": "Black"})
     cells = meas.estimate(("age", "race"))
@@ -273,9 +273,9 @@ def test_query_type_errors():
         dm.Workload.marginals(dom, 1, query_types={"zz": "prefix"})
     wk = dm.Workload.marginals(dom, 1, query_types={"a0": "prefix"})
     with pytest.raises(dm.WorkloadError):
-        dm.plan(wk, pcost=1, strategies={"a0": np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])})
+        dm.plan(wk, objective="sum_var", pcost=1, strategies={"a0": np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])})
     with pytest.raises(dm.WorkloadError, match="unknown strategy"):
-        dm.plan(wk, pcost=1, strategies={"a0": "magic"})
+        dm.plan(wk, objective="sum_var", pcost=1, strategies={"a0": "magic"})
 
 
 def test_custom_query_matrix_and_json_round_trip():

@@ -78,8 +78,8 @@ def test_generalized_marginals_keep_the_kronecker_path():
     """Prefix queries on an ordinal attribute (ResidualPlanner+): not plain, so ``answer`` goes
     through Algorithm 6; the estimate is W applied to the dense Algorithm-2 cells."""
     dom = dm.Domain.from_dict({"x": {"size": 4, "kind": "ordinal"}, "y": 3})
-    wk = dm.Workload(dom, [("x", "y")])
-    plan = dm.plan(wk, pcost=2.0)
+    wk = dm.Workload(dom, [("x", "y")], query_types={"x": "prefix"})
+    plan = dm.plan(wk, pcost=2.0, objective="sum_var")
     assert not plan.is_plain
     rng = np.random.default_rng(3)
     meas = plan.measure(pd.DataFrame({"x": rng.integers(0, 4, 30), "y": rng.integers(0, 3, 30)}), rng=rng)

@@ -77,7 +77,7 @@ def test_seeded_discrete_noise_is_flagged_not_for_publication(tmp_path):
 
 # -- size caps and links -------------------------------------------------------------------------
 def test_big_release_is_capped_and_says_what_was_left_out(tmp_path, monkeypatch):
-    plan = dm.plan(dm.Workload.marginals(adult_domain(), 2, upto=True), rho=1.0)
+    plan = dm.plan(dm.Workload.marginals(adult_domain(), 2, upto=True), objective="sum_var", rho=1.0)
     out = write_release(plan.measure(adult_codes(), rng=np.random.default_rng(2)), tmp_path / "rel")
     monkeypatch.setattr(content, "MAX_INLINE", {0: 1, 1: 2, 2: 1})
     monkeypatch.setattr(content, "MAX_LINKS", 3)
@@ -138,7 +138,8 @@ def test_manifest_links_outside_the_release_are_not_followed(tmp_path):
 
 # -- optional sections (issues 13 and 15) --------------------------------------------------------
 def test_target_and_bound_sections_appear_only_when_the_plan_has_them(tmp_path, monkeypatch):
-    plan = small_plan()
+    wk = dm.Workload(adult_domain(), [("race", "sex"), ("income>50K",), ("marital-status",)])
+    plan = dm.plan(wk, rho=0.5, objective="sum_var")
     html = write_plan_report(plan, tmp_path / "p.html", fairness=False).read_text()
     assert 'id="targets"' not in html
     # every Gaussian plan has lower_bound() / optimality_ratio() (issue 15): the real values

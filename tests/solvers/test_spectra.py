@@ -154,7 +154,7 @@ def test_marginal_bound_equals_dense_and_residual_planner():
     assert b.exact and b.method == "residual"
     assert b.total == pytest.approx(dense_bound(W) / 2.0, rel=1e-12)
     # ResidualPlanner is optimal for sum_var and the bound is tight: equal to machine precision
-    p = dm.plan(_plain(sizes, sets, w), pcost=2.0)
+    p = dm.plan(_plain(sizes, sets, w), objective="sum_var", pcost=2.0)
     assert b.total == pytest.approx(p.loss(), rel=1e-12)
     assert b.rmse == pytest.approx(math.sqrt(b.total / sum(np.prod([sizes[i] for i in s]) for s in sets)))
 
@@ -178,7 +178,7 @@ def test_marginal_bound_100_attributes_equals_planner():
     dom = dm.Domain.from_sizes([int(x) for x in rng.integers(2, 12, size=100)])
     wk = dm.Workload.marginals(dom, 3, upto=True)
     b = svd_bound(wk, pcost=1.0)
-    p = dm.plan(wk, pcost=1.0)
+    p = dm.plan(wk, objective="sum_var", pcost=1.0)
     assert b.exact
     assert b.total == pytest.approx(p.loss(), rel=1e-11)
     assert b.total == pytest.approx(p.total_variance(), rel=1e-11)  # unit weights
@@ -221,7 +221,7 @@ def test_generalized_union_is_a_valid_lower_bound(types):
     assert b.total >= parts * (1 - 1e-12)
     assert svd_bound(qw, pcost=1).total == pytest.approx(b.total, rel=1e-12)
     # the planner's (RP+) plan is a Gaussian matrix mechanism: never below the exact bound
-    assert dm.plan(wk, pcost=1).loss() >= exact * (1 - 1e-9)
+    assert dm.plan(wk, objective="sum_var", pcost=1).loss() >= exact * (1 - 1e-9)
 
 
 def test_explicit_group_union_bound_is_valid():
@@ -243,4 +243,4 @@ def test_rank_deficient_gram_path_is_accurate():
     assert np.sum(np.linalg.svd(W, compute_uv=False) > 1e-9) == 64 - 27
     via_gram = svd_bound(W.T @ W, gram=True, pcost=1).total
     assert via_gram == pytest.approx(dense_bound(W), rel=1e-12)
-    assert via_gram == pytest.approx(dm.plan(_plain(sizes, sets, [1.0] * 7), pcost=1).loss(), rel=1e-12)
+    assert via_gram == pytest.approx(dm.plan(_plain(sizes, sets, [1.0] * 7), objective="sum_var", pcost=1).loss(), rel=1e-12)

@@ -25,8 +25,30 @@ INFER_WARNING = (
     "(a rare value reveals that someone has it) and is NOT covered by the differential-privacy "
     "guarantee of anything released with this domain. Prefer a domain written from public "
     "knowledge (a codebook, a questionnaire, published category lists), or spend privacy budget "
-    "to choose it; save and review the inferred domain before use."
+    "to choose it; save and review the inferred domain before use. Bins derived from the data "
+    "leak too: equal-width edges reveal the minimum and maximum, quantile edges reveal values "
+    "of the records at those ranks; prefer round, public edges (e.g. ages 0, 18, 25, ...)."
 )
+
+BINNINGS = ("width", "quantile")
+
+
+def _bin_edges(vmin: float, vmax: float, n_bins: int, integral: bool,
+               quantiles: Sequence[float] | None) -> np.ndarray:
+    """Edges ``e0 < e1 < ... < ek`` covering ``[vmin, vmax]`` (the last bin is closed): equal
+    width, or the data's quantiles at ``1/k, ..., (k-1)/k`` between the extremes (ties merged)."""
+    if vmax <= vmin:
+        vmax = vmin + 1.0
+    if quantiles is None:
+        edges = np.linspace(vmin, vmax, n_bins + 1)
+    else:
+        edges = np.concatenate([[vmin], np.asarray(quantiles, dtype=float), [vmax]])
+    if integral:
+        edges = np.round(edges)
+    edges = np.unique(edges)
+    if len(edges) < 2:
+        edges = np.array([vmin, vmin + 1.0])
+    return edges
 
 
 def _infer_attribute(
@@ -38,16 +60,13 @@ def _infer_attribute(
     vmax: float | None,
     max_labels: int,
     n_bins: int,
+    n_distinct: int | None = None,
+    quantiles: Sequence[float] | None = None,
 ) -> Attribute:
-    if numeric and not (integral and len(distinct) <= max_labels):
+    n_distinct = len(distinct) if n_distinct is None else n_distinct
+    if numeric and not (integral and n_distinct <= max_labels):
         assert vmin is not None and vmax is not None
-        if vmax <= vmin:
-            vmax = vmin + 1.0
-        edges = np.linspace(vmin, vmax, n_bins + 1)
-        if integral:
-            edges = np.unique(np.round(edges))
-            if len(edges) < 2:
-                edges = np.array([vmin, vmin + 1.0])
+        edges = _bin_edges(vmin, vmax, n_bins, integral, quantiles)
         return Attribute(name, len(edges) - 1, "ordinal", bins=tuple(float(x) for x in edges))
     keys = [label_key(v) for v in distinct]
     labels = sorted({k for k in keys if k is not None}, key=(lambda k: float(k)) if numeric else str)
@@ -63,16 +82,34 @@ def infer_domain(
     *,
     max_labels: int = 50,
     n_bins: int = 10,
+    binning: str = "width",
     format: str | None = None,
 ) -> Domain:
     """Derive a domain from data — an explicit opt-in that weakens privacy (see the warning).
 
     Strings become categorical attributes labelled by their sorted distinct values; integral
     numbers with at most ``max_labels`` distinct values become ordinal attributes labelled by their
-    values; other numbers get ``n_bins`` equal-width bins between their minimum and maximum. Files
-    (CSV/Parquet) are scanned by DuckDB, never loaded into pandas. Always emits an
-    :class:`InferredDomainWarning`.
+    values; other numbers (more than ``max_labels`` distinct integers, or fractions) get
+    ``n_bins`` bins between their minimum and maximum: equal width (``binning="width"``) or
+    at the data's quantiles (``binning="quantile"``, about equal counts; ties merged, so
+    possibly fewer bins). Files (CSV/Parquet) are scanned by DuckDB, never loaded into pandas.
+    Always emits an :class:`InferredDomainWarning` (which values occur, and the bin edges, are
+    not covered by the privacy guarantee).
+
+    Examples
+    --------
+    >>> import warnings, pandas as pd
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     dom = infer_domain(pd.DataFrame({"age": range(17, 91)}), n_bins=4, binning="quantile")
+    >>> dom["age"].bins
+    (17.0, 35.0, 53.0, 72.0, 90.0)
     """
+    if binning not in BINNINGS:
+        raise DomainError(f"binning must be one of {', '.join(map(repr, BINNINGS))}, got {binning!r}")
+    if int(n_bins) < 1:
+        raise DomainError(f"n_bins must be at least 1, got {n_bins!r}")
+    probs = [i / n_bins for i in range(1, n_bins)]
     warnings.warn(INFER_WARNING, InferredDomainWarning, stacklevel=2)
     attrs: list[Attribute] = []
     if isinstance(data, pd.DataFrame):
@@ -91,10 +128,11 @@ def infer_domain(
                     raise DataError(f"column {c!r} has no finite values to infer a domain from")
                 integral = bool(np.all(np.floor(v) == v))
                 distinct = np.unique(v).tolist() if integral else []
+                qs = np.quantile(v, probs, method="inverted_cdf").tolist() if binning == "quantile" else None
                 attrs.append(
                     _infer_attribute(
                         c, distinct, True, integral, float(v.min()), float(v.max()),
-                        max_labels, n_bins,
+                        max_labels, n_bins, len(np.unique(v)), qs,
                     )
                 )  # fmt: skip
             else:
@@ -129,9 +167,15 @@ def infer_domain(
                             f"SELECT DISTINCT {x} FROM {src} WHERE {x} IS NOT NULL ORDER BY 1"
                         ).fetchall()
                     ]
+                qs = None
+                if binning == "quantile" and not (integral and n_dist <= max_labels) and probs:
+                    (qs,) = con.execute(
+                        f"SELECT quantile_disc({x}, {probs!r}) FROM {src} WHERE NOT isinf({x})"
+                    ).fetchone()
                 attrs.append(
                     _infer_attribute(
-                        c, distinct, True, integral, float(vmin), float(vmax), max_labels, n_bins
+                        c, distinct, True, integral, float(vmin), float(vmax), max_labels, n_bins,
+                        int(n_dist), qs,
                     )
                 )
             else:

@@ -60,6 +60,8 @@ def measure(
     noise: str | None = None,
     rel_var_tol: float = 1e-4,
     store=None,
+    encoding: str = "auto",
+    on_unknown="error",
 ):
     """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
@@ -75,9 +77,9 @@ def measure(
     plan : PlanBase
         A plan from :func:`dpmatrix.plan` (ResidualPlanner / RP+, QuerySmasher / WFF, pure ε-DP).
     data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
-        Codes ``0..size-1`` per attribute: a DataFrame (or 2-D integer array in domain column
-        order), a path to a CSV/Parquet file of codes (counted by DuckDB), a Spark DataFrame
-        (counted in Spark), or a data engine.
+        The records: a DataFrame (or a 2-D integer array of codes in domain column order), a
+        path to a CSV/Parquet file (counted inside DuckDB), a Spark DataFrame (counted in
+        Spark), or a data engine.
     rng : numpy.random.Generator, optional
         The generator the Gaussian noise is drawn from; ``None`` draws a fresh generator seeded
         by the operating system (never numpy's global state).
@@ -106,6 +108,15 @@ def measure(
         ``True`` for a temporary folder removed with the measurements. See
         :mod:`dpmatrix.reconstruct.store`.
 
+    encoding : {"auto", "raw", "codes"}, default "auto"
+        What the data hold: ``"raw"`` values (labels matched as text, numbers put into the
+        domain's bins — as ``dpmatrix release`` reads them), ``"codes"`` ``0..size-1``, or
+        ``"auto"``: the reading the data fit, refused when both fit and disagree (see
+        :mod:`dpmatrix.engines.data_source`).
+    on_unknown : {"error", "clip", "other"} or mapping, default "error"
+        Raw values the domain does not cover: an error naming them, or clipped to the first/last
+        bin, or mapped to the label ``"other"``; per column as ``{column: policy}``.
+
     Returns
     -------
     Measurements
@@ -121,6 +132,9 @@ def measure(
     >>> meas.marginal(("a", "b")).shape[0]
     6
     """
+    owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
+    if owned:
+        engine = engine_for(data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown)
     if not _is_residual_plan(plan):
         if _lists_mechanisms(plan):
             if store is not None and store is not False:
@@ -134,7 +148,11 @@ def measure(
                 # QuerySmasher: secure by default (issue 16) — exact discrete Gaussian where every
                 # space has integer factors, the lattice sampler otherwise; float only on request
                 noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
-            return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
+            try:
+                return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
+            finally:
+                if owned and hasattr(engine, "close"):
+                    engine.close()
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise is None:
         noise = "auto"
@@ -174,7 +192,7 @@ def measure(
                     noisy[sub] = discrete_measure(plan.mechanism(sub), project(tables[m], m, sub), s_bar, rng)
         bar.update(len(batch))
     bar.close()
-    if eng is not engine and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
+    if owned and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
         eng.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})

@@ -111,7 +111,7 @@ def compare(
         except DPMatrixError as exc:
             rows.append(_skip("explicit", name, str(exc)))
     if isinstance(workload, Workload):
-        p = dm_plan(workload, pcost=c)
+        p = dm_plan(workload, pcost=c, objective="sum_var")
         rows.append(_row("ResidualPlanner" if p.is_plain else "ResidualPlanner+", "sum_var", p, bound, gauss))
     else:
         rows.append(_skip("ResidualPlanner", "sum_var", "needs a Workload of (generalized) marginals"))

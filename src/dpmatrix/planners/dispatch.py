@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import BudgetError, PlanError
+from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
 from .explicit.evaluation import plan_lsa
 from .pure.plan import FORMAT as PURE_FORMAT
@@ -18,13 +19,18 @@ from .querysmasher.planner import plan_querysmasher
 from .residual.plan import Plan, plan_residual
 from .targets import plan_targets
 
-__all__ = ["plan", "plan_from_dict"]
+__all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
+
+#: The objective of ``dm.plan`` and of the command line when none is given (issue 17): a
+#: statistics office publishes every marginal as a table, and ``max_var`` bounds the worst
+#: cell of every table, where ``sum_var`` lets small tables carry large variances (§6.2).
+DEFAULT_OBJECTIVE = "max_var"
 
 
 def plan(
     workload,
     *,
-    objective: str | Callable = "sum_var",
+    objective: str | Callable | None = None,
     pcost: float | None = None,
     rho: float | None = None,
     epsilon: float | None = None,
@@ -47,9 +53,11 @@ def plan(
     ----------
     workload : Workload or QueryWorkload
         What is asked (QueryWorkload: QuerySmasher / WFF planners only).
-    objective : {"sum_var", "max_var"} or callable, default "sum_var"
-        Weighted sum of variances (closed form, Lemma 2), weighted maximum variance (convex
-        program), or ``f(v) -> cvxpy scalar`` of the per-marginal variances.
+    objective : {"max_var", "sum_var"} or callable, optional
+        Weighted maximum variance (default: :data:`DEFAULT_OBJECTIVE`, the same as the command
+        line's; every published table stays accurate, paper §6.2), weighted sum of variances
+        (closed form, Lemma 2), or ``f(v) -> cvxpy scalar`` of the per-marginal variances.
+        QuerySmasher / WFF plans support ``"sum_var"`` only, which is their default.
     pcost, rho, mu, epsilon, delta, budget : float or Budget, optional
         Exactly one budget: the privacy cost, ρ-zCDP, μ-GDP, (ε, δ)-DP (both), or a
         :class:`~dpmatrix.privacy.Budget` such as ``Budget.zcdp(0.5)``.
@@ -96,8 +104,17 @@ def plan(
     >>> dm.plan(wk, epsilon=1, delta=0).budget.pure_epsilon <= 1
     True
     """
+    domain = getattr(workload, "domain", None)
+    largest = max(domain.sizes) if domain is not None and len(domain) else 0
+    with blas_threads_for(largest):  # per-attribute matrices: one BLAS thread (linalg/threads.py)
+        return _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget,
+                         loss_bound, strategies, construction, targets, target_kind, planner_options)
+
+
+def _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
+              strategies, construction, targets, target_kind, planner_options):
     if targets is not None:
-        if objective != "sum_var" or loss_bound is not None or planner not in ("residual", "rp", "rp+"):
+        if objective is not None or loss_bound is not None or planner not in ("residual", "rp", "rp+"):
             raise PlanError("targets= replaces objective=, loss_bound= and planner=: the route is "
                             "chosen from the workload (marginals: residual planner; query groups: "
                             "explicit solver)")
@@ -108,20 +125,20 @@ def plan(
                             epsilon=epsilon, delta=delta, mu=mu, budget=budget, strategies=strategies,
                             construction=construction, **planner_options)
     if str(planner).lower() == "lsa":
-        if objective != "sum_var" or loss_bound is not None or strategies is not None or planner_options:
+        if objective not in (None, "sum_var") or loss_bound is not None or strategies is not None or planner_options:
             raise PlanError("the LSA planner supports objective='sum_var' with a privacy budget only")
         return plan_lsa(workload, pcost=resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta,
                                                       mu=mu, budget=budget))
     if (budget is not None and isinstance(budget, Budget) and budget.is_pure) or (
             delta is not None and not isinstance(delta, (str, bool)) and delta == 0):
-        return _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
+        return _plan_pure(workload, DEFAULT_OBJECTIVE if objective is None else objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
                           strategies, construction, planner, planner_options)
     if planner not in ("residual", "rp", "rp+"):
-        return _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu,
+        return _plan_querysmasher(workload, planner, "sum_var" if objective is None else objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
     if planner_options:
         raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
-    return plan_residual(workload, objective=objective, pcost=pcost, rho=rho, epsilon=epsilon,
+    return plan_residual(workload, objective=DEFAULT_OBJECTIVE if objective is None else objective, pcost=pcost, rho=rho, epsilon=epsilon,
                          delta=delta, mu=mu, budget=budget, loss_bound=loss_bound, strategies=strategies,
                          construction=construction)
 
@@ -131,7 +148,7 @@ def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta,
     name = str(planner).lower()
     if name not in ("querysmasher", "qs", "wff"):
         raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher', 'wff' or 'lsa'")
-    if (objective != "sum_var" or loss_bound is not None or strategies is not None
+    if (objective not in (None, "sum_var") or loss_bound is not None or strategies is not None
             or str(construction).lower() not in ("auto", "centred", "centered")):
         raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "
                         "privacy budget only (no loss_bound, no strategies, no construction)")

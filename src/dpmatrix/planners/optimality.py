@@ -162,7 +162,7 @@ def optimality(workload, pcost: float, objective: str, value: float) -> Optimali
     --------
     >>> import dpmatrix as dm
     >>> wk = dm.Workload(dm.Domain({"a": 3, "b": 4}), [("a",), ("a", "b")])
-    >>> p = dm.plan(wk, pcost=1.0)
+    >>> p = dm.plan(wk, pcost=1.0, objective="sum_var")
     >>> o = optimality(wk, p.pcost, "sum_var", p.loss())
     >>> round(o.ratio, 9), o.exact
     (1.0, True)

@@ -31,6 +31,7 @@ from ..domain import fmt_edge
 from ..errors import NotMeasuredError, WorkloadError
 from ..linalg.kron import kron_apply
 from ..mechanisms.residual import apply_pinv
+from ..selection import selector
 from ..workload import AttrSet
 from .broadcast import plain_batches, plain_estimate, plain_variance
 from .store import open_store
@@ -304,9 +305,11 @@ class Measurements:
 
         Parameters
         ----------
-        spec : mapping of str to value, (low, high) or list
+        spec : mapping of str to value, (low, high), list or dpmatrix.codes(...)
             Per attribute: a value (``"White"``), an inclusive range of labels or codes
-            (``(20, 35)``) or a list of values.
+            (``(20, 35)``), a list of values; for binned attributes numbers in the data's
+            units (``{"wage": (0, 500)}``: bounds are bin edges); ``dm.codes(0, 3)`` names
+            codes explicitly (:mod:`dpmatrix.selection`).
         level : float, default 0.95
             Confidence level of the interval.
 
@@ -328,7 +331,7 @@ class Measurements:
         vecs = []
         for a in key:
             attr = dom.attributes[a]
-            vecs.append(_selector(attr, spec[attr.name]))
+            vecs.append(selector(attr, spec[attr.name]))
         q = np.array(1.0)
         for v in vecs:
             q = np.multiply.outer(q, v)
@@ -505,39 +508,6 @@ def _check_answerable(domain, sub, bases, qa) -> None:
                 f"the query is not answerable from the measurements: on {domain.names[a]!r} it is "
                 "not a combination of the strategy's rows"
             )
-
-
-def _code_of(attr, value) -> int:
-    if isinstance(value, str):
-        if attr.labels is not None and value in attr.labels:
-            return attr.labels.index(value)
-        raise WorkloadError(
-            f"{value!r} is not a value of {attr.name!r}"
-            + (f" (values: {', '.join(attr.labels[:10])}{', ...' if attr.size > 10 else ''})" if attr.labels else " (it has no labels: use codes 0..size-1)")
-        )
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < attr.size:
-        if attr.labels is not None and str(value) in attr.labels:
-            return attr.labels.index(str(value))
-        return int(value)
-    raise WorkloadError(f"{value!r} is not a value of {attr.name!r} (codes are 0..{attr.size - 1})")
-
-
-def _selector(attr, sel) -> np.ndarray:
-    """Indicator vector over an attribute's values for a value, an inclusive range or a list."""
-    v = np.zeros(attr.size)
-    if isinstance(sel, tuple):
-        if len(sel) != 2:
-            raise WorkloadError(f"a range for {attr.name!r} is a pair (low, high), got {sel!r}")
-        lo, hi = (_code_of(attr, x) for x in sel)
-        if lo > hi:
-            raise WorkloadError(f"empty range for {attr.name!r}: {sel[0]!r} comes after {sel[1]!r}")
-        v[lo : hi + 1] = 1.0
-    elif isinstance(sel, (list, set, frozenset)):
-        for x in sel:
-            v[_code_of(attr, x)] = 1.0
-    else:
-        v[_code_of(attr, sel)] = 1.0
-    return v
 
 
 def query_labels(attr, key: str, W: np.ndarray) -> list[str]:

@@ -368,8 +368,11 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         rel_var_tol: float = 1e-4,
         engine=None,
         store=None,
+        encoding: str = "auto",
+        on_unknown="error",
     ):
-        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`);
-        returns :class:`~dpmatrix.reconstruct.measurements.Measurements`."""
+        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`;
+        ``encoding``/``on_unknown`` as there); returns
+        :class:`~dpmatrix.reconstruct.measurements.Measurements`."""
         return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
-                       store=store)
+                       store=store, encoding=encoding, on_unknown=on_unknown)

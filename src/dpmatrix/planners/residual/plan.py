@@ -34,7 +34,7 @@ from ..base import PlanBase
 from .coefficients import Coefficients, compute_coefficients, outer_variances
 from .select import max_query_variance, select
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Plan", "plan_residual"]
 
 PLAN_FORMAT = "dpmatrix.plan/1"
 
@@ -268,13 +268,16 @@ class Plan(PlanBase, PrivacyReport):
         rel_var_tol: float = 1e-4,
         engine=None,
         store=None,
+        encoding: str = "auto",
+        on_unknown="error",
     ):
-        """Run the plan on data (DataFrame of codes, CSV/Parquet path or engine); see
+        """Run the plan on data (DataFrame, CSV/Parquet path or engine; raw values or codes:
+        ``encoding="auto"|"raw"|"codes"``, ``on_unknown=`` as on the command line); see
         :func:`dpmatrix.measure` (default ``noise="auto"``: secure noise from the OS CSPRNG;
         ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
         return measure(
             self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
-            store=store,
+            store=store, encoding=encoding, on_unknown=on_unknown,
         )
 
     def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,

@@ -1,0 +1,190 @@
+"""From a data argument to a counting engine, reading raw values or codes (issue 17 item 2).
+
+``encoding`` says what the data hold:
+
+* ``"codes"`` — integer codes ``0..size-1`` per attribute (the private-pgm convention);
+* ``"raw"`` — the values themselves: labels matched as text, numbers put into the domain's
+  bins (:func:`dpmatrix.encode.encode_frame` for a DataFrame, SQL inside DuckDB for a file),
+  with ``on_unknown`` for values the domain does not cover — exactly as ``dpmatrix release``;
+* ``"auto"`` (the default of :func:`dpmatrix.measure` and of ``dpmatrix release``) — codes when
+  no attribute has labels or bins (then both readings are the same); otherwise the reading the
+  data fit. When the data fit *both* readings and they disagree (ordinal labels ``"1".."5"`` and
+  values 1..4; bins ``[0, 18, 30, ...)`` and small numbers), ``"auto"`` refuses and asks for
+  ``encoding="raw"`` or ``"codes"``: codes are never taken for labels, or labels for codes,
+  silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..domain import Domain
+from ..encode import encode_frame, mapping_kind
+from ..errors import DataError
+from .duckdb_engine import DuckDBEngine, detect_format
+from .numpy_engine import NumpyEngine
+from .spark_engine import SparkEngine
+
+__all__ = ["ENCODINGS", "engine_for"]
+
+ENCODINGS = ("auto", "raw", "codes")
+
+
+def _has_mapping(domain: Domain) -> bool:
+    return any(mapping_kind(a) != "codes" for a in domain.attributes)
+
+
+def _ambiguous(columns: list[str]) -> DataError:
+    return DataError(
+        f"the data can be read both as raw values (labels / bins of the domain) and as codes "
+        f"0..size-1, and the two readings differ in column(s) {', '.join(map(repr, columns))}: "
+        "say which with encoding='raw' (values are labels or numbers to bin) or "
+        "encoding='codes' (values are codes 0..size-1)"
+    )
+
+
+def _both_failed(raw_error: DataError, codes_error: DataError) -> DataError:
+    return DataError(
+        f"the data match neither reading of the domain.\nAs raw values (encoding='raw'): "
+        f"{raw_error}\nAs codes 0..size-1 (encoding='codes'): {codes_error}"
+    )
+
+
+def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngine:
+    if encoding == "codes" or (encoding == "auto" and not _has_mapping(domain)):
+        return NumpyEngine(data, domain)
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(
+            f"encoding={encoding!r} needs a pandas DataFrame with named columns (an array can "
+            "only hold codes: pass encoding='codes')"
+        )
+    if encoding == "raw":
+        return NumpyEngine(encode_frame(data, domain, on_unknown=on_unknown), domain)
+    try:
+        raw = encode_frame(data, domain, on_unknown=on_unknown)
+    except DataError as exc:
+        raw_error = exc
+        raw = None
+    try:
+        codes = NumpyEngine(data, domain)
+    except DataError as exc:
+        if raw is None:
+            raise _both_failed(raw_error, exc) from None
+        return NumpyEngine(raw, domain)
+    if raw is None:
+        return codes
+    differ = [
+        a.name for i, a in enumerate(domain.attributes)
+        if not np.array_equal(raw[a.name].to_numpy(), codes.codes(i))
+    ]  # fmt: skip
+    if differ:
+        raise _ambiguous(differ)
+    return codes
+
+
+def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mapping[str, Any]) -> DuckDBEngine:
+    if encoding == "codes" or (encoding == "auto" and not _has_mapping(domain)):
+        return DuckDBEngine(path, domain, "codes", **options)
+    if encoding == "raw":
+        return DuckDBEngine(path, domain, "raw", on_unknown=on_unknown, **options)
+    try:
+        raw = DuckDBEngine(path, domain, "raw", on_unknown=on_unknown, **options)
+    except DataError as exc:
+        raw_error, raw = exc, None
+    # the codes reading sees the same text as the raw one: "yes"/"T" sniffed as booleans by
+    # DuckDB must not pass for codes 0/1
+    text = dict(options)
+    if detect_format(path, options.get("format")) == "csv":
+        text["csv_options"] = {"all_varchar": True, **(options.get("csv_options") or {})}
+    try:
+        codes = DuckDBEngine(path, domain, "codes", **text)
+    except DataError as exc:
+        if raw is None:
+            raise _both_failed(raw_error, exc) from None
+        return raw
+    if raw is None:
+        return codes
+    # both readings fit: they are the same reading only if every attribute's counts agree
+    sets = [(i,) for i, a in enumerate(domain.attributes) if mapping_kind(a) != "codes"]
+    a, b = raw.count(sets), codes.count(sets)
+    differ = [domain.names[s[0]] for s in sets if not np.array_equal(a[s], b[s])]
+    if differ:
+        raw.close()
+        codes.close()
+        raise _ambiguous(differ)
+    codes.close()
+    return raw
+
+
+def engine_for(
+    data,
+    domain: Domain,
+    *,
+    engine=None,
+    encoding: str = "auto",
+    on_unknown: str | Mapping[str, str] = "error",
+    **duckdb_options: Any,
+):
+    """The counting engine for a data argument.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
+        Records in memory (counted by :class:`NumpyEngine`), a CSV/Parquet path (counted inside
+        DuckDB, :class:`DuckDBEngine`), or an engine (used as is).
+    domain : Domain
+    engine : engine or {"numpy", "duckdb", "spark"}, optional
+        An engine object (used as is), or a name: ``"spark"`` counts a Spark DataFrame, a
+        Parquet/CSV path, glob or table name in Apache Spark (``local[*]`` or the active session;
+        build a :class:`~.spark_engine.SparkEngine` to choose a cluster). A Spark DataFrame as
+        ``data`` goes to Spark without being named.
+    encoding : {"auto", "raw", "codes"}, default "auto"
+        What the data hold (see the module docstring); ignored for an engine.
+    on_unknown : str or mapping, default "error"
+        Raw values the domain does not cover: ``"error"``, ``"clip"`` or ``"other"``, or per
+        column (:func:`dpmatrix.encode.encode_frame`).
+    **duckdb_options
+        Passed to :class:`DuckDBEngine` for a file (``format``, ``csv_options``, ...).
+
+    Returns
+    -------
+    engine
+        ``.count(attr_sets)``, ``.n_records``, ``.domain``.
+
+    Examples
+    --------
+    >>> import pandas as pd, dpmatrix as dm
+    >>> dom = dm.Domain.from_dict({"sex": {"labels": ["F", "M"]}})
+    >>> eng = engine_for(pd.DataFrame({"sex": ["M", "F", "M"]}), dom)
+    >>> int(eng.count([(0,)])[(0,)][1])
+    2
+    """
+    if encoding not in ENCODINGS:
+        raise DataError(f"encoding must be one of {', '.join(map(repr, ENCODINGS))}, got {encoding!r}")
+    if engine is not None and not isinstance(engine, str):
+        data, engine = engine, None
+    if engine is not None and engine not in ("numpy", "duckdb", "spark"):
+        raise DataError(f"engine must be 'numpy', 'duckdb' or 'spark', got {engine!r}")
+    is_spark_df = type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark.sql")
+    if engine == "spark" or is_spark_df:
+        # Spark reads raw values with encoding="raw"; otherwise the columns hold codes
+        return SparkEngine(data, domain, "raw" if encoding == "raw" else "codes", on_unknown=on_unknown)
+    if engine == "numpy" and isinstance(data, (str, Path)):
+        raise DataError("engine='numpy' counts a DataFrame in memory; load the file first or use 'duckdb'")
+    if isinstance(data, (pd.DataFrame, np.ndarray)):
+        return _frame_engine(data, domain, encoding, on_unknown)
+    if isinstance(data, (str, Path)):
+        return _file_engine(data, domain, encoding, on_unknown, duckdb_options)
+    if hasattr(data, "count") and hasattr(data, "n_records"):
+        if getattr(data, "domain", domain) != domain:
+            raise DataError("the engine was built for a different domain than the plan's")
+        return data
+    raise DataError(
+        f"cannot measure data of type {type(data).__name__}: pass a pandas DataFrame (raw values "
+        "or codes), a path to a CSV/Parquet file, or a data engine"
+    )
