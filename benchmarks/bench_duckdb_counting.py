@@ -51,13 +51,13 @@ FILE_OPS = ("READ_PARQUET", "READ_CSV", "PARQUET_SCAN", "READ_CSV_AUTO")
 class LoggedConnection:
     """A DuckDB connection that records (sql, seconds of ``execute``) for every statement."""
 
-    def __init__(self, con):  # noqa: ANN001
+    def __init__(self, con):
         self._con = con
         self.log: list[tuple[str, float, bool]] = []  # (sql, seconds, reads the file)
         self._batch_reads: bool | None = None
         self.explain_batch_s = 0.0  # EXPLAIN of the first batch, inside that engine call
 
-    def execute(self, sql: str, *args):  # noqa: ANN002, ANN201
+    def execute(self, sql: str, *args):
         # the plan is taken before the statement runs (its inputs still exist) and not timed;
         # every counting batch has the same plan shape, so only the first is explained
         if classify(sql) == "count batch":
@@ -73,11 +73,11 @@ class LoggedConnection:
         self.log.append((sql, time.perf_counter() - t0, reads))
         return res
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         return getattr(self._con, name)
 
 
-def reads_file(con, sql: str) -> bool:  # noqa: ANN001
+def reads_file(con, sql: str) -> bool:
     """True iff DuckDB's physical plan of ``sql`` scans a Parquet / CSV file."""
     if sql.lstrip().startswith("CREATE TEMP VIEW"):
         return False  # defining a view reads nothing; the statements using it are counted
@@ -106,7 +106,7 @@ def write_files(folder: Path, rows: int, chunk: int = 1_000_000) -> tuple[Path, 
     return parquet, csv, time.perf_counter() - t0
 
 
-def count_all(eng, domain: Domain, top: list) -> tuple[dict, list[float]]:  # noqa: ANN001
+def count_all(eng, domain: Domain, top: list) -> tuple[dict, list[float]]:
     """Tables of the maximal sets, and the seconds of each engine call (batch)."""
     tables: dict = {}
     times: list[float] = []
@@ -141,12 +141,12 @@ def classify(sql: str) -> str:
     return "other"
 
 
-def duckdb_point(path: Path, domain: Domain, top: list, threads: int, materialize: bool):  # noqa: ANN201
+def duckdb_point(path: Path, domain: Domain, top: list, threads: int, materialize: bool):
     """Engine set-up + counting, with each statement logged: (tables, report dict)."""
     logged: list[LoggedConnection] = []
     real_connect = duckdb_engine.connect
 
-    def connect(*a, **k):  # noqa: ANN002, ANN003, ANN202
+    def connect(*a, **k):
         c = LoggedConnection(real_connect(*a, **k))
         logged.append(c)
         return c
@@ -250,8 +250,8 @@ def main(argv: list[str] | None = None) -> None:
             assert same
             # like for like: the same first batches, read from the code table
             rescan = (per, statistics.median(batch_times["Parquet"][: len(rep["batches"])]))
-        print(f"| engine | set-up s | counting s | total s | batches | file scans | rows/s (total) "
-              f"| rows/s (counting) | numpy / this (total) | identical |")  # fmt: skip
+        print("| engine | set-up s | counting s | total s | batches | file scans | rows/s (total) "
+              "| rows/s (counting) | numpy / this (total) | identical |")  # fmt: skip
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for label, init, cnt, tot, scans, nb, same in rowsout:
             print(f"| {label} | {init:.2f} | {cnt:.2f} | {tot:.2f} | {nb} | {scans} | "
