@@ -1,0 +1,267 @@
+"""DuckDB counting engine, stage by stage: N rows x 30 attributes of 10 values, all <=3-way.
+
+Issue 18 item 3. The maximal sets of "all <=3-way marginals" of 30 attributes are the
+C(30, 3) = 4,060 triples; they are counted from data (everything else is a sum of them). The data
+(uniform random codes) are generated once, written as Parquet and CSV to a temporary folder
+(deleted at the end), and counted
+
+* by the DuckDB engine from each file, through ``dpmatrix.measure.counting.count_batches`` (the
+  batches the release path uses: 16 triples per ``GROUPING SETS`` query);
+* by the numpy engine on the in-memory frame (single thread), through the same function (its
+  batches are 512 triples), in the same run, so the ratio DuckDB / numpy is side by side.
+
+Every SQL statement DuckDB runs is logged (the engine's connection is wrapped, nothing of the
+library is changed), so the report splits the engine's set-up into its statements (file read,
+validation, encoding into the code table) and counts how many statements read the *file*: a
+statement reads the file iff DuckDB's physical plan (``EXPLAIN``) has a ``READ_PARQUET`` /
+``READ_CSV`` operator. ``materialize=False`` (re-scan the file for every batch) is timed on a few
+batches for comparison. All engines must return identical tables.
+
+    PYTHONPATH=src python benchmarks/bench_duckdb_counting.py --quick      # 1,000,000 rows
+    PYTHONPATH=src python benchmarks/bench_duckdb_counting.py              # 10,000,000 rows
+    PYTHONPATH=src python benchmarks/bench_duckdb_counting.py --batches 40 # first 40 x 16 triples
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from dpmatrix.domain import Domain
+from dpmatrix.engines import duckdb_engine
+from dpmatrix.engines.duckdb_engine import DuckDBEngine
+from dpmatrix.engines.numpy_engine import NumpyEngine
+from dpmatrix.measure.counting import count_batches
+
+ATTRS, SIZE, WAY, SEED = 30, 10, 3, 0
+FILE_OPS = ("READ_PARQUET", "READ_CSV", "PARQUET_SCAN", "READ_CSV_AUTO")
+
+
+class LoggedConnection:
+    """A DuckDB connection that records (sql, seconds of ``execute``) for every statement."""
+
+    def __init__(self, con):
+        self._con = con
+        self.log: list[tuple[str, float, bool]] = []  # (sql, seconds, reads the file)
+        self._batch_reads: bool | None = None
+        self.explain_batch_s = 0.0  # EXPLAIN of the first batch, inside that engine call
+
+    def execute(self, sql: str, *args):
+        # the plan is taken before the statement runs (its inputs still exist) and not timed;
+        # every counting batch has the same plan shape, so only the first is explained
+        if classify(sql) == "count batch":
+            if self._batch_reads is None:
+                t0 = time.perf_counter()
+                self._batch_reads = reads_file(self._con, sql)
+                self.explain_batch_s = time.perf_counter() - t0
+            reads = self._batch_reads
+        else:
+            reads = reads_file(self._con, sql)
+        t0 = time.perf_counter()
+        res = self._con.execute(sql, *args)
+        self.log.append((sql, time.perf_counter() - t0, reads))
+        return res
+
+    def __getattr__(self, name: str):
+        return getattr(self._con, name)
+
+
+def reads_file(con, sql: str) -> bool:
+    """True iff DuckDB's physical plan of ``sql`` scans a Parquet / CSV file."""
+    if sql.lstrip().startswith("CREATE TEMP VIEW"):
+        return False  # defining a view reads nothing; the statements using it are counted
+    body = re.sub(r"^\s*CREATE TEMP TABLE \w+ AS ", "", sql)
+    if not body.lstrip().upper().startswith(("SELECT", "DESCRIBE")):
+        return False
+    if body.lstrip().upper().startswith("DESCRIBE"):
+        return False  # schema only (Parquet footer / CSV sniff sample), no scan of the rows
+    plan = "\n".join(str(r[1]) for r in con.execute(f"EXPLAIN {body}").fetchall())
+    return any(op in plan.upper() for op in FILE_OPS)
+
+
+def write_files(folder: Path, rows: int, chunk: int = 1_000_000) -> tuple[Path, Path, float]:
+    """Parquet and CSV of uniform random codes, written in chunks; returns paths and seconds."""
+    t0 = time.perf_counter()
+    names = [f"a{i}" for i in range(ATTRS)]
+    schema = pa.schema([(n, pa.uint8()) for n in names])
+    parquet, csv = folder / "data.parquet", folder / "data.csv"
+    rng = np.random.default_rng(SEED)
+    with pq.ParquetWriter(parquet, schema) as pw, pacsv.CSVWriter(csv, schema) as cw:
+        for lo in range(0, rows, chunk):
+            block = rng.integers(0, SIZE, size=(min(chunk, rows - lo), ATTRS), dtype=np.uint8)
+            t = pa.table({n: block[:, j] for j, n in enumerate(names)}, schema=schema)
+            pw.write_table(t, row_group_size=1 << 20)
+            cw.write_table(t)
+    return parquet, csv, time.perf_counter() - t0
+
+
+def count_all(eng, domain: Domain, top: list) -> tuple[dict, list[float]]:
+    """Tables of the maximal sets, and the seconds of each engine call (batch)."""
+    tables: dict = {}
+    times: list[float] = []
+    it = count_batches(domain, top, eng)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            _, got = next(it)
+        except StopIteration:
+            break
+        times.append(time.perf_counter() - t0)
+        tables.update(got)
+    return tables, times
+
+
+def classify(sql: str) -> str:
+    s = sql.lstrip()
+    if s.startswith("DESCRIBE"):
+        return "describe (schema)"
+    if s.startswith("CREATE TEMP TABLE raw"):
+        return "read file -> raw table"
+    if s.startswith("CREATE TEMP TABLE codes"):
+        return "encode -> code table"
+    if s.startswith("CREATE TEMP VIEW"):
+        return "create view over file"
+    if "GROUPING SETS" in s or "GROUP BY" in s:
+        return "count batch"
+    if s.startswith("DROP"):
+        return "drop raw table"
+    if "count(*) FILTER" in s:
+        return "validate"
+    return "other"
+
+
+def duckdb_point(path: Path, domain: Domain, top: list, threads: int, materialize: bool):
+    """Engine set-up + counting, with each statement logged: (tables, report dict)."""
+    logged: list[LoggedConnection] = []
+    real_connect = duckdb_engine.connect
+
+    def connect(*a, **k):
+        c = LoggedConnection(real_connect(*a, **k))
+        logged.append(c)
+        return c
+
+    duckdb_engine.connect = connect
+    try:
+        t0 = time.perf_counter()
+        eng = DuckDBEngine(path, domain, materialize=materialize, threads=threads)
+        t_init = time.perf_counter() - t0
+        tables, times = count_all(eng, domain, top)
+        t_total = time.perf_counter() - t0
+        if times:  # the first batch's EXPLAIN is ours, not the engine's
+            times[0] -= logged[0].explain_batch_s
+            t_total -= logged[0].explain_batch_s
+        log = list(logged[0].log)
+        stages: dict[str, list[float]] = {}
+        for sql, dt, _ in log:
+            stages.setdefault(classify(sql), []).append(dt)
+        file_scans = sum(reads for _, _, reads in log)
+        eng.close()
+    finally:
+        duckdb_engine.connect = real_connect
+    return tables, {"init": t_init, "batches": times, "total": t_total, "stages": stages,
+                    "file_scans": file_scans, "statements": len(log)}  # fmt: skip
+
+
+def summary(times: list[float]) -> str:
+    if not times:
+        return ""
+    return (f"{len(times)} calls: sum {sum(times):.2f} s, median {statistics.median(times):.3f} s, "
+            f"min {min(times):.3f}, max {max(times):.3f}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1,000,000 rows")
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--threads", type=int, default=2, help="DuckDB threads (numpy: 1)")
+    ap.add_argument("--batches", type=int, default=None,
+                    help="count only the first B DuckDB batches (B x 16 triples), same for numpy")  # fmt: skip
+    ap.add_argument("--rescan-batches", type=int, default=4,
+                    help="batches timed with materialize=False (file re-read per batch); 0: skip")  # fmt: skip
+    ap.add_argument("--no-csv", action="store_true")
+    args = ap.parse_args(argv)
+    rows = 1_000_000 if args.quick else args.rows
+    domain = Domain.from_sizes([SIZE] * ATTRS)
+    top = list(itertools.combinations(range(ATTRS), WAY))
+    if args.batches is not None:
+        top = top[: 16 * args.batches]
+    print(f"{rows:,} rows x {ATTRS} attributes of {SIZE} values; all <={WAY}-way marginals: "
+          f"{len(top):,} maximal triples counted from data"
+          f"{' (of 4,060: --batches ' + str(args.batches) + ')' if args.batches else ''}; "
+          f"DuckDB {duckdb_engine.duckdb.__version__} threads={args.threads}, numpy 1 thread; "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}\n")  # fmt: skip
+
+    with tempfile.TemporaryDirectory(prefix="dpmatrix-countbench-") as tmp:
+        parquet, csv, t_write = write_files(Path(tmp), rows)
+        print(f"wrote Parquet {parquet.stat().st_size / 1e6:,.0f} MB + CSV "
+              f"{csv.stat().st_size / 1e6:,.0f} MB in {t_write:.1f} s\n", flush=True)  # fmt: skip
+
+        # numpy: file -> frame (not counted in its counting time), frame -> tables
+        t0 = time.perf_counter()
+        df = pq.read_table(parquet).to_pandas()
+        t_read = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ne = NumpyEngine(df, domain)
+        t_val = time.perf_counter() - t0
+        ref, np_times = count_all(ne, domain, top)
+        t_np = t_val + sum(np_times)
+        del ne, df
+        print(f"numpy (in memory): Parquet -> pandas {t_read:.2f} s (outside); validate + compact "
+              f"codes {t_val:.2f} s; count {summary(np_times)}; total {t_np:.2f} s\n", flush=True)  # fmt: skip
+
+        rowsout = [("numpy (frame in memory)", t_val, sum(np_times), t_np, 0, len(np_times), True)]
+        batch_times: dict[str, list[float]] = {}
+        configs = [("Parquet", parquet)] + ([] if args.no_csv else [("CSV", csv)])
+        for name, path in configs:
+            got, rep = duckdb_point(path, domain, top, args.threads, materialize=True)
+            same = set(got) == set(ref) and all(np.array_equal(ref[s], got[s]) for s in ref)
+            print(f"DuckDB {name} (materialize=True): {rep['statements']} SQL statements, "
+                  f"{rep['file_scans']} read the file; identical to numpy: {same}")  # fmt: skip
+            for kind, ts in rep["stages"].items():
+                print(f"  {kind:<24s} {summary(ts)}")
+            print(f"  engine calls (batches)   {summary(rep['batches'])}")
+            print(f"  total {rep['total']:.2f} s = set-up {rep['init']:.2f} s + counting "
+                  f"{sum(rep['batches']):.2f} s\n", flush=True)  # fmt: skip
+            assert same, f"DuckDB on {name} differs from numpy"
+            batch_times[name] = rep["batches"]
+            rowsout.append((f"DuckDB {name}", rep["init"], sum(rep["batches"]), rep["total"],
+                            rep["file_scans"], len(rep["batches"]), same))  # fmt: skip
+
+        if args.rescan_batches:
+            sub = top[: 16 * args.rescan_batches]
+            got, rep = duckdb_point(parquet, domain, sub, args.threads, materialize=False)
+            same = all(np.array_equal(ref[s], got[s]) for s in sub)
+            per = statistics.median(rep["batches"])
+            print(f"DuckDB Parquet (materialize=False, first {len(rep['batches'])} batches): "
+                  f"{rep['file_scans']} of {rep['statements']} statements read the file; "
+                  f"set-up {rep['init']:.2f} s, batch median {per:.3f} s; identical: {same}\n",
+                  flush=True)  # fmt: skip
+            assert same
+            # like for like: the same first batches, read from the code table
+            rescan = (per, statistics.median(batch_times["Parquet"][: len(rep["batches"])]))
+        print("| engine | set-up s | counting s | total s | batches | file scans | rows/s (total) "
+              "| rows/s (counting) | numpy / this (total) | identical |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for label, init, cnt, tot, scans, nb, same in rowsout:
+            print(f"| {label} | {init:.2f} | {cnt:.2f} | {tot:.2f} | {nb} | {scans} | "
+                  f"{rows / tot:,.0f} | {rows / cnt:,.0f} | {t_np / tot:.2f}x | "
+                  f"{'yes' if same else 'NO'} |")  # fmt: skip
+        if args.rescan_batches:
+            print(f"\nre-reading the Parquet file per batch (materialize=False): median "
+                  f"{rescan[0]:.3f} s per batch vs {rescan[1]:.3f} s for the same batches on the code table "
+                  f"({rescan[0] / rescan[1]:.2f}x)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
