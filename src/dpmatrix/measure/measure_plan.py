@@ -148,6 +148,9 @@ def measure(
                 # QuerySmasher: secure by default (issue 16) — exact discrete Gaussian where every
                 # space has integer factors, the lattice sampler otherwise; float only on request
                 noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
+            elif noise in (None, "auto") and hasattr(plan, "secure_noise"):
+                # a plan naming its secure sampler (explicit strategies): float only with a generator
+                noise = "gaussian" if rng is not None else plan.secure_noise
             try:
                 return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
             finally:

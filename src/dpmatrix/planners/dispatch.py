@@ -11,6 +11,7 @@ from ..errors import BudgetError, PlanError
 from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
 from .explicit.evaluation import plan_lsa
+from .explicit.plan import EXPLICIT_FORMAT, ExplicitStrategyPlan
 from .pure.plan import FORMAT as PURE_FORMAT
 from .pure.plan import PurePlan, check_epsilon, plan_pure
 from .querysmasher.plan import FORMAT as QS_FORMAT
@@ -202,7 +203,7 @@ def plan_from_dict(spec: Mapping[str, Any]):
     Parameters
     ----------
     spec : mapping
-        ``plan.to_dict()`` of a ResidualPlanner, QuerySmasher or pure ε-DP plan.
+        ``plan.to_dict()`` of a ResidualPlanner, QuerySmasher, pure ε-DP or explicit-strategy plan.
 
     Returns
     -------
@@ -222,4 +223,6 @@ def plan_from_dict(spec: Mapping[str, Any]):
         return QuerySmasherPlan.from_dict(dict(spec))
     if fmt == PURE_FORMAT:
         return PurePlan.from_dict(spec)
+    if fmt == EXPLICIT_FORMAT:
+        return ExplicitStrategyPlan.from_dict(spec)
     return Plan.from_dict(dict(spec))

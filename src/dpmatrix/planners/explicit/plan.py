@@ -39,6 +39,7 @@ from ...queries import QueryGroup, QueryWorkload
 from ...workload import Workload
 from ..base import PlanBase
 from ..optimality import as_query_workload as _as_query_workload, workload_attrs
+from .measurement import ExplicitEstimator, explicit_mechanisms
 
 __all__ = ["ExplicitStrategyPlan", "MAX_CELLS", "explicit_plan", "workload_attrs"]
 
@@ -245,8 +246,23 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     # -- measurement ------------------------------------------------------------------------------
     def measure(self, data, *, rng: np.random.Generator | None = None, **options: Any):
         """Measure ``data`` (see :func:`dpmatrix.measure`: one Gaussian mechanism, the dense
-        strategy on the flattened marginal ``attrs``)."""
+        strategy on the flattened marginal ``attrs``; the lattice sampler unless a generator
+        ``rng`` or ``noise="gaussian"`` is given)."""
         return measure(self, data, rng=rng, **options)
+
+    #: noise of ``measure`` with ``noise=None``/``"auto"`` and no generator (secure sampler)
+    secure_noise = "lattice_gaussian"
+
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
+        """``(plan measured, [LinearMechanism])``: the dense strategy on the flattened marginal
+        ``attrs``, keyed by ``attrs`` — with the lattice sampler (``None``/``"auto"``/
+        ``"lattice_gaussian"``: the plan re-scored with the sampler's exact ρ) or floating-point
+        Gaussian draws (``"gaussian"``); see :mod:`dpmatrix.planners.explicit.measurement`."""
+        return explicit_mechanisms(self, noise, rel_var_tol)
+
+    def estimator(self, noisy) -> ExplicitEstimator:
+        """Least-squares estimates (``x̂ = A⁺ y``) and exact variances from the noisy outputs."""
+        return ExplicitEstimator(self, noisy)
 
     # -- serialization ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
