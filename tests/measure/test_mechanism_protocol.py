@@ -104,7 +104,7 @@ def test_dense_strategy_plan_through_the_one_path():
     # the noisy output is A x + sqrt(σ²) z with z the generator's standard normal draws
     z = np.random.default_rng(4).standard_normal(A.shape[0])
     np.testing.assert_allclose(meas.noisy["strategy"], A @ x.reshape(-1) + np.sqrt(SIGMA2) * z, atol=1e-12)
-    assert (meas.noise, meas.randomness) == ("gaussian", "numpy_generator")
+    assert (meas.noise, meas.randomness) == ("gaussian", "seeded_insecure")  # a user generator: not private
     # tidy tables through Measurements: GLS cells, their sums, exact variances, linear queries
     y = meas.noisy["strategy"]
     cells = np.linalg.lstsq(A, y, rcond=None)[0]
