@@ -30,7 +30,6 @@ from tqdm.auto import tqdm
 from ..domain import fmt_edge
 from ..errors import NotMeasuredError, WorkloadError
 from ..linalg.kron import kron_apply
-from ..mechanisms.residual import apply_pinv
 from ..selection import selector
 from ..workload import AttrSet
 from .broadcast import plain_batches, plain_estimate, plain_variance
@@ -508,6 +507,23 @@ def _check_answerable(domain, sub, bases, qa) -> None:
                 f"the query is not answerable from the measurements: on {domain.names[a]!r} it is "
                 "not a combination of the strategy's rows"
             )
+
+
+def group_entry_labels(domain, group) -> tuple[tuple[str, ...], tuple[str, ...], list]:
+    """``(attribute names, column names, per-column labels)`` of a query group's tidy table: one
+    column per attribute of a Kronecker group (labels from :func:`query_labels`, ``None`` for
+    plain unlabelled cells), one ``query`` column ``q0, q1, ...`` for a dense group."""
+    attrs = domain.names_of(group.attrs)
+    if not group.is_kron:
+        return attrs, ("query",), [[f"q{j}" for j in range(group.shape[0])]]
+    kinds = group.label.split(",") if group.label else []
+    kinds = kinds if len(kinds) == len(group.attrs) else ["custom"] * len(group.attrs)
+    labels = []
+    for a, kind, W in zip(group.attrs, kinds, group.factors):
+        attr = domain.attributes[a]
+        plain = kind == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
+        labels.append(None if plain else query_labels(attr, kind, W))
+    return attrs, attrs, labels
 
 
 def query_labels(attr, key: str, W: np.ndarray) -> list[str]:

@@ -27,7 +27,7 @@ from ...measure.secure import _rescored, _sigma_bar
 from ...mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
-from ...reconstruct.measurements import query_labels
+from ...reconstruct.measurements import group_entry_labels
 
 __all__ = ["ExplicitEstimator", "explicit_mechanisms"]
 
@@ -114,16 +114,5 @@ class ExplicitEstimator(Estimator):
         var = np.asarray(self.plan.group_variance(i))
         est = (self.plan._lifted(i) @ self.cells).reshape(g.shape)
         est = np.where(np.isfinite(var), est, np.nan)  # no unbiased answer outside the row space
-        attrs = dom.names_of(g.attrs)
-        if g.is_kron:
-            kinds = g.label.split(",") if g.label else []
-            kinds = kinds if len(kinds) == len(g.attrs) else ["custom"] * len(g.attrs)
-            labels = []
-            for a, kind, W in zip(g.attrs, kinds, g.factors):
-                attr = dom.attributes[a]
-                plain = kind == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
-                labels.append(None if plain else query_labels(attr, kind, W))
-            names = attrs
-        else:
-            names, labels = ("query",), [[f"q{j}" for j in range(g.shape[0])]]
+        attrs, names, labels = group_entry_labels(dom, g)
         return EntryAnswer(attrs, names, labels, est, var)

@@ -48,7 +48,7 @@ from ...mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
 from ...mechanisms.linear import LinearMechanism
 from ...mechanisms.residual import ResidualMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
-from ...reconstruct.measurements import query_labels
+from ...reconstruct.measurements import group_entry_labels
 
 __all__ = ["MAX_FOURIER_CELLS", "QSEstimator", "lattice_form", "querysmasher_mechanisms"]
 
@@ -233,18 +233,7 @@ class QSEstimator(Estimator):
     def entry(self, i):
         g = self.plan.workload.groups[i]
         dom = self.plan.domain
-        attrs = dom.names_of(g.attrs)
-        if g.is_kron:
-            kinds = g.label.split(",") if g.label else []
-            kinds = kinds if len(kinds) == len(g.attrs) else ["custom"] * len(g.attrs)
-            labels = []
-            for a, kind, W in zip(g.attrs, kinds, g.factors):
-                attr = dom.attributes[a]
-                plain = kind == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
-                labels.append(None if plain else query_labels(attr, kind, W))
-            names = attrs
-        else:
-            names, labels = ("query",), [[f"q{j}" for j in range(g.shape[0])]]
+        attrs, names, labels = group_entry_labels(dom, g)
         return EntryAnswer(attrs, names, labels, self.group_answer(i), np.asarray(self.plan.group_variance(i)))
 
     def _cells_group(self, key) -> int:
