@@ -680,6 +680,15 @@ def tables_readme(level: float, decimals: int | None) -> str:
     )
 
 
+def _stage_digests(stage: Path, entries: Sequence[Mapping[str, Any]], extra: Sequence[str]) -> dict[str, str]:
+    """SHA-256 of the ``extra`` files and of every table file the ``entries`` list, by relative path."""
+    digests = {rel: sha256_file(stage / rel) for rel in extra}
+    for e in entries:
+        for rel in e["files"].values():
+            digests[rel] = sha256_file(stage / rel)
+    return digests
+
+
 def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
                  decimals: int | None = None) -> None:
     (stage / MARGINALS_DIR).mkdir(parents=True)
@@ -704,10 +713,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         )
     spec = plan.to_dict()
     _write_synced(stage / TABLES_README, tables_readme(level, decimals))
-    digests = {MEASUREMENTS: sha256_file(stage / MEASUREMENTS), TABLES_README: sha256_file(stage / TABLES_README)}
-    for e in entries:
-        for rel in e["files"].values():
-            digests[rel] = sha256_file(stage / rel)
+    digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README))
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
@@ -767,10 +773,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
         entries.append({"attributes": list(names), "cells": int(len(table)),
                         "max_variance": json_float(float(np.max(var)) if var.size else 0.0), "files": files})
     spec = plan.to_dict()
-    digests = {MEASUREMENTS: sha256_file(stage / MEASUREMENTS)}
-    for e in entries:
-        for rel in e["files"].values():
-            digests[rel] = sha256_file(stage / rel)
+    digests = _stage_digests(stage, entries, (MEASUREMENTS,))
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
