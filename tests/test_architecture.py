@@ -31,9 +31,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.measure",),
     ("dpmatrix.planners",),
     ("dpmatrix.plan_file",),
+    ("dpmatrix.release_tables",),
     ("dpmatrix.release",),
     ("dpmatrix.report", "dpmatrix.postprocess"),
-    ("dpmatrix.cli", "dpmatrix.__main__"),
+    ("dpmatrix.table_text", "dpmatrix.cli", "dpmatrix.__main__"),
     ("dpmatrix",),  # the package root only re-exports the public API
 ]
 

@@ -751,7 +751,9 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         finally:
             shutil.rmtree(work, ignore_errors=True)
     privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
-    say(f"wrote {len(plan.workload)} marginal tables ({', '.join(opts['formats'])}), measurements.parquet and manifest.json to {written}/")
+    kinds = " and ".join({"parquet": "one Parquet dataset in tables/", "csv": "one CSV file each in marginals/"}[f]
+                         for f in opts["formats"])  # fmt: skip
+    say(f"wrote {len(plan.workload)} marginal tables ({kinds}), measurements.parquet and manifest.json to {written}/")
     say(f"table columns: estimate, variance, std, and lower/upper = the {args.level:.0%} confidence interval "
         f"(described in {written}/{TABLES_README})")
     say(fmt_privacy(privacy))
@@ -824,17 +826,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 # -- query ---------------------------------------------------------------------------------------
-def _print_table(df: pd.DataFrame, fmt: str) -> None:
-    if fmt == "csv":
-        print(df.to_csv(index=False), end="")
-    elif fmt == "json":
-        print(df.to_json(orient="records", indent=1))
-    else:
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(df.to_string(index=False))
-
-
 def cmd_query(args: argparse.Namespace) -> int:
+    # pandas-free for a saved table (issue 16 "fast queries", issue 18): the table is read from
+    # its row group of the dataset with pyarrow and printed by dpmatrix.table_text
+    import pyarrow as pa
+
+    from .table_text import format_table, negative_count
+
     say = Out(args.quiet or args.format != "table")
     names = _marginal_names(args)  # checked before the release is read
     if args.level is not None and not (math.isfinite(args.level) and 0 < args.level < 1):
@@ -844,30 +842,32 @@ def cmd_query(args: argparse.Namespace) -> int:
     if names is None:
         say(f"{rel.path}: dpmatrix {rel.manifest['library']['version']} release created {rel.manifest['created']}")
         say(fmt_privacy(p))
-        rows = pd.DataFrame(
-            {
-                "marginal": [",".join(e["attributes"]) or "total" for e in rel.manifest["marginals"]],
-                "cells": [e["cells"] for e in rel.manifest["marginals"]],
-                "max_variance": [e["max_variance"] for e in rel.manifest["marginals"]],
-            }
-        )
-        say(f"{len(rows)} saved marginals (any marginal of their closure can be queried):")
-        _print_table(rows, args.format)
+        entries = rel.manifest["marginals"]
+        rows = pa.table({
+            "marginal": [e.get("key") or ",".join(e["attributes"]) or "total" for e in entries],
+            "cells": [int(e["cells"]) for e in entries],
+            "max_variance": [float(e["max_variance"]) for e in entries],
+        })  # fmt: skip
+        say(f"{rows.num_rows} saved marginals (any marginal of their closure can be queried):")
+        print(format_table(rows, args.format), end="")
         return 0
     key = rel.domain.resolve(names)
     level = rel.level if args.level is None else args.level
     saved = rel.has_table(key)
     if saved and level == rel.level:
-        df = rel.table(key, rel.manifest["tables"]["formats"][0])
+        table = rel.read_table(key)
         source = "saved table"
     else:
         df = rel.marginal(key, level)
+        table = pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
         source = "reconstructed from the saved measurements"
     label = ",".join(rel.domain.names_of(key)) or "total"
     say(f"marginal {label} ({source}); estimate, variance, std, {level:.0%} confidence interval [lower, upper]")
     say(fmt_privacy(p))
-    _print_table(df, args.format)
-    _negative_note(df, say)
+    print(format_table(table, args.format), end="")
+    negative = negative_count(table)
+    if negative:
+        say(f"note: {negative} negative estimate(s). {NEGATIVE_ESTIMATES}")
     return 0
 
 
@@ -908,7 +908,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         data=str(path), plan=None, workload=f"all:<={args.k}", marginals=None, workload_file=None,
         query_types=None, attributes=None, rho=args.rho, epsilon=None, delta=None, mu=None,
         objective=args.objective, construction="auto", engine="duckdb", data_format=None, delimiter=None,
-        on_unknown="error", encoding="codes", round=args.round, memory_limit=None, level=0.95, tables="parquet,csv", out=args.out,
+        on_unknown="error", encoding="codes", round=args.round, memory_limit=None, level=0.95, tables="parquet", out=args.out,
         seed=args.seed, noise=args.noise, spill=False, max_cells=None, dataset="dpmatrix-demo-adult",
         ledger=args.ledger, no_ledger=args.no_ledger, no_report=args.no_report,
     )  # fmt: skip
@@ -991,7 +991,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("release", help="plan, measure a CSV/Parquet file and write a release folder",
                        description="Plan the noise, count the marginals of DATA (DuckDB, without loading "
                        "it into memory), add the noise and write a release folder: manifest.json, "
-                       "measurements.parquet and one table per marginal in marginals/.")
+                       "measurements.parquet and the marginal tables (one Parquet dataset in tables/; "
+                       "CSV files per marginal with --tables parquet,csv).")
     r.add_argument("data", metavar="DATA", help="CSV or Parquet file (format from the suffix or --data-format)")
     r.add_argument("--domain", metavar="D.json", help="domain file; raw values are mapped to codes through it")
     r.add_argument("--plan", metavar="PLAN.json", help="a plan saved by 'dpmatrix plan --save' (instead of a workload and budget)")
@@ -1001,7 +1002,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, metavar="DIR", help="release folder to create (must not exist or be empty)")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier dpmatrix release in --out")
     r.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
-    r.add_argument("--tables", default="parquet,csv", help="table formats to write (default parquet,csv)")
+    r.add_argument("--tables", default="parquet",
+                   help="parquet (default): every table in one Parquet dataset under DIR/tables/; add csv "
+                   "(parquet,csv) for one CSV file per marginal as well, or csv alone")
     _add_round(r)
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "

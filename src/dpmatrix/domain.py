@@ -283,7 +283,8 @@ class Domain:
         return tuple(sorted(out))
 
     def names_of(self, idx: Iterable[int]) -> tuple[str, ...]:
-        return tuple(self.names[i] for i in idx)
+        attrs = self._attrs
+        return tuple(attrs[i].name for i in idx)
 
     def cells(self, idx: Iterable[int]) -> int:
         """Number of cells of the marginal on the attribute positions ``idx``."""

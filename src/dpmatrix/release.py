@@ -1,23 +1,34 @@
 """Release artifacts: what a data curator publishes, written to and read back from a folder.
 
-Layout of a release folder::
+Layout of a release folder (format ``dpmatrix.release/2``)::
 
     manifest.json            format, library version, creation time (UTC), domain, workload,
                              objective, per-residual noise scales (sigma2), privacy (rho, pcost,
                              mu, epsilon at a stated delta, reproducible), confidence level, one
-                             entry per released marginal (attributes, cells, variance, files) and
-                             ``files``: the SHA-256 of every other file of the release
+                             entry per released marginal (attributes, its ``key``, cells, variance,
+                             where its table is), ``tables`` (layout, column types, per-part
+                             integrity records) and ``files``: the SHA-256 of every other file
     manifest.sha256          SHA-256 of manifest.json (written last: its presence marks a complete
                              release)
     measurements.parquet     the noisy residual answers ω_A, one row per measured residual set
                              (columns: attributes, shape, values) — with the manifest, enough to
                              reconstruct any marginal of the workload's closure later
-    marginals/<slug>-<hash>.parquet, .csv
-                             one tidy table per workload marginal: attribute columns (labels),
-                             estimate, variance, std, lower, upper; ``<slug>`` is a readable form
-                             of the attribute names and ``<hash>`` the first 12 hex digits of the
-                             SHA-256 of their exact JSON list, so distinct marginals never share a
-                             file (issue 16 item 9); the manifest maps attributes to files
+    tables/part-*.parquet    every marginal's tidy table in one Parquet dataset: columns
+                             ``marginal`` (the key, e.g. ``age,sex``), one per attribute (labels
+                             or codes; null where the marginal lacks it), estimate, variance, std,
+                             lower, upper; row groups of whole marginals (see
+                             :mod:`dpmatrix.release_tables`, which also gives the one-call DuckDB /
+                             pandas / pyarrow reads)
+    marginals/<slug>-<hash>.csv
+                             only on request (``formats=("parquet", "csv")``): one CSV per
+                             marginal, ``<hash>`` the first 12 hex digits of the SHA-256 of the
+                             names' JSON list, so distinct marginals never share a file (issue 16
+                             item 9)
+    README.txt               what the table columns mean
+
+Releases of format ``dpmatrix.release/1`` (one Parquet and one CSV file per marginal under
+``marginals/``, dpmatrix before the dataset layout) are still read; any other format is refused
+with a message naming it.
 
 Nothing derived from the data other than noisy answers is written: no record, no record count,
 no data path, no random seed.
@@ -49,7 +60,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import threading
 import uuid
@@ -73,6 +83,19 @@ from .planners.dispatch import plan_from_dict
 from .planners.residual.plan import PLAN_FORMAT, Plan
 from .plan_file import check_plan_spec
 from .reconstruct.measurements import Measurements, query_labels
+from .release_tables import (
+    CODE,
+    LAYOUT,
+    STAT_COLUMNS,
+    TABLES_DIR,
+    WrittenTables,
+    marginal_key,
+    plain_types,
+    read_csv_table,
+    read_table,
+    table_stem,
+    write_tables,
+)
 from .statement import check_delta, privacy_summary
 from .version import __version__
 from .workload import AttrSet
@@ -87,14 +110,16 @@ __all__ = [
     "write_release",
 ]
 
-RELEASE_FORMAT = "dpmatrix.release/1"
+RELEASE_FORMAT = "dpmatrix.release/2"
+#: formats :func:`load_release` reads: the per-marginal files of format 1, the dataset of format 2
+READABLE_FORMATS = ("dpmatrix.release/1", RELEASE_FORMAT)
 MANIFEST = "manifest.json"
 MANIFEST_DIGEST = "manifest.sha256"
 MEASUREMENTS = "measurements.parquet"
 MARGINALS_DIR = "marginals"
-#: plain-text description of the table columns (confidence level, rounding, negative estimates)
-#: next to the tables, for readers who open a CSV without the manifest
-TABLES_README = f"{MARGINALS_DIR}/README.txt"
+#: plain-text description of the table columns (confidence level, rounding, negative estimates,
+#: how to read the dataset), for readers who open the tables without the manifest
+TABLES_README = "README.txt"
 NEGATIVE_ESTIMATES = (
     "Negative estimates: the noise is unbiased, so a small true count can come out below zero "
     "(its interval then usually contains 0). Publish it as is, report it as 0, or replace the "
@@ -102,6 +127,8 @@ NEGATIVE_ESTIMATES = (
     "--postprocess); rounding or clipping changes no privacy guarantee (it uses only released numbers) but adds bias."
 )
 FORMATS = ("parquet", "csv")
+#: written unless asked otherwise: the Parquet dataset only (per-marginal CSV files on request)
+DEFAULT_FORMATS = ("parquet",)
 
 #: default δ at which ε is reported when the budget was not given as (ε, δ)
 DEFAULT_DELTA = 1e-9
@@ -153,7 +180,8 @@ def _library_version() -> str:
 
 def dump_json(obj: Any, indent: str = "") -> str:
     """JSON with one key per line, but lists of scalars (and small objects of scalars) kept on
-    one line: readable manifests without one line per attribute name."""
+    one line, and each item of a list of flat objects (values: scalars, lists or objects of
+    scalars) on one line: readable manifests without one line per attribute name or field."""
     scalar = (str, int, float, bool, type(None))
     if isinstance(obj, dict):
         if not obj:
@@ -167,19 +195,17 @@ def dump_json(obj: Any, indent: str = "") -> str:
         if all(isinstance(v, scalar) for v in obj):
             return json.dumps(list(obj), allow_nan=False, ensure_ascii=False)
         inner = indent + " "
-        return "[\n" + ",\n".join(inner + dump_json(v, inner) for v in obj) + "\n" + indent + "]"
+
+        def flat(v: Any) -> bool:
+            return isinstance(v, scalar) or (
+                isinstance(v, (list, tuple)) and all(isinstance(x, scalar) for x in v)) or (
+                isinstance(v, dict) and all(isinstance(x, scalar) for x in v.values()))
+
+        lines = [json.dumps(v, allow_nan=False, ensure_ascii=False)
+                 if isinstance(v, dict) and all(flat(x) for x in v.values()) else dump_json(v, inner)
+                 for v in obj]  # fmt: skip
+        return "[\n" + ",\n".join(inner + line for line in lines) + "\n" + indent + "]"
     return json.dumps(obj, allow_nan=False, ensure_ascii=False)
-
-
-def table_stem(names: Sequence[str]) -> str:
-    """File name (without suffix) of a marginal's table: a readable slug (names joined by
-    ``__``, characters outside ``[A-Za-z0-9._-]`` replaced by ``_``, at most 80 characters;
-    ``total`` for the 0-way marginal) and ``-`` and 12 hex digits of the SHA-256 of the exact
-    JSON list of names. Distinct attribute tuples get distinct stems (up to a 2⁻⁴⁸ hash
-    collision, which :func:`write_release` would refuse rather than overwrite)."""
-    slug = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names) or "total"
-    digest = hashlib.sha256(json.dumps(list(names), ensure_ascii=False).encode()).hexdigest()[:12]
-    return f"{slug[:80]}-{digest}"
 
 
 file_stem = table_stem  # former name
@@ -272,8 +298,8 @@ def release_problem(folder: str | Path) -> str | None:
         manifest = loads_strict(raw.decode("utf-8"), ReleaseError, MANIFEST)
     except (ReleaseError, UnicodeDecodeError) as exc:
         return str(exc)
-    if not isinstance(manifest, dict) or manifest.get("format") != RELEASE_FORMAT:
-        return f"{MANIFEST} is not a {RELEASE_FORMAT} manifest"
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE_FORMATS:
+        return f"{MANIFEST} is not a dpmatrix release manifest ({_format_note(manifest)})"
     for k in ("domain", "workload", "residuals", "privacy", "marginals"):
         if k not in manifest:
             return f"{MANIFEST} lacks {k!r}"
@@ -303,6 +329,16 @@ def release_problem(folder: str | Path) -> str | None:
     if extra:
         return f"it holds files that are not part of the release ({', '.join(sorted(extra)[:3])})"
     return None
+
+
+def _format_note(manifest: Any) -> str:
+    """Which format a manifest states, against the ones this version reads."""
+    got = manifest.get("format") if isinstance(manifest, dict) else None
+    known = ", ".join(READABLE_FORMATS)
+    if isinstance(got, str) and got.startswith("dpmatrix.release/"):
+        return (f"format {got!r}; dpmatrix {__version__} reads {known}: it was written by another "
+                "version of dpmatrix, use that version to read it")
+    return f"format {got!r}; dpmatrix {__version__} reads {known}"
 
 
 def is_release(path: str | Path) -> bool:
@@ -539,20 +575,6 @@ def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple
     return n_sets, n_values
 
 
-def _write_table(table: pd.DataFrame, base: Path, formats: Sequence[str]) -> dict[str, str]:
-    files: dict[str, str] = {}
-    for f in formats:
-        path = base.with_name(base.name + "." + f)
-        if path.exists():
-            raise ReleaseError(f"two marginals map to the table file {path.name!r}; refusing to overwrite")
-        if f == "parquet":
-            table.to_parquet(path, index=False)
-        else:
-            table.to_csv(path, index=False)
-        files[f] = f"{MARGINALS_DIR}/{path.name}"
-    return files
-
-
 def _write_synced(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -566,7 +588,7 @@ def write_release(
     *,
     level: float = 0.95,
     delta: float = DEFAULT_DELTA,
-    formats: Iterable[str] = FORMATS,
+    formats: Iterable[str] = DEFAULT_FORMATS,
     progress: bool = False,
     overwrite: bool = False,
     notes: Mapping[str, Any] | None = None,
@@ -584,6 +606,8 @@ def write_release(
     delta : float
         δ at which ε is reported (checked by :func:`dpmatrix.statement.check_delta`).
     formats : iterable of {"parquet", "csv"}
+        ``"parquet"`` (default): every table in one Parquet dataset under ``tables/``;
+        ``"csv"``: also (or only) one CSV file per marginal under ``marginals/``.
     progress : bool
     overwrite : bool
         Replace an existing complete release in ``out_dir`` (never any other folder); the
@@ -664,56 +688,94 @@ def _lower_bound_entry(plan) -> dict[str, Any] | None:
         return None
 
 
-def tables_readme(level: float, decimals: int | None) -> str:
-    """The text of ``marginals/README.txt``: what every column of the tables means."""
+def tables_readme(level: float, decimals: int | None, formats: Sequence[str] = DEFAULT_FORMATS,
+                  key: str = "age,sex") -> str:
+    """The text of ``README.txt``: where the tables are and what every column means."""
     pct = f"{100 * float(level):g}%"
     rounded = ("exact (not rounded)" if decimals is None
                else f"rounded to {decimals} decimal{'s' if decimals != 1 else ''}")
+    where = ""
+    if "parquet" in formats:
+        where += (
+            f"All tables are in one Parquet dataset, {TABLES_DIR}/*.parquet: column 'marginal' names the\n"
+            "table (its attributes joined by ',', 'total' for the count; manifest.json lists every\n"
+            "key), then one column per attribute (null where the table lacks it), then the numbers.\n"
+            "One table in one call, e.g.\n"
+            f"  duckdb: SELECT * FROM '{TABLES_DIR}/*.parquet' WHERE marginal = '{key}'\n"
+            f"  pandas: pandas.read_parquet('{TABLES_DIR}', filters=[('marginal', '==', '{key}')])\n"
+            f"  dpmatrix query . --marginal '{key}'\n"
+        )
+    if "csv" in formats:
+        where += f"One CSV file per table in {MARGINALS_DIR}/ (attribute columns, then the numbers).\n"
     return (
-        "Tables of this dpmatrix release: one file per marginal (attribute columns, then):\n"
+        f"Tables of this dpmatrix release.\n{where}"
+        "Columns:\n"
         "  estimate  the differentially private count (unbiased)\n"
         "  variance  its exact variance (from the noise scales; no data used)\n"
         "  std       the standard deviation, sqrt(variance)\n"
         f"  lower, upper  the {pct} confidence interval (confidence level {float(level):g})\n"
-        f"Numbers are {rounded}. The privacy guarantee is stated in ../manifest.json.\n"
+        f"Numbers are {rounded}. The privacy guarantee is stated in manifest.json.\n"
         f"{NEGATIVE_ESTIMATES}\n"
     )
 
 
-def _stage_digests(stage: Path, entries: Sequence[Mapping[str, Any]], extra: Sequence[str]) -> dict[str, str]:
-    """SHA-256 of the ``extra`` files and of every table file the ``entries`` list, by relative path."""
+def _stage_digests(stage: Path, entries: Sequence[Mapping[str, Any]], extra: Sequence[str],
+                   written: WrittenTables | None = None) -> dict[str, str]:
+    """SHA-256 of the ``extra`` files, of the dataset's parts and of every per-marginal file the
+    ``entries`` list, by relative path."""
     digests = {rel: sha256_file(stage / rel) for rel in extra}
+    if written is not None:
+        digests.update({rel: rec["sha256"] for rel, rec in written.parts.items()})
     for e in entries:
-        for rel in e["files"].values():
+        for rel in e.get("files", {}).values():
             digests[rel] = sha256_file(stage / rel)
     return digests
 
 
+def _table_entry(written: WrittenTables, key: str) -> dict[str, Any]:
+    """Where a marginal's table is: ``table`` (its part, row group, first row and rows in the
+    dataset) and/or ``files`` (its CSV)."""
+    out: dict[str, Any] = {}
+    loc = written.locations.get(key)
+    if loc is not None:
+        out["table"] = {"file": loc[0], "row_group": loc[1], "row": loc[2], "rows": loc[3]}
+    if key in written.csv:
+        out["files"] = {"csv": written.csv[key]}
+    return out
+
+
+def _tables_section(written: WrittenTables, formats, level, decimals=None) -> dict[str, Any]:
+    return {
+        "layout": LAYOUT, "formats": list(formats), "dir": TABLES_DIR, "key": written.key_style,
+        "key_column": "marginal", "columns": list(STAT_COLUMNS), "label_columns": written.label_columns,
+        "confidence_level": float(level), "rounded_to": decimals, "readme": TABLES_README,
+        "parts": {rel: {k: rec[k] for k in ("bytes", "footer", "row_groups")} for rel, rec in written.parts.items()},
+    }  # fmt: skip
+
+
 def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
                  decimals: int | None = None) -> None:
-    (stage / MARGINALS_DIR).mkdir(parents=True)
+    stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
     wk = plan.workload
-    info = plan.marginal_table()
+    cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
+    written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress)
     entries: list[dict[str, Any]] = []
-    row = {m: i for i, m in enumerate(info["marginal"])}
-    for names, table in measurements.iter_marginals(level=level, progress=progress):
-        if decimals is not None:
-            table = table.round({c: decimals for c in ("estimate", "variance", "std", "lower", "upper")})
-        files = _write_table(table, stage / MARGINALS_DIR / table_stem(names), formats)
-        i = row[",".join(names)]
+    for names, key, rows, _, i, _ in written.tables:
         entries.append(
             {
                 "attributes": list(names),
+                "key": key,
                 "cells": int(wk.cells[i]),
                 "weight": float(wk.weights[i]),
-                "max_variance": json_float(float(info["max_variance"][i])),
-                "files": files,
+                "max_variance": json_float(float(cell_var[i])),
+                **_table_entry(written, key),
             }
         )
     spec = plan.to_dict()
-    _write_synced(stage / TABLES_README, tables_readme(level, decimals))
-    digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README))
+    example = entries[min(len(entries) - 1, 1 + len(plan.domain))]["key"] if entries else "total"
+    _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example))
+    digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
@@ -735,8 +797,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         "objective": spec["objective"],
         "residuals": spec["residuals"],
         "measurements": {"file": MEASUREMENTS, "residual_sets": n_sets, "noisy_values": n_values},
-        "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"],
-                   "confidence_level": float(level), "rounded_to": decimals, "readme": TABLES_README},
+        "tables": _tables_section(written, formats, level, decimals),
         "marginals": entries,
         "files": digests,
     }
@@ -759,21 +820,16 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
                         reproducible) -> None:
     """The release stage of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...): one
     table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
-    (stage / MARGINALS_DIR).mkdir(parents=True)
+    stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
-    entries: list[dict[str, Any]] = []
-    stems: set[str] = set()
-    for names, table in measurements.iter_marginals(level=level, progress=progress):
-        stem = table_stem(names)
-        if stem in stems:  # several query groups on one attribute set
-            stem = f"{stem}-{len(entries)}"
-        stems.add(stem)
-        files = _write_table(table, stage / MARGINALS_DIR / stem, formats)
-        var = table["variance"].to_numpy()
-        entries.append({"attributes": list(names), "cells": int(len(table)),
-                        "max_variance": json_float(float(np.max(var)) if var.size else 0.0), "files": files})
+    written = write_tables(measurements, stage, formats=formats, level=level, progress=progress)
+    entries = [
+        {"attributes": list(names), "key": key, "cells": int(rows), "max_variance": json_float(var),
+         **({} if tuple(cols) == tuple(names) else {"columns": list(cols)}), **_table_entry(written, key)}
+        for names, key, rows, var, _, cols in written.tables
+    ]  # fmt: skip
     spec = plan.to_dict()
-    digests = _stage_digests(stage, entries, (MEASUREMENTS,))
+    digests = _stage_digests(stage, entries, (MEASUREMENTS,), written)
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
@@ -789,7 +845,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
         "workload": spec.get("workload"),
         "residuals": [r for r in spec.get("residuals", []) if isinstance(r, dict)],
         "measurements": {"file": MEASUREMENTS, "mechanisms": n_sets, "noisy_values": n_values},
-        "tables": {"formats": list(formats), "columns": ["estimate", "variance", "std", "lower", "upper"]},
+        "tables": _tables_section(written, formats, level),
         "marginals": entries,
         "files": digests,
     }
@@ -893,6 +949,7 @@ class Release:
     plan: Plan
     verify: bool = True
     _opened: list = field(default_factory=list, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
 
     @property
     def measurements(self) -> Measurements:
@@ -944,7 +1001,16 @@ class Release:
         return p
 
     def _entry(self, key: AttrSet) -> dict | None:
-        for e in self.manifest["marginals"]:
+        index = self._cache.get("entries")
+        if index is None:
+            index = {}
+            for e in self.manifest["marginals"]:
+                index.setdefault(tuple(e["attributes"]), e)
+            self._cache["entries"] = index
+        e = index.get(self.domain.names_of(key))
+        if e is not None:
+            return e
+        for e in self.manifest["marginals"]:  # attributes not in domain order (hand-made manifests)
             if self.domain.resolve(e["attributes"]) == key:
                 return e
         return None
@@ -953,8 +1019,14 @@ class Release:
         """True if the release holds a saved table of this marginal."""
         return self._entry(self.domain.resolve(attrs)) is not None
 
-    def table(self, attrs: Iterable[str] | str, format: str = "parquet") -> pd.DataFrame:
-        """A saved marginal table, as written (labels restored as categoricals)."""
+    @property
+    def formats(self) -> list[str]:
+        """Formats of the saved tables (``"parquet"``: the dataset; ``"csv"``: one file per marginal)."""
+        tables = self.manifest.get("tables")
+        formats = tables.get("formats") if isinstance(tables, dict) else None
+        return list(formats) if isinstance(formats, list) and formats else ["parquet"]
+
+    def _saved(self, attrs) -> tuple[AttrSet, dict]:
         key = self.domain.resolve(attrs)
         e = self._entry(key)
         if e is None:
@@ -962,6 +1034,89 @@ class Release:
                 f"no saved table for {self.domain.names_of(key)}; use marginal() to reconstruct "
                 "any marginal of the closure from the measurements"
             )
+        return key, e
+
+    def _code_columns(self) -> set[str]:
+        tables = self.manifest.get("tables")
+        types = tables.get("label_columns") if isinstance(tables, dict) else None
+        if isinstance(types, dict):
+            return {c for c, t in types.items() if t == CODE}
+        return {a.name for a in self.domain.attributes if a.labels is None and a.bins is None}
+
+    def read_table(self, attrs: Iterable[str] | str, format: str | None = None) -> pa.Table:
+        """A saved marginal table as a :class:`pyarrow.Table` (no pandas): its label columns
+        (text; plain codes as int64), then ``estimate, variance, std, lower, upper``.
+
+        From the dataset, only the table's row group is read, verified against the manifest
+        (footer and row group digests) unless ``verify=False``; a per-marginal file is verified
+        whole.
+
+        Parameters
+        ----------
+        attrs : str or iterable of str
+            The marginal's attributes.
+        format : {"parquet", "csv"}, optional
+            Which saved copy (default: the release's first format).
+
+        Returns
+        -------
+        pyarrow.Table
+        """
+        _, e = self._saved(attrs)
+        fmt = format or self.formats[0]
+        cols = [str(c) for c in e.get("columns", e["attributes"])]
+        if fmt == "parquet" and isinstance(e.get("table"), dict):
+            loc = e["table"]
+            rel = loc.get("file")
+            path = _inside(self.path, rel)
+            record = None
+            if self.verify:
+                parts = self.manifest.get("tables", {}).get("parts", {})
+                record = parts.get(rel) if isinstance(parts, dict) else None
+                if not isinstance(record, dict):
+                    raise ReleaseError(f"{rel!r} has no integrity record in the manifest of {str(self.path)!r}")
+            key = e.get("key", marginal_key(e["attributes"], self.manifest.get("tables", {}).get("key", "comma")))
+            return read_table(path, rel, loc, [*cols, *STAT_COLUMNS], key, record)
+        files = e.get("files", {})
+        if fmt not in files:
+            have = sorted(files) + (["parquet"] if "table" in e else [])
+            raise ReleaseError(f"this release has no {fmt} tables (it has {', '.join(have) or 'none'})")
+        path = self.file(files[fmt])
+        if fmt == "csv":
+            return read_csv_table(path, files[fmt], cols, self._code_columns())
+        try:  # a per-marginal Parquet file of format 1
+            t = plain_types(pq.read_table(str(path)).replace_schema_metadata(None))
+        except (OSError, pa.lib.ArrowException) as exc:
+            raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
+        return t
+
+    def table(self, attrs: Iterable[str] | str, format: str | None = None) -> pd.DataFrame:
+        """A saved marginal table as a DataFrame (labels as categoricals in query order, plain
+        codes as int64): the numbers of :meth:`marginal` at the release's level, as written
+        (rounded if the release was). ``format``: see :meth:`read_table`."""
+        key, e = self._saved(attrs)
+        fmt = format or self.formats[0]
+        if self.manifest.get("format") == READABLE_FORMATS[0]:
+            return self._table_v1(key, e, fmt)
+        df = self.read_table(key, fmt).to_pandas()
+        if not hasattr(self.plan, "closure"):  # a plan that lists its mechanisms
+            for c in e.get("columns", e["attributes"]):
+                if df[c].dtype == object:
+                    df[c] = pd.Categorical(df[c], categories=list(dict.fromkeys(df[c])))
+            return df
+        wk = self.plan.workload
+        i = wk.index(key)
+        for a, t in zip(key, wk.types(i)):
+            attr = self.domain.attributes[a]
+            if t == "identity" and attr.labels is None and attr.bins is None:
+                df[attr.name] = df[attr.name].astype(np.int64)  # plain integer codes
+                continue
+            cats = query_labels(attr, t, wk.query_matrix(a, t))
+            df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
+        return df
+
+    def _table_v1(self, key: AttrSet, e: dict, format: str) -> pd.DataFrame:
+        """A table of a format-1 release (one file per marginal and format)."""
         if format not in e["files"]:
             raise ReleaseError(f"this release has no {format} tables (it has {sorted(e['files'])})")
         path = self.file(e["files"][format])
@@ -1082,9 +1237,8 @@ def _read_manifest(folder: Path, verify: bool) -> dict:
     except UnicodeDecodeError:
         raise ReleaseError(f"{str(path)!r} is not UTF-8 text") from None
     manifest = loads_strict(text, ReleaseError, repr(str(path)))
-    if not isinstance(manifest, dict) or manifest.get("format") != RELEASE_FORMAT:
-        got = manifest.get("format") if isinstance(manifest, dict) else None
-        raise ReleaseError(f"{str(path)!r} is not a {RELEASE_FORMAT} manifest (format {got!r})")
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE_FORMATS:
+        raise ReleaseError(f"{str(path)!r} is not a release this dpmatrix can read ({_format_note(manifest)})")
     if verify and isinstance(manifest.get("files"), dict):
         try:
             stated = (folder / MANIFEST_DIGEST).read_text().split()[0]

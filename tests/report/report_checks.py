@@ -228,12 +228,22 @@ def check_numbers(tagged: list[dict], facts: Mapping[str, Any], *, folder: Path 
         elif t["src"] is not None:
             assert folder is not None
             src = t["src"]
-            if src not in tables:  # the published table, as CSV and as Parquet
-                path = folder / src
+            if src not in tables:  # the published table, as Parquet (and CSV if there is one)
+                part, _, key = src.partition("#")
+                path = folder / part
                 assert path.resolve().is_relative_to(folder.resolve()), src
-                tables[src] = pd.read_parquet(path.with_suffix(".parquet"))
-                tables[src + ":csv"] = pd.read_csv(path.with_suffix(".csv"), keep_default_na=False)
+                if key:  # a table of the Parquet dataset, read with pandas' one-call filter
+                    tables[src] = pd.read_parquet(path, filters=[("marginal", "==", key)])
+                    entry = next(e for e in facts["marginals"] if e.get("key") == key)
+                    csv = entry.get("files", {}).get("csv")
+                    if csv:
+                        tables[src + ":csv"] = pd.read_csv(folder / csv, keep_default_na=False)
+                else:  # one file per marginal and format (release format 1)
+                    tables[src] = pd.read_parquet(path.with_suffix(".parquet"))
+                    tables[src + ":csv"] = pd.read_csv(path.with_suffix(".csv"), keep_default_na=False)
             for fmt in ("", ":csv"):
+                if src + fmt not in tables:
+                    continue
                 cell = tables[src + fmt][t["col"]].iloc[int(t["row"])]
                 assert value == float(cell), (t, fmt, cell)
             counts["src"] += 1

@@ -78,7 +78,8 @@ def test_seeded_discrete_noise_is_flagged_not_for_publication(tmp_path):
 # -- size caps and links -------------------------------------------------------------------------
 def test_big_release_is_capped_and_says_what_was_left_out(tmp_path, monkeypatch):
     plan = dm.plan(dm.Workload.marginals(adult_domain(), 2, upto=True), objective="sum_var", rho=1.0)
-    out = write_release(plan.measure(adult_codes(), rng=np.random.default_rng(2)), tmp_path / "rel")
+    out = write_release(plan.measure(adult_codes(), rng=np.random.default_rng(2)), tmp_path / "rel",
+                        formats=("parquet", "csv"))
     monkeypatch.setattr(content, "MAX_INLINE", {0: 1, 1: 2, 2: 1})
     monkeypatch.setattr(content, "MAX_LINKS", 3)
     monkeypatch.setattr(content, "MAX_STD_BARS", 5)
@@ -93,8 +94,9 @@ def test_big_release_is_capped_and_says_what_was_left_out(tmp_path, monkeypatch)
     assert derived(html, ["shown_k", 1]) == 2 and derived(html, ["count_k", 1]) == 5
     assert derived(html, ["shown_k", 2]) == 1 and derived(html, ["count_k", 2]) == 10
     links = re.findall(r'<a href="([^"]+)" data-label>', html)
-    table_links = [x for x in links if x.startswith("marginals/")]
-    assert len(table_links) == 2 * (4 + 3)  # CSV and Parquet of the inline and the listed ones
+    # the CSV of each inline and listed marginal, and the Parquet dataset part that holds it
+    assert len([x for x in links if x.startswith("marginals/") and x.endswith(".csv")]) == 4 + 3
+    assert len([x for x in links if x.startswith("tables/") and x.endswith(".parquet")]) == 4 + 3
     assert all((out / x).is_file() for x in links)
     assert derived(html, ["links_left_out"]) == n - 4 - 3
     assert derived(html, ["omitted_bars"]) == n - 5
@@ -116,7 +118,7 @@ def test_links_from_a_report_saved_elsewhere(tmp_path):
     far = write_release_report(out, tmp_path / "a" / "b" / "c" / "d" / "r.html", fairness=False)
     html = far.read_text()
     links = re.findall(r'<a href="([^"]+)" data-label>', html)
-    assert links and all(x.startswith(("marginals/", "manifest.json", "measurements.parquet")) for x in links)
+    assert links and all(x.startswith(("tables/", "manifest.json", "measurements.parquet")) for x in links)
     assert "relative to the release folder" in html
     assert str(tmp_path) not in html and "/tmp" not in html
 
@@ -128,6 +130,7 @@ def test_manifest_links_outside_the_release_are_not_followed(tmp_path):
                   "upper": [2.0]}).to_csv(secret, index=False)
     m = json.loads((out / "manifest.json").read_text())
     m["marginals"][0]["files"] = {"csv": "../secret.csv", "parquet": str(secret)}
+    m["marginals"][0]["table"]["file"] = str(secret)  # and its place in the Parquet dataset
     (out / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(dm.ReleaseError, match="modified after the release was written"):
         write_release_report(out, fairness=False)  # the integrity check refuses the edit first

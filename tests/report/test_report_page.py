@@ -103,7 +103,8 @@ def test_release_report_in_chromium(chromium, adult_release, tmp_path):
     ids = chromium.evaluate("Array.from(document.querySelectorAll('.marginal')).map(e => e.id)")
     assert ids == [f"m{i}" for i in range(n_marg)]
     links = chromium.evaluate("Array.from(document.querySelectorAll('.files a')).map(a => a.getAttribute('href'))")
-    assert sorted(links) == sorted(f for m in manifest["marginals"] for f in m["files"].values())
+    assert sorted(links) == sorted([m["table"]["file"] for m in manifest["marginals"]]
+                                   + [f for m in manifest["marginals"] for f in m.get("files", {}).values()])
     text = chromium.evaluate("document.body.innerText")
     assert all(label in text for label in INCOME_LABELS)
     # one figure per marginal (but the total), plus ε(δ), fairness and budget shares; max_var

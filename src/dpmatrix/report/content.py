@@ -29,6 +29,7 @@ import pandas as pd
 from ..planners.dispatch import plan as make_plan
 from ..planners.residual.plan import Plan
 from ..privacy import Budget, epsilon_from_zcdp
+from ..release_tables import STAT_COLUMNS, read_table
 from ..version import __version__
 
 __all__ = [
@@ -528,9 +529,25 @@ def _read_table(path: Path, fmt: str, names: Sequence[str]) -> dict[str, list] |
     return table.to_pydict()
 
 
+def _read_dataset_table(folder: Path, rel: str, entry: Mapping[str, Any]) -> dict[str, list] | None:
+    """Columns of a table of the release's Parquet dataset (its row group only), or ``None``."""
+    from ..errors import ReleaseError
+
+    names = [str(c) for c in entry.get("columns", entry["attributes"])]
+    try:
+        t = read_table(folder / rel, rel, entry["table"], [*names, *STAT_COLUMNS], str(entry.get("key")), None)
+    except (ReleaseError, KeyError, OSError, pa.ArrowException):
+        return None
+    return t.to_pydict()
+
+
 def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str, inline: bool) -> TableView:
     names = tuple(entry["attributes"])
     links = []
+    loc = entry.get("table")
+    dataset = _safe_link(folder, loc.get("file", "")) if isinstance(loc, Mapping) else None
+    if dataset is not None:  # the release's Parquet dataset (every table; this one in its row group)
+        links.append(("parquet", dataset))
     for fmt, rel in entry.get("files", {}).items():
         safe = _safe_link(folder, rel)
         if safe is not None:
@@ -541,8 +558,11 @@ def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str,
     if not inline or not links:
         return base
     # the Parquet file holds the exact numbers; the page links the CSV too, for readers
-    fmt, rel = sorted(links, key=lambda x: x[0] != "parquet")[0]
-    cols = _read_table(folder / rel, fmt, names)
+    if dataset is not None:  # data-src "<part>#<key>": the rows of that key in the dataset
+        cols, source = _read_dataset_table(folder, dataset, entry), f"{prefix}{dataset}#{entry.get('key')}"
+    else:
+        fmt, rel = sorted(links, key=lambda x: x[0] != "parquet")[0]
+        cols, source = _read_table(folder / rel, fmt, names), prefix + rel
     needed = [*names, "estimate", "std", "lower", "upper"]
     if cols is None or any(c not in cols for c in needed) or not cols["estimate"]:
         return base
@@ -560,7 +580,7 @@ def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str,
     )
     col = lambda c: tuple(float(v) for v in cols[c])  # noqa: E731
     return TableView(
-        index, names, base.cells, base.max_variance, files, prefix + rel, axes,
+        index, names, base.cells, base.max_variance, files, source, axes,
         tuple(zip(*labels)) if names else ((),) * cells,
         col("estimate"), col("std"), col("lower"), col("upper"),
         show_table=cells <= MAX_TABLE_ROWS, show_figure=show_figure,
