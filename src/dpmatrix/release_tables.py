@@ -301,12 +301,13 @@ class DatasetWriter:
     """
 
     def __init__(self, stage: Path, label_columns: Mapping[str, str], *, z: float, decimals: int | None = None,
-                 row_group_rows: int = ROW_GROUP_ROWS, part_rows: int = PART_ROWS):
+                 row_group_rows: int | None = None, part_rows: int | None = None):
         self.stage = Path(stage)
         self.label_columns = dict(label_columns)
         self.schema = schema(self.label_columns)
         self.z, self.decimals = float(z), decimals
-        self.row_group_rows, self.part_rows = int(row_group_rows), int(part_rows)
+        self.row_group_rows = int(ROW_GROUP_ROWS if row_group_rows is None else row_group_rows)
+        self.part_rows = int(PART_ROWS if part_rows is None else part_rows)
         self.locations: dict[str, tuple[str, int, int, int]] = {}
         self.parts: list[str] = []
         self._writer: pq.ParquetWriter | None = None
@@ -498,8 +499,8 @@ def read_table(path: Path, rel: str, location: Mapping[str, Any], columns: Seque
     except (OSError, pa.ArrowException) as exc:
         raise ReleaseError(f"cannot read {rel}: {exc}") from None
     keys = t.column(KEY_COLUMN)
-    if t.num_rows != rows or (rows and (keys.null_count or pa.compute.count_distinct(keys).as_py() != 1
-                                        or keys[0].as_py() != key)):
+    # (unique(): comparing with a Python scalar would make pyarrow import pandas)
+    if t.num_rows != rows or (rows and keys.unique().to_pylist() != [key]):
         raise ReleaseError(f"{rel} does not hold the table {key!r} where the manifest says")
     return plain_types(t.drop_columns([KEY_COLUMN]))
 
@@ -567,6 +568,11 @@ def write_csv_tables(block: TableBlock, z: float, decimals: int | None, paths: S
 
 
 # -- blocks from tidy frames (plans without the broadcast path) -----------------------------------
+def _is_int(column) -> bool:
+    """An integer column of a DataFrame (codes), not a categorical or text one."""
+    return getattr(column.dtype, "kind", None) in ("i", "u") and str(column.dtype) != "category"
+
+
 def frame_block(key: str, frame, columns: Sequence[str]) -> TableBlock:
     """A one-table block from a tidy table (a pandas DataFrame with ``columns``, then the
     stats): categorical columns become codes + labels, integer columns stay codes, anything
@@ -577,7 +583,7 @@ def frame_block(key: str, frame, columns: Sequence[str]) -> TableBlock:
         if str(s.dtype) == "category":
             codes.append(np.asarray(s.cat.codes, dtype=np.int64))
             labels[c] = [str(x) for x in s.cat.categories]
-        elif np.issubdtype(s.dtype, np.integer):
+        elif _is_int(s):
             codes.append(np.asarray(s, dtype=np.int64))
             labels[c] = None
         else:
@@ -765,7 +771,7 @@ def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, s
     order = [c for c in domain_names if c in seen] + [c for c in seen if c not in domain_names]
     check_columns(order)
     label_columns = {
-        c: CODE if all(np.issubdtype(f[c].dtype, np.integer) for _, _, f, cols in frames if c in cols) else LABEL
+        c: CODE if all(_is_int(f[c]) for _, _, f, cols in frames if c in cols) else LABEL
         for c in order
     }  # fmt: skip
     sink = _Sink(stage, label_columns, formats, z, decimals)

@@ -107,8 +107,8 @@ def test_release_and_query_labelled_marginal(capsys, data, tmp_path):
     out_dir = tmp_path / "rel"
     rc, out, err = run(capsys, *release(data, out_dir))
     assert rc == 0, err
-    assert sorted(p.name for p in out_dir.iterdir()) == ["manifest.json", "manifest.sha256", "marginals",
-                                                         "measurements.parquet", "report.html"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["README.txt", "manifest.json", "manifest.sha256",
+                                                         "measurements.parquet", "report.html", "tables"]
     rc, out, err = run(capsys, "query", out_dir, "--marginal", "age,sex")
     assert rc == 0, err
     lines = out.splitlines()
@@ -270,12 +270,14 @@ def test_query_errors(capsys, data, tmp_path):
 # -- privacy hygiene -----------------------------------------------------------------------------
 def test_artifact_holds_no_record_no_seed_no_count(capsys, data, tmp_path):
     out_dir = tmp_path / "rel"
-    argv = release(data, out_dir)
+    argv = release(data, out_dir, "--tables", "parquet,csv")
     argv[argv.index("--seed") + 1] = str(SEED)
     rc, _, err = run(capsys, *argv)
     assert rc == 0, err
     files = [p for p in out_dir.rglob("*") if p.is_file()]
-    assert len(files) == 5 + 2 * 11  # manifest, its digest, measurements, report.html, marginals/README.txt; 11 tables x 2 formats
+    # manifest, its digest, measurements, report.html, README.txt, the tables' Parquet dataset (one
+    # part) and, as asked (--tables parquet,csv), 11 CSV tables
+    assert len(files) == 6 + 11
     forbidden_bytes = [
         SENTINEL.encode(), b"person-0", str(SENTINEL_AGE).encode(), np.float64(SENTINEL_AGE).tobytes(),
         str(SEED).encode(), np.int64(SEED).tobytes(), np.int32(SEED).tobytes(), np.float64(SEED).tobytes(),
@@ -318,7 +320,8 @@ def test_readme_demo_and_query_subprocess(tmp_path):
     rho = float(re.search(r"privacy: rho = ([0-9.e-]+)", r.stdout).group(1))
     assert 0.5 * (1 - 1e-4) <= rho <= 0.5 and "income>50K" in r.stdout
     rel = tmp_path / "demo-release"
-    assert (rel / "manifest.json").exists() and len(list((rel / "marginals").glob("*.csv"))) == 106
+    assert (rel / "manifest.json").exists() and len(json.loads((rel / "manifest.json").read_text())["marginals"]) == 106
+    assert [p.name for p in (rel / "tables").iterdir()] == ["part-00000.parquet"]  # no file per marginal
     r = subprocess.run([sys.executable, "-m", "dpmatrix", "query", "demo-release", "--marginal", "sex,income>50K"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr

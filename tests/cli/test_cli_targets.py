@@ -101,6 +101,6 @@ def test_release_records_targets_in_the_manifest(capsys, dom, tmp_path):
     assert rows["race"]["achieved"] == pytest.approx(4.0, rel=1e-7)
     assert m["target_certificate"]["status"] == "optimal" and m["target_certificate"]["kind"] == "var"
     # the released variances are the achieved ones
-    race = pd.read_csv(next((out_dir / "marginals").glob("race-*.csv")))
+    race = pd.read_parquet(out_dir / "tables", filters=[("marginal", "==", "race")])
     assert dm.load_release(out_dir).plan.pcost == pytest.approx(m["privacy"]["pcost"])
     assert race["variance"].max() == pytest.approx(4.0, rel=1e-7)

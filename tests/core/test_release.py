@@ -36,7 +36,7 @@ def measure(codes, wk, seed=1, **kw):
 def test_round_trip_same_answers(codes, tmp_path):
     wk = dm.Workload(DOM, [("age", "sex", "race"), ("race", "n"), ()], weights=[1, 2, 1])
     meas = measure(codes, wk)
-    out = write_release(meas, tmp_path / "rel", level=0.9)
+    out = write_release(meas, tmp_path / "rel", level=0.9, formats=("parquet", "csv"))
     rel = load_release(out)
     assert rel.marginals == [("age", "sex", "race"), ("race", "n"), ()]
     for names in rel.marginals:
@@ -66,7 +66,7 @@ def test_round_trip_same_answers(codes, tmp_path):
 
 def test_tables_carry_labels_and_bins(codes, tmp_path):
     wk = dm.Workload(DOM, [("age", "sex"), ("race",)], query_types={"age": "identity"})
-    rel = load_release(write_release(measure(codes, wk), tmp_path / "rel"))
+    rel = load_release(write_release(measure(codes, wk), tmp_path / "rel", formats=("parquet", "csv")))
     t = rel.table(("age", "sex"))
     assert list(t["age"].cat.categories) == ["[0, 20)", "[20, 40)", "[40, 60)", "[60, 120]"]
     assert t["sex"].astype(str).tolist()[:2] == ["F", "M"]
@@ -85,7 +85,7 @@ def test_manifest_contents(codes, tmp_path):
     write_release(meas, tmp_path / "rel", delta=1e-6, formats=("csv",))
     m = json.loads((tmp_path / "rel" / MANIFEST).read_text())
     plan = meas.plan
-    assert m["format"] == "dpmatrix.release/1"
+    assert m["format"] == "dpmatrix.release/2"
     assert m["library"] == {"name": "dpmatrix", "version": dm.__version__}
     assert m["created"].endswith("+00:00")
     assert m["domain"] == DOM.to_dict() and m["objective"] == "max_var"  # the default of dm.plan

@@ -17,7 +17,7 @@ from dpmatrix.release import load_release
 @pytest.fixture()
 def rel(small, capsys):
     out = small / "rel"
-    rc, _, err = run(capsys, *release_args(small, out))
+    rc, _, err = run(capsys, *release_args(small, out, "--tables", "parquet,csv"))
     assert rc == 0, err
     return out
 
@@ -34,19 +34,31 @@ def _rewrite_manifest(out, m, fix_digest: bool):
 
 
 def _table_file(out, attrs=("sex",), fmt="csv"):
+    """The file holding a marginal's table: its CSV, or the part of the Parquet dataset."""
     (e,) = [e for e in _manifest(out)["marginals"] if e["attributes"] == list(attrs)]
-    return e["files"][fmt]
+    return e["table"]["file"] if fmt == "parquet" else e["files"][fmt]
 
 
 def test_edited_table_is_refused_by_name(rel, capsys):
     name = _table_file(rel, fmt="parquet")
-    df = pd.read_parquet(rel / name)
+    df = pd.read_parquet(rel / name)  # the whole dataset, edited and written back by pandas
     df["estimate"] += 1000
     df.to_parquet(rel / name, index=False)
     rc, _, err = run(capsys, "query", rel, "--marginal", "sex")
     assert_one_line_error(rc, err, name, "modified")
     rc, out, err = run(capsys, "query", rel, "--marginal", "sex", "--no-verify")
     assert rc == 0 and "1" in out
+
+
+def test_edited_csv_table_is_refused_by_name(rel, capsys):
+    name = _table_file(rel, fmt="csv")
+    lines = (rel / name).read_text().splitlines()
+    lines[1] = lines[1].replace(",", ",9", 1)  # the first estimate gets a leading 9
+    (rel / name).write_text("\n".join(lines) + "\n")
+    with pytest.raises(dm.ReleaseError, match=f"{name}.*modified"):
+        load_release(rel).table(("sex",), "csv")
+    rc, _, err = run(capsys, "query", rel, "--marginal", "sex")  # the Parquet copy is intact
+    assert rc == 0, err
 
 
 def test_edited_measurements_are_refused(rel, capsys):
@@ -81,16 +93,20 @@ def test_negative_sigma2_in_manifest_is_refused(rel):
         load_release(rel)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("target", ["/etc/passwd", "../outside.csv", "marginals/../../outside.csv"])
-def test_paths_outside_the_folder_are_refused(rel, capsys, target):
+def test_paths_outside_the_folder_are_refused(rel, capsys, target, fmt):
     (rel.parent / "outside.csv").write_text("sex,estimate\nF,1\n")
     m = _manifest(rel)
-    old = _table_file(rel)
+    old = _table_file(rel, fmt=fmt)
     for e in m["marginals"]:
         if e["attributes"] == ["sex"]:
-            e["files"]["csv"] = target
+            if fmt == "csv":
+                e["files"]["csv"] = target
+            else:
+                e["table"]["file"] = target
     m["files"][target] = m["files"].pop(old)
-    m["tables"]["formats"] = ["csv", "parquet"]
+    m["tables"]["formats"] = [fmt]
     _rewrite_manifest(rel, m, fix_digest=True)
     rc, out, err = run(capsys, "query", rel, "--marginal", "sex", "--no-verify")
     assert_one_line_error(rc, err, "outside the release folder")
