@@ -36,11 +36,14 @@ def test_weird_names_release_and_query(tmp_path, capsys):
     (tmp_path / "w.json").write_text(json.dumps(WEIRD))
     out = tmp_path / "rel"
     rc, _, err = run(capsys, "release", tmp_path / "w.csv", "--domain", tmp_path / "w.json", "--workload-file",
-                     _workload_file(tmp_path), "--rho", "1", "--out", out, "--ledger", tmp_path / "l.sqlite3", "-q")  # fmt: skip
+                     _workload_file(tmp_path), "--rho", "1", "--out", out, "--ledger", tmp_path / "l.sqlite3", "-q",
+                     "--tables", "parquet,csv")  # fmt: skip
     assert rc == 0, err
     m = json.loads((out / "manifest.json").read_text())
     files = [e["files"]["csv"] for e in m["marginals"]]
     assert len(set(f.lower() for f in files)) == len(files) == len(m["marginals"])
+    keys = [e["key"] for e in m["marginals"]]  # the dataset's marginal column: JSON lists here
+    assert len(set(keys)) == len(keys) and [json.loads(k) for k in keys] == [e["attributes"] for e in m["marginals"]]
     rel = load_release(out)
     for attrs in (["x?"], ["x!"], ["x_-2"], ["a,b", "c;d"]):
         rc, text, err = run(capsys, "query", out, "--marginal-json", json.dumps(attrs), "--format", "json")

@@ -13,6 +13,7 @@ import time
 import warnings
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from ._support import assert_one_line_error, env, release_args, run, spawn
 
@@ -158,7 +159,7 @@ def test_disk_full_while_writing_keeps_the_old_release(tmp_path, monkeypatch):
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)  # every Parquet write: tables and measurements
     with pytest.raises(dm.ReleaseError, match="No space left on device"):
         write_release(_meas(0.7), out, overwrite=True, formats=["parquet"])
     monkeypatch.undo()
