@@ -1105,10 +1105,13 @@ class Release:
                     df[c] = pd.Categorical(df[c], categories=list(dict.fromkeys(df[c])))
             return df
         wk = self.plan.workload
-        i = wk.index(key)
-        for a, t in zip(key, wk.types(i)):
+        types = wk.types(wk.index(key))
+        # as Measurements.answer: a table of plain cells shows unlabelled attributes by their
+        # integer codes; rows of other queries are named by their labels
+        cells = all(t == "identity" for t in types) and all(self.plan.bases[a].is_identity for a in key)
+        for a, t in zip(key, types):
             attr = self.domain.attributes[a]
-            if t == "identity" and attr.labels is None and attr.bins is None:
+            if cells and attr.labels is None and attr.bins is None:
                 df[attr.name] = df[attr.name].astype(np.int64)  # plain integer codes
                 continue
             cats = query_labels(attr, t, wk.query_matrix(a, t))

@@ -670,13 +670,14 @@ class _Sink:
 
 
 def residual_label_columns(plan) -> dict[str, str]:
-    """Column types of a ResidualPlanner release: text for attributes with labels or bins, or
-    with prefix/range/custom queries in some marginal; integer codes otherwise."""
-    types = plan.workload.types_by_attribute
+    """Column types of a ResidualPlanner release: for plain marginals, text for attributes with
+    labels or bins and integer codes for the others (as :meth:`Measurements.marginal` gives
+    them); with generalized marginals (ResidualPlanner+) every row is a query named by text
+    (``"<= 3"``, ``"0..2"``, and plain cells by their label, as :meth:`Measurements.answer`)."""
     out = {}
-    for a, attr in enumerate(plan.domain.attributes):
+    for attr in plan.domain.attributes:
         labelled = attr.labels is not None or getattr(attr, "bins", None) is not None
-        out[attr.name] = LABEL if labelled or any(t != "identity" for t in types[a]) else CODE
+        out[attr.name] = CODE if plan.is_plain and not labelled else LABEL
     return out
 
 

@@ -142,3 +142,51 @@ def test_zcdp_conversion_between_exact_gaussian_and_bun_steinke(rho, delta):
     grid = [1 + 10**t for t in np.linspace(-4, 4, 2001)]
     best = min(a * rho + (a * math.log(1 - 1 / a) - math.log(a - 1) - math.log(delta)) / (a - 1) for a in grid)
     assert cks <= best + 1e-9 and cks >= best - 1e-3
+
+
+def test_many_at_once_is_one_at_a_time_with_the_same_noise(monkeypatch):
+    """discrete_measure_many (one sampler call per noise scale and shape) computes, for given
+    noise draws, exactly what discrete_measure computes mechanism by mechanism: the noise is
+    replaced by a fixed integer sequence, handed out in call order, in both runs."""
+    from dpmatrix.measure import discrete as disc
+    from dpmatrix.measure.discrete import discrete_measure_many
+
+    mechs = [ResidualMechanism(key, tuple(identity_basis(n) for n in sizes), 1.0)
+             for key, sizes in [((0, 1), (3, 2)), ((2,), (4,)), ((1, 2), (3, 2)), ((0,), (4,)), ((), ())]]
+    rng = np.random.default_rng(9)
+    tables = [rng.integers(0, 20, m.shape) for m in mechs]
+    bars = [Fraction(3, 2), Fraction(3, 2), Fraction(3, 2), Fraction(5, 2), Fraction(3, 2)]
+    stream = iter(range(10**6))
+    calls = []
+
+    def fake(gamma2, size, rng=None):
+        calls.append((gamma2, size))
+        return np.array([next(stream) % 7 - 3 for _ in range(size)], dtype=np.int64)
+
+    monkeypatch.setattr(disc, "sample_discrete_gaussian", fake)
+    got = discrete_measure_many(mechs, tables, bars)
+    batched_calls = list(calls)
+    # the same draws, one mechanism at a time, in the order the batched calls consumed them:
+    # groups {0, 2} (3 x 2, same γ²), {1} (4), {3} (4, another σ̄), {4} (the total)
+    stream = iter(range(10**6))
+    calls.clear()
+    want = {i: discrete_measure(mechs[i], tables[i], bars[i]) for i in [0, 2, 1, 3, 4]}
+    assert len(batched_calls) == 4 and batched_calls[0] == (gamma_squared(mechs[0], bars[0]), 12)
+    for i in range(len(mechs)):
+        np.testing.assert_array_equal(got[i], want[i])
+
+
+def test_many_at_once_has_the_distribution_of_algorithm_3():
+    from dpmatrix.measure.discrete import discrete_measure_many
+
+    sizes = (3, 2)
+    mech = ResidualMechanism((0, 1), tuple(identity_basis(n) for n in sizes), float(Fraction(3, 2) ** 2))
+    v = np.array([[5, 0], [2, 7], [1, 1]], dtype=np.int64)
+    # 4000 copies of the same mechanism in one call: i.i.d. measurements
+    draws = np.stack([w.ravel() for w in discrete_measure_many([mech] * 4000, [v] * 4000, [Fraction(3, 2)] * 4000,
+                                                               np.random.default_rng(1))])
+    truth = oracle.residual_matrix(sizes, (0, 1)) @ v.ravel().astype(float)
+    cov = float(Fraction(3, 2) ** 2) * oracle.residual_cov(sizes, (0, 1))
+    se = np.sqrt(np.diag(cov) / len(draws))
+    assert np.all(np.abs(draws.mean(axis=0) - truth) < 5 * se)
+    np.testing.assert_allclose(np.cov(draws.T), cov, rtol=0.1, atol=0.1 * np.max(cov))

@@ -21,7 +21,7 @@ from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from ..workload import AttrSet
 from .counting import count_batches
-from .discrete import discrete_measure, discrete_randomness, round_plan
+from .discrete import discrete_measure_many, discrete_randomness, round_plan
 from .linear_route import measure_linear
 from .secure import NOISES, measure_lattice, resolve_noise
 
@@ -188,11 +188,14 @@ def measure(
     for batch, tables in count_batches(plan.domain, top, eng):
         if sigma_bar is None:
             _measure_batch(plan, batch, tables, done, rng, noisy)
-        else:
-            for m in batch:
-                for sub in _subsets_to_measure(plan, m, done):
-                    s_bar = sigma_bar[plan.closure.index(sub)]
-                    noisy[sub] = discrete_measure(plan.mechanism(sub), project(tables[m], m, sub), s_bar, rng)
+        else:  # the batch's residuals at once: one exact sampler call per noise scale and shape
+            items = [(sub, m) for m in batch for sub in _subsets_to_measure(plan, m, done)]
+            outs = discrete_measure_many(
+                [plan.mechanism(sub) for sub, _ in items], [project(tables[m], m, sub) for sub, m in items],
+                [sigma_bar[plan.closure.index(sub)] for sub, _ in items], rng,
+            )  # fmt: skip
+            for (sub, _), w in zip(items, outs):
+                noisy[sub] = w
         bar.update(len(batch))
     bar.close()
     if owned and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
