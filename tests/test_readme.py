@@ -97,6 +97,6 @@ def test_readme_shell_lines_run(tmp_path, monkeypatch, capsys):
             rc = main(shlex.split(line)[1:])
         captured = capsys.readouterr()
         assert rc == 0, f"{line!r} failed: {captured.err}"
-    assert (tmp_path / "DIR" / "marginals" / "README.txt").exists()
+    assert (tmp_path / "DIR" / "README.txt").exists() and (tmp_path / "DIR" / "tables").is_dir()
     assert (tmp_path / "demo-release" / "report.html").exists()
     assert json.loads((tmp_path / "inferred.json").read_text())["wage"]["bins"]
