@@ -64,6 +64,7 @@ from .release import (
     recover_output,
     write_release,
 )
+from .release_tables import check_columns
 from .sizing import DEFAULT_MAX_CELLS, check_size, describe_size, estimate_size
 from .statement import check_delta, privacy_line, privacy_summary, pure_summary
 from .version import __version__
@@ -703,6 +704,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                              **_budget_kwargs(args))  # fmt: skip
     size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
     check_size(size, opts["max_cells"])
+    check_columns(plan.domain.names)  # the tables' column names: refused before any data is read
     warn_large_epsilon(plan.budget.epsilon(delta), delta)
     _describe_plan(plan, say, delta, describe_privacy=False)
     if getattr(args, "target", None):

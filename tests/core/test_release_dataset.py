@@ -349,3 +349,19 @@ def test_generalized_marginals_round_trip(tmp_path):
         for fmt in ("parquet", "csv"):
             pd.testing.assert_frame_equal(rel.table(names, fmt), want, check_exact=True)
     assert "0..3" in rel.read_table(("y", "z")).column("y").to_pylist()  # a range row, by its label
+
+
+def test_cli_refuses_a_column_name_clash_before_reading_data(tmp_path, capsys, monkeypatch):
+    (tmp_path / "d.csv").write_text("std,b\n0,1\n1,0\n")
+    (tmp_path / "dom.json").write_text(json.dumps({"std": 2, "b": 2}))
+    import dpmatrix.cli
+
+    monkeypatch.setattr(dpmatrix.cli, "_open_engine", lambda *a, **k: pytest.fail("the data were opened"))
+    rc = main(["release", str(tmp_path / "d.csv"), "--domain", str(tmp_path / "dom.json"), "-w", "all:<=2",
+               "--rho", "1", "--out", str(tmp_path / "rel"), "--ledger", str(tmp_path / "l.sqlite3"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'std'" in err and "column names" in err and err.count("dpmatrix: error:") == 1
+    assert not (tmp_path / "rel").exists()
+    from dpmatrix.ledger import Ledger
+
+    assert Ledger(tmp_path / "l.sqlite3").rows() == []  # nothing charged
