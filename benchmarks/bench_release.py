@@ -20,7 +20,8 @@ CPU times are the comparable numbers when the load is high):
 ``--before SRC`` runs the same stages a second time in a fresh process with ``PYTHONPATH=SRC``
 (e.g. an export of an earlier commit), on the same data file, so both columns come from one run;
 the ratio is before / after. ``--cli`` also times ``dpmatrix release`` as a user runs it (a fresh
-process: imports, plan, counting, noise, release folder, HTML report), wall and CPU.
+process: imports, plan, counting, noise, release folder, and with the HTML report: its figures),
+wall and CPU, with and without ``--no-report``.
 
     PYTHONPATH=src python benchmarks/bench_release.py
     git archive b65d2cc src | tar -x -C /tmp/before && \\
@@ -131,13 +132,13 @@ def spawn_stages(src: str, args, data: Path, dom: Path, csv: bool) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def cli_release(src: str, data: Path, dom: Path, way: int) -> list[float]:
+def cli_release(src: str, data: Path, dom: Path, way: int, *extra: str) -> list[float]:
     """``dpmatrix release`` in a fresh process: [wall, CPU of the child]."""
     work = Path(tempfile.mkdtemp(prefix="bench_release_cli_"))
     try:
         env = dict(os.environ, PYTHONPATH=src, OPENBLAS_NUM_THREADS="1")
         argv = [sys.executable, "-m", "dpmatrix", "release", str(data), "--domain", str(dom), "-w",
-                f"all:<={way}", "--rho", "1", "--out", str(work / "rel"), "--no-ledger", "-q"]  # fmt: skip
+                f"all:<={way}", "--rho", "1", "--out", str(work / "rel"), "--no-ledger", "-q", *extra]  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         r = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
@@ -151,7 +152,8 @@ def cli_release(src: str, data: Path, dom: Path, way: int) -> list[float]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-ROWS_SHOWN = ("plan", "counting", "noise", "reconstruct", "write", "write_release", "+csv", "end_to_end")
+ROWS_SHOWN = ("plan", "counting", "noise", "reconstruct", "write", "write_release", "+csv", "end_to_end",
+              "cli --no-report", "cli")
 
 
 def render(cols: dict[str, dict]) -> str:
@@ -160,7 +162,7 @@ def render(cols: dict[str, dict]) -> str:
     if len(names) == 2:
         head += " | ratio wall | ratio CPU"
     lines = [head + " |", "|---" * (1 + 2 * len(names) + (2 if len(names) == 2 else 0)) + "|"]
-    for s in ROWS_SHOWN + ("cli",):
+    for s in ROWS_SHOWN:
         if not any(s in c for c in cols.values()):
             continue
         cells = []
@@ -202,9 +204,11 @@ def main() -> None:
         if args.before:
             cols["before"] = spawn_stages(args.before, args, data, dom, csv=False)
             if args.cli:
+                cols["before"]["cli --no-report"] = cli_release(args.before, data, dom, args.k, "--no-report")
                 cols["before"]["cli"] = cli_release(args.before, data, dom, args.k)
         cols["after"] = spawn_stages(after_src, args, data, dom, csv=not args.no_csv)
         if args.cli:
+            cols["after"]["cli --no-report"] = cli_release(after_src, data, dom, args.k, "--no-report")
             cols["after"]["cli"] = cli_release(after_src, data, dom, args.k)
         print(render(cols))
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
