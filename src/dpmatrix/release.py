@@ -757,6 +757,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
                  decimals: int | None = None) -> None:
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
+    _fsync_dir(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
     wk = plan.workload
     cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
     written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress)
@@ -822,6 +823,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
+    _fsync_dir(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
     written = write_tables(measurements, stage, formats=formats, level=level, progress=progress)
     entries = [
         {"attributes": list(names), "key": key, "cells": int(rows), "max_variance": json_float(var),

@@ -385,7 +385,24 @@ class DatasetWriter:
             (self.stage / TABLES_DIR).mkdir(parents=True, exist_ok=True)
             pq.ParquetWriter(str(self.stage / rel), self.schema, **self._options).close()
             self.parts.append(rel)
+        for rel in self.parts:  # on disk before the manifest that lists them is written
+            _fsync(self.stage / rel)
+        _fsync(self.stage / TABLES_DIR)
         return {rel: part_integrity(self.stage / rel) for rel in self.parts}
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a folder's) data to the disk; a best effort on file systems that refuse."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # -- integrity -----------------------------------------------------------------------------------
