@@ -58,31 +58,36 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm.auto import tqdm
 
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .jsonfile import json_float, loads_strict
-from .planners.dispatch import plan_from_dict
-from .planners.residual.plan import PLAN_FORMAT, Plan
-from .plan_file import check_plan_spec
-from .reconstruct.measurements import Measurements, query_labels
 from .statement import check_delta, privacy_summary
 from .version import __version__
-from .workload import AttrSet
+from .workload import AttrSet, Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .planners.residual.plan import Plan
+    from .reconstruct.measurements import Measurements
+
+# pandas, the planners and the reconstruction are imported by the functions that use them:
+# reading one saved table (read_saved_table, for ``dpmatrix query``) needs none of them.
 
 __all__ = [
     "RELEASE_FORMAT",
     "LeftoverWarning",
     "Release",
+    "SavedTable",
     "load_release",
     "output_lock",
+    "read_saved_table",
     "recover_output",
     "write_release",
 ]
@@ -513,6 +518,8 @@ def _read_mechanism_outputs(path: Path, plan, noise: str, digest: str | None) ->
 
 
 def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple[int, int]:
+    from tqdm.auto import tqdm
+
     plan = meas.plan
     if not hasattr(plan, "closure"):
         return _write_mechanism_outputs(meas, path)
@@ -616,6 +623,8 @@ def write_release(
     >>> dm.load_release(folder).table(("a", "b")).shape[0]
     6
     """
+    from .reconstruct.measurements import Measurements
+
     if not isinstance(measurements, Measurements):
         raise ReleaseError(f"write_release needs Measurements, got {type(measurements).__name__}")
     formats = _check_formats(formats)
@@ -919,29 +928,12 @@ class Release:
         return [tuple(e["attributes"]) for e in self.manifest["marginals"]]
 
     def _digest(self, rel: str) -> str | None:
-        files = self.manifest.get("files")
-        if not self.verify or not isinstance(files, dict):
-            return None
-        if rel not in files:
-            raise ReleaseError(f"{rel!r} has no digest in the manifest of {str(self.path)!r}")
-        return files[rel]
+        return _stated_digest(self.manifest, self.path, rel, self.verify)
 
     def file(self, rel: str) -> Path:
         """Path of a file named by the manifest: confined to the folder, and (unless
         ``verify=False``) checked against its SHA-256."""
-        p = _inside(self.path, rel)
-        want = self._digest(rel)
-        if want is not None:
-            try:
-                got = sha256_file(p)
-            except OSError as exc:
-                raise ReleaseError(f"cannot read {rel!r} of {str(self.path)!r}: {exc.strerror or exc}") from None
-            if got != want:
-                raise ReleaseError(
-                    f"{rel} in {str(self.path)!r} was modified after the release was written "
-                    "(SHA-256 mismatch); refusing to use it (--no-verify / verify=False skips the check)"
-                )
-        return p
+        return _checked_file(self.path, rel, self._digest(rel))
 
     def _entry(self, key: AttrSet) -> dict | None:
         for e in self.manifest["marginals"]:
@@ -955,6 +947,10 @@ class Release:
 
     def table(self, attrs: Iterable[str] | str, format: str = "parquet") -> pd.DataFrame:
         """A saved marginal table, as written (labels restored as categoricals)."""
+        import pandas as pd
+
+        from .reconstruct.measurements import query_labels
+
         key = self.domain.resolve(attrs)
         e = self._entry(key)
         if e is None:
@@ -1020,7 +1016,36 @@ class Release:
         )
 
 
+def _stated_digest(manifest: Mapping[str, Any], folder: Path, rel: str, verify: bool) -> str | None:
+    """The SHA-256 the manifest states for ``rel`` (``None``: not verifying, or a manifest
+    written before digests were recorded)."""
+    files = manifest.get("files")
+    if not verify or not isinstance(files, dict):
+        return None
+    if rel not in files:
+        raise ReleaseError(f"{rel!r} has no digest in the manifest of {str(folder)!r}")
+    return files[rel]
+
+
+def _checked_file(folder: Path, rel: str, want: str | None) -> Path:
+    """``folder / rel``, confined to the folder and, if ``want`` is given, checked against it."""
+    p = _inside(folder, rel)
+    if want is not None:
+        try:
+            got = sha256_file(p)
+        except OSError as exc:
+            raise ReleaseError(f"cannot read {rel!r} of {str(folder)!r}: {exc.strerror or exc}") from None
+        if got != want:
+            raise ReleaseError(
+                f"{rel} in {str(folder)!r} was modified after the release was written "
+                "(SHA-256 mismatch); refusing to use it (--no-verify / verify=False skips the check)"
+            )
+    return p
+
+
 def _open_measurements(rel: Release) -> Measurements:
+    from .reconstruct.measurements import Measurements
+
     manifest, plan, folder = rel.manifest, rel.plan, rel.path
     meas_info = manifest.get("measurements", {})
     rel_path = meas_info.get("file", MEASUREMENTS) if isinstance(meas_info, dict) else MEASUREMENTS
@@ -1152,17 +1177,34 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     --------
     See :func:`write_release`.
     """
-    folder = Path(folder)
+    folder = _existing_folder(Path(folder))
+    manifest = _read_manifest(folder, verify)
+    plan = _checked_plan(manifest, folder)
+    # paths are confined when each file is read (Release.file), not all up front: printing one
+    # saved table of a release with thousands of tables stays fast
+    return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
+
+
+def _existing_folder(folder: Path) -> Path:
+    """``folder``, or (warned) the complete hidden copy an interrupted overwrite left of it."""
     if not folder.exists():
         alt = _fallback_folder(folder)
         if alt is not None:
             warnings.warn(
                 f"{str(folder)!r} is missing because an overwrite was interrupted; reading its "
                 f"complete copy {alt.name} (the next release to that folder restores it)",
-                LeftoverWarning, stacklevel=2,
+                LeftoverWarning, stacklevel=3,
             )  # fmt: skip
-            folder = alt
-    manifest = _read_manifest(folder, verify)
+            return alt
+    return folder
+
+
+def _checked_plan(manifest: dict, folder: Path):
+    """The plan a manifest describes, its fields validated and its stated privacy checked
+    against its own noise scales."""
+    from .plan_file import check_plan_spec
+    from .planners.dispatch import plan_from_dict
+
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
         if "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
@@ -1176,16 +1218,162 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     except (TypeError, ValueError, IndexError) as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
     _check_privacy_consistent(manifest, plan, folder)
-    # paths are confined when each file is read (Release.file), not all up front: printing one
-    # saved table of a release with thousands of tables stays fast
-    return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
+    return plan
 
 
 def _residual_plan(manifest: dict) -> Plan:
     """The ResidualPlanner plan of a manifest (its fields are the plan's, at the top level)."""
+    from .planners.residual.plan import PLAN_FORMAT, Plan
+
     spec = {
         "format": manifest.get("plan_format", PLAN_FORMAT),
         **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
         "construction": manifest.get("construction", "centred"),
     }
     return Plan.from_dict(spec)
+
+
+# -- one saved table, read without pandas or the plan (dpmatrix query) --------------------------
+@dataclass(frozen=True)
+class SavedTable:
+    """A saved marginal table as plain columns, with what a printout of it states.
+
+    ``kinds[j]`` says how :meth:`Release.table` holds column ``j``: ``"int"`` (integer codes),
+    ``"float"`` (estimate, variance, std, lower, upper) or ``"text"`` (labels, bins, query
+    rows); ``values[j]`` are its entries (``nan`` for a missing number, ``None`` for a missing
+    text).
+    """
+
+    attributes: tuple[str, ...]
+    columns: tuple[str, ...]
+    kinds: tuple[str, ...]
+    values: tuple[list, ...]
+    level: float
+    privacy: dict
+    file: str
+
+    def column(self, name: str) -> list:
+        """The entries of one column."""
+        return self.values[self.columns.index(name)]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The table as a DataFrame (text columns as ``object``)."""
+        import pandas as pd
+
+        dtypes = {"int": "int64", "float": "float64", "text": object}
+        return pd.DataFrame(
+            {c: pd.Series(v, dtype=dtypes[k]) for c, k, v in zip(self.columns, self.kinds, self.values)}
+        )
+
+
+def read_saved_table(
+    folder: str | Path, attrs: Iterable[str] | str, *, verify: bool = True, level: float | None = None
+) -> SavedTable | None:
+    """One saved marginal table, read directly: the manifest and that table's file, nothing
+    else — no measurements, no plan, no pandas (issue 16 item 13: ``dpmatrix query``).
+
+    The manifest is checked against ``manifest.sha256`` and the table against its SHA-256, as
+    by :func:`load_release`. A digest-checked manifest is the one dpmatrix wrote, whose privacy
+    statement it computed from the same noise scales, so the plan is not rebuilt; without
+    ``verify`` (or for a manifest without digests) nothing vouches for that statement, and the
+    plan is built to check it against the noise scales, as :func:`load_release` does.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The release folder (its complete hidden copy if an overwrite was interrupted).
+    attrs : iterable of str, or str
+        Attribute names of the marginal, in any order.
+    verify : bool
+        Check the SHA-256 digests (default).
+    level : float, optional
+        The confidence level asked for; a saved table holds the release's own only.
+
+    Returns
+    -------
+    SavedTable or None
+        ``None`` when the release saved no table of that marginal at that level: reconstruct it
+        with ``load_release(folder).marginal(attrs, level)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, tempfile, dpmatrix as dm
+    >>> from dpmatrix.release import read_saved_table
+    >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=1.0)
+    >>> meas = plan.measure(pd.DataFrame({"a": [0, 1], "b": [2, 0]}), rng=np.random.default_rng(0))
+    >>> folder = dm.write_release(meas, tempfile.mkdtemp() + "/rel")
+    >>> t = read_saved_table(folder, ["b", "a"])
+    >>> t.columns[:3], t.kinds[:3], len(t.column("estimate"))
+    (('a', 'b', 'estimate'), ('int', 'int', 'float'), 6)
+    >>> read_saved_table(folder, "a") is None  # not saved: reconstruct it
+    True
+    """
+    folder = _existing_folder(Path(folder))
+    manifest = _read_manifest(folder, verify)
+    if not (verify and isinstance(manifest.get("files"), dict)):
+        _checked_plan(manifest, folder)
+    try:
+        domain = Domain.from_dict(manifest["domain"])
+        entries, formats = manifest["marginals"], manifest["tables"]["formats"]
+        release_level = float(manifest["confidence_level"])
+    except KeyError as exc:
+        raise ReleaseError(f"the manifest of {str(folder)!r} lacks {exc}") from None
+    except (DPMatrixError, TypeError, ValueError) as exc:
+        raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid release: {exc}") from None
+    key = domain.resolve(attrs)
+    names = domain.names_of(key)
+    if level is not None and float(level) != release_level:
+        return None
+    entry = next((e for e in entries if sorted(e["attributes"]) == sorted(names)), None)
+    if entry is None:
+        return None
+    fmt = formats[0]
+    if fmt not in entry["files"]:
+        raise ReleaseError(f"this release has no {fmt} tables (it has {sorted(entry['files'])})")
+    rel = entry["files"][fmt]
+    path = _checked_file(folder, rel, _stated_digest(manifest, folder, rel, verify))
+    try:
+        if fmt == "parquet":
+            table = pq.ParquetFile(str(path)).read()
+        else:  # typed as pandas reads it, as Release.table does
+            import pandas as pd
+
+            table = pa.Table.from_pandas(pd.read_csv(path), preserve_index=False)
+    except (OSError, ValueError, pa.lib.ArrowException) as exc:
+        raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
+    columns, kinds, values = _plain_columns(table, _label_columns(manifest, domain, key))
+    return SavedTable(attributes=tuple(names), columns=columns, kinds=kinds, values=values,
+                      level=release_level, privacy=dict(manifest["privacy"]), file=rel)  # fmt: skip
+
+
+def _label_columns(manifest: Mapping[str, Any], domain: Domain, key: AttrSet) -> set[str]:
+    """The attribute columns :meth:`Release.table` turns into labels: those with labels or bins,
+    and those asked with a query type other than cells; none for a plan that lists its
+    mechanisms (its tables are returned as written)."""
+    if "plan" in manifest:
+        return set()
+    out = {domain.attributes[a].name for a in key
+           if domain.attributes[a].labels is not None or domain.attributes[a].bins is not None}  # fmt: skip
+    if len(out) < len(key):  # the query types decide for the plain attributes
+        wk = Workload.from_dict(domain, manifest["workload"])
+        out.update(domain.attributes[a].name for a, t in zip(key, wk.types(wk.index(key))) if t != "identity")
+    return out
+
+
+def _plain_columns(table: pa.Table, labels: set[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[list, ...]]:
+    """Names, kinds and Python values of an Arrow table's columns (see :class:`SavedTable`):
+    ``labels`` columns as text (``str`` of each value), integers with missing values as floats."""
+    kinds: list[str] = []
+    values: list[list] = []
+    for name, col in zip(table.column_names, table.columns):
+        typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        vals = col.to_pylist()
+        if name in labels or not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+            kind, vals = "text", [None if v is None else str(v) for v in vals]
+        elif pa.types.is_integer(typ) and col.null_count == 0:
+            kind = "int"
+        else:
+            kind, vals = "float", [math.nan if v is None else float(v) for v in vals]
+        kinds.append(kind)
+        values.append(vals)
+    return tuple(table.column_names), tuple(kinds), tuple(values)

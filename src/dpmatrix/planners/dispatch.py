@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..defaults import DEFAULT_OBJECTIVE  # the default objective (defined where the CLI reads it cheaply)
 from ..errors import BudgetError, PlanError
 from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
@@ -21,11 +22,6 @@ from .residual.plan import Plan, plan_residual
 from .targets import plan_targets
 
 __all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
-
-#: The objective of ``dm.plan`` and of the command line when none is given (issue 17): a
-#: statistics office publishes every marginal as a table, and ``max_var`` bounds the worst
-#: cell of every table, where ``sum_var`` lets small tables carry large variances (§6.2).
-DEFAULT_OBJECTIVE = "max_var"
 
 
 def plan(
