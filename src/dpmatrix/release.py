@@ -52,7 +52,6 @@ import os
 import re
 import shutil
 import threading
-import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -210,6 +209,8 @@ def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
 
 
 def _sibling(out: Path, kind: str) -> Path:
+    import uuid  # here: reading a release never needs it
+
     return out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex[:8]}"
 
 
@@ -1355,7 +1356,12 @@ def _label_columns(manifest: Mapping[str, Any], domain: Domain, key: AttrSet) ->
     out = {domain.attributes[a].name for a in key
            if domain.attributes[a].labels is not None or domain.attributes[a].bins is not None}  # fmt: skip
     if len(out) < len(key):  # the query types decide for the plain attributes
-        wk = Workload.from_dict(domain, manifest["workload"])
+        spec = manifest["workload"]
+        want = sorted(domain.names_of(key))
+        own = [m for m in spec["marginals"] if sorted(m["attributes"] if isinstance(m, Mapping) else m) == want]
+        # the workload of this one marginal (types read as Workload.from_dict reads them), not
+        # the whole workload: thousands of marginals would cost more than the table itself
+        wk = Workload.from_dict(domain, {**spec, "marginals": own[:1], "weights": None} if own else spec)
         out.update(domain.attributes[a].name for a, t in zip(key, wk.types(wk.index(key))) if t != "identity")
     return out
 
