@@ -17,6 +17,7 @@ it against the explicit max column L1 norm of the ε_g-scaled stacked matrix).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -38,12 +39,14 @@ from ...workload import Workload
 from ..base import PlanBase
 from . import strategies as _strategies
 from .groups import StrategyGroup
-from .hierarchical import plan_hierarchical
+from .hierarchical import LEVEL_STRATEGIES, HierarchicalPlan, plan_hierarchical
+from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
 from .max_objective import max_variance_budgets
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
 from .subspaces import SubspaceGLS
+from .units import check_epsilon
 
-__all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT"]
+__all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT", "check_epsilon"]
 
 FORMAT = "dpmatrix.pureplan/1"
 
@@ -409,16 +412,6 @@ class _NamedEstimator:
 # -------------------------------------------------------------------------------------------
 
 
-def check_epsilon(epsilon) -> float:
-    try:
-        e = float(epsilon)
-    except (TypeError, ValueError):
-        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}") from None
-    if isinstance(epsilon, bool) or not math.isfinite(e) or e <= 0:
-        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}")
-    return e
-
-
 def _fixed(name: str, sizes, sets, weights, max_identity_cells: int):
     if name == "identity":
         st = _strategies.identity(sizes, sets, weights)
@@ -512,11 +505,14 @@ def plan_pure(
         Plain marginals (identity query type on every attribute) with weights.
     epsilon : float
         Total pure-DP budget (finite, > 0).
-    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical"}
+    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical", "haar"} or array
         ``"auto"`` plans every strategy (optimal budgets, plus the uniform variants for the
         comparison) and keeps the one with the smallest ``objective``. Workloads with
-        prefix/range/matrix query types go to ``"hierarchical"`` (:mod:`.hierarchical`, a
-        :class:`~.hierarchical.HierarchicalPlan`), the only strategy that answers them.
+        prefix/range/matrix query types are planned with per-attribute level strategies
+        (:mod:`.hierarchical`, a :class:`~.hierarchical.HierarchicalPlan`): ``"hierarchical"``
+        (trees), ``"haar"``, ``"marginals"`` (cells), or ``"auto"`` (all of them compared, each
+        attribute keeping its best kind). A matrix is a user strategy on the cells of the
+        union of the workload's attributes (:func:`~.matrix_strategy.plan_pure_matrix`).
     budgeting : {"optimal", "uniform"}
         Cube-root rule (Corollary 3.3) or equal budgets per unit of sensitivity.
     objective : {"sum", "max"}
@@ -531,7 +527,7 @@ def plan_pure(
 
     Returns
     -------
-    PurePlan
+    PurePlan, HierarchicalPlan or MatrixPurePlan
 
     Examples
     --------
@@ -546,22 +542,19 @@ def plan_pure(
     eps = check_epsilon(epsilon)
     if not isinstance(workload, Workload):
         raise PlanError(f"plan_pure needs a Workload, got {type(workload).__name__}")
+    if not isinstance(strategy, str):  # a user's strategy matrix (explicit, small domains)
+        if objective not in ("sum", "max"):
+            raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+        return plan_pure_matrix(workload, eps, strategy, budgeting=budgeting, objective=objective)
     if not workload.is_plain:
-        if strategy not in ("auto", "hierarchical"):
-            raise PlanError(
-                f"strategy {strategy!r} answers plain marginals only; prefix/range/matrix query "
-                "types need strategy='hierarchical' (or 'auto')"
-            )
-        return plan_hierarchical(workload, eps, variance_model=variance_model, budgeting=budgeting)
-    if strategy == "hierarchical":
-        raise PlanError("strategy='hierarchical' is for prefix/range/matrix query types; this "
-                        "workload has plain marginals only (use 'marginals' or 'auto')")
+        return _plan_levels(workload, eps, strategy, budgeting, objective, variance_model)
+    if strategy in ("hierarchical", "haar"):
+        raise PlanError(f"strategy={strategy!r} is for prefix/range/custom query types; this workload "
+                        "has plain marginals only (use 'marginals' or 'auto')")
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if variance_model not in ("discrete", "continuous"):
         raise PlanError(f"variance_model must be 'discrete' or 'continuous', got {variance_model!r}")
-    if isinstance(strategy, np.ndarray):
-        raise PlanError("user strategy matrices: use plan_pure_matrix (explicit small domains)")
     if strategy != "auto":
         if strategy not in STRATEGIES:
             raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of {STRATEGIES}")
@@ -583,3 +576,31 @@ def plan_pure(
     return PurePlan(**{**{f: getattr(best, f) for f in
                           ("domain", "workload", "epsilon", "strategy", "budgeting", "groups",
                            "budgets", "variance_model")}, "comparison": tuple(rows)})
+
+
+def _plan_levels(workload, eps, strategy, budgeting, objective, variance_model) -> HierarchicalPlan:
+    """Generalized (prefix/range/custom) workloads: per-attribute level strategies; ``"auto"``
+    plans cells, trees and Haar (optimal and uniform budgets) and the per-attribute best, and
+    keeps the smallest ``objective``, reporting the comparison."""
+    if strategy not in LEVEL_STRATEGIES:
+        raise PlanError(
+            f"strategy {strategy!r} answers plain marginals only; prefix/range/custom query types are "
+            f"planned with {sorted(LEVEL_STRATEGIES)} (or a strategy matrix)"
+        )
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+    opts = dict(objective=objective, variance_model=variance_model)
+    if strategy != "auto":
+        return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, **opts)
+    key = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
+    rows, best = [], None
+    for name in ("marginals", "hierarchical", "haar", "auto"):
+        for bud in (("optimal",) if name == "auto" else ("optimal", "uniform")):
+            p = plan_hierarchical(workload, eps, strategy=name, budgeting=bud, **opts)
+            rows.append({"strategy": "per-attribute best" if name == "auto" else name, "budgeting": bud,
+                         "levels": ";".join(",".join(t.label for t in ts) for ts in p.per_attribute),
+                         "total_variance": p.total_variance(), "max_variance": p.max_variance(),
+                         "rmse": p.rmse(), "groups": len(p.groups)})
+            if best is None or key(p) < key(best) * (1 - 1e-12):
+                best = p
+    return dataclasses.replace(best, comparison=tuple(rows))
