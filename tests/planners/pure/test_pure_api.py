@@ -173,8 +173,14 @@ def test_bad_input_typed_errors():
     with pytest.raises(dm.PlanError, match="discrete Laplace"):
         p.measure(_data(), noise="discrete_gaussian")
     prefix = dm.Workload(DOM, [{"attributes": ("B",), "query_types": {"B": "prefix"}}])
-    with pytest.raises(dm.PlanError, match="not yet measurable"):
-        dm.plan(prefix, epsilon=1, delta=0)
+    # prefix/range workloads are planned (and measured) with level strategies; Gaussian-only
+    # options and strategies that answer plain marginals only are refused by name
+    assert type(dm.plan(prefix, epsilon=1, delta=0)).__name__ == "HierarchicalPlan"
+    assert dm.plan(prefix, epsilon=1, delta=0).measure(_data()).answer("B").shape[0] == 3
+    with pytest.raises(dm.PlanError, match="plain marginals only"):
+        dm.plan(prefix, epsilon=1, delta=0, strategy="optimized")
+    with pytest.raises(dm.PlanError, match="strategies"):
+        dm.plan(prefix, epsilon=1, delta=0, strategies={"B": "identity"})
     with pytest.raises(dm.PlanError, match="strategies"):
         dm.plan(_wk(), epsilon=1, delta=0, strategies={"B": "identity"})
     with pytest.raises(dm.PlanError, match="Gaussian only"):
