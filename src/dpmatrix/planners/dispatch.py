@@ -140,6 +140,13 @@ def _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budg
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, "sum_var" if objective is None else objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
+    if "strategy" in planner_options or "budgeting" in planner_options:
+        raise PlanError(
+            "strategy= / budgeting= are options of the pure epsilon-DP planner (delta=0); with a Gaussian "
+            "budget dm.plan uses ResidualPlanner, optimal among all Gaussian mechanisms for marginals (the "
+            "datacubes strategies with the square-root rule, for comparison: "
+            "dpmatrix.planners.pure.plan_datacube_gaussian)"
+        )
     if planner_options:
         raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
     return plan_residual(workload, objective=DEFAULT_OBJECTIVE if objective is None else objective, pcost=pcost, rho=rho, epsilon=epsilon,

@@ -21,11 +21,14 @@ Modules (one idea each):
   those levels (GLS within each marginal; reached by ``dm.plan(..., epsilon=, delta=0)``).
 * :mod:`.matrix_strategy` — :class:`MatrixPurePlan`: a user's explicit strategy matrix (small
   domains; ``dm.plan(..., strategy=<matrix>)``).
+* :mod:`.gaussian_variant` — the paper's (ε, δ) budgeting (square-root rule) of the same
+  strategies with Gaussian noise, for comparison with ResidualPlanner.
 * :mod:`.units` — the privacy units of a pure plan (ε spent, ρ = ε²/2, no μ).
 """
 
 from .groups import StrategyGroup, pairwise_differences
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
+from .gaussian_variant import DatacubeGaussianPlan, plan_datacube_gaussian
 from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
 from .plan import PurePlan, plan_pure
@@ -42,4 +45,6 @@ __all__ = [
     "plan_pure_matrix",
     "HierarchicalPlan",
     "plan_hierarchical",
+    "DatacubeGaussianPlan",
+    "plan_datacube_gaussian",
 ]
