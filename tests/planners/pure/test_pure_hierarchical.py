@@ -148,7 +148,7 @@ def test_prefix_tree_beats_cells_and_haar_is_a_candidate():
 def test_max_factor_is_the_largest_query_variance():
     r = _ranges(12)
     for kind in ("tree", "haar"):
-        a = best_levels(r, kinds=(kind,), objective="max", query_kind="range")
+        a = best_levels(r, kinds=(kind,), objective="max")
         g = sum(e * e * (m.T @ m) for m, e in zip(_by_hand(a), a.shares))
         assert a.factor == pytest.approx(np.diag(r @ np.linalg.inv(g) @ r.T).max(), rel=1e-9)
         # and minimizing the max does better on the max than the sum-optimal shares
@@ -413,3 +413,44 @@ def test_release_round_trip(tmp_path):
         np.testing.assert_allclose(rel.table(names)["estimate"], meas.answer(names)["estimate"], atol=1e-9)
     assert list(rel.table("age")["age"])[:2] == ["< 10", "< 20"]
     assert "pure ε-DP" in rel.report(tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize("kind", ["prefix", "range", None])  # None: a general (non-interval) matrix
+@pytest.mark.parametrize("objective,p", [("sum", None), ("max", 16.0), ("max", None)])
+def test_factor_and_gradient(kind, objective, p):
+    """The factor (sum / max / p-norm of the query variances, times (Ση)²) against dense numpy on
+    the hand-built levels, and its analytic gradient against finite differences."""
+    from dpmatrix.planners.pure.levels import _Factor
+
+    n = 9  # levels of the ternary tree: total, thirds, cells
+    q = _prefix(n) if kind == "prefix" else _ranges(n) if kind == "range" else \
+        np.random.default_rng(1).integers(-1, 2, (7, n)).astype(float) + np.eye(7, n)
+    levels = _levels_by_hand(n, 3)
+    fac = _Factor(q, [h.T @ h for h in levels], objective)
+    assert (fac.intervals is None) == (kind is None)
+    eta = np.array([0.2, 0.5, 0.9])
+    g = sum(e * e * h.T @ h for h, e in zip(levels, eta))
+    d = np.diag(q @ np.linalg.inv(g) @ q.T)
+    want = d.sum() if objective == "sum" else d.max() if p is None else (d**p).sum() ** (1 / p)
+    v, grad = fac.value_grad(eta, p)
+    assert v == pytest.approx(want * eta.sum() ** 2, rel=1e-10)
+    if objective == "sum" or p is not None:
+        h = 1e-6
+        num = [(fac.value(eta + h * e, p) - fac.value(eta - h * e, p)) / (2 * h) for e in np.eye(3)]
+        np.testing.assert_allclose(grad, num, rtol=1e-5)
+
+
+def test_quadratic_diagonal_of_intervals():
+    """diag(Q M Qᵀ) from prefix sums for rows that are intervals in any order (cells, totals,
+    prefixes, ranges) equals the dense product; other rows are recognised as not intervals."""
+    from dpmatrix.planners.pure.levels import interval_rows, quadratic_diagonal
+
+    gen = np.random.default_rng(7)
+    n = 11
+    q = np.vstack([_ranges(n), np.eye(n), np.ones((1, n))])[gen.permutation(n * (n + 1) // 2 + n + 1)]
+    a = gen.normal(size=(n, n))
+    m = a @ a.T
+    assert interval_rows(q) is not None
+    np.testing.assert_allclose(quadratic_diagonal(q, m), np.diag(q @ m @ q.T), rtol=1e-10)
+    for bad in (np.array([[1.0, 0.0, 1.0]]), np.array([[2.0, 2.0, 0.0]]), np.array([[0.0, 0.0, 0.0]])):
+        assert interval_rows(bad) is None

@@ -1,16 +1,15 @@
 """User strategy matrices (explicit) and the optimized weighted-marginals strategy."""
 
 import numpy as np
+import pure_oracle as po
 import pytest
 import scipy.optimize
 
-import pure_oracle as po
 import dpmatrix as dm
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import MatrixPurePlan
 from dpmatrix.domain import Domain
 from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.planners.pure import plan_pure
+from dpmatrix.measure.discrete import InsecureRandomnessWarning
+from dpmatrix.planners.pure import MatrixPurePlan, plan_pure
 from dpmatrix.planners.pure.matrix_strategy import integer_rows, plan_pure_matrix
 from dpmatrix.planners.pure.optimize import _system, optimize_marginal_budgets
 from dpmatrix.workload import Workload

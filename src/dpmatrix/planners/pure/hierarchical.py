@@ -63,7 +63,7 @@ from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
-from .levels import KINDS, AttributeLevels, best_levels
+from .levels import KINDS, AttributeLevels, best_levels, interval_rows, quadratic_diagonal
 from .units import PureUnits, check_epsilon
 
 __all__ = ["HIERARCHICAL_FORMAT", "LEVEL_STRATEGIES", "HierarchicalPlan", "plan_hierarchical"]
@@ -197,7 +197,8 @@ class HierarchicalPlan(PureUnits, PlanBase):
         self._require(j)
         diags = []
         for t, r in zip(self.per_attribute[j], rows):
-            diags.append(np.array([np.einsum("ij,jk,ik->i", r, m, r) for m in self._sandwich[t]]).T)
+            iv = interval_rows(r)
+            diags.append(np.array([quadratic_diagonal(r, m, iv) for m in self._sandwich[t]]).T)
         return mode_products(diags, self._coefficients[j])
 
     @cached_property
@@ -530,16 +531,14 @@ def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branc
             if key not in cache:
                 q = np.asarray(workload.query_matrix(a, k), dtype=float)
                 allowed = ("cells",) if k == "identity" else tuple(kinds)
-                qk = k if k in ("prefix", "range") else None
                 try:
                     cache[key] = best_levels(q, kinds=allowed, objective=objective, shares=shares,
-                                             branchings=None if branching is None else [int(branching)],
-                                             query_kind=qk)
+                                             branchings=None if branching is None else [int(branching)])
                 except PlanError:
                     if "cells" in allowed:
                         raise
                     # e.g. a tree on 1 cell: that attribute keeps its cells
-                    cache[key] = best_levels(q, kinds=("cells",), objective=objective, query_kind=qk)
+                    cache[key] = best_levels(q, kinds=("cells",), objective=objective)
             row.append(cache[key])
         out.append(tuple(row))
     return out

@@ -32,8 +32,10 @@ On a marginal the level tuples' precisions are products, so the Gram is ``⊗_i 
 all query variances is ``Π_i F_i`` and the largest (a Kronecker product of non-negative
 diagonals) ``Π_i M_i``: each attribute's shares are chosen alone, by L-BFGS-B from the uniform
 shares and from the cube-root rule on the per-level GLS weights (Corollary 3.3), keeping the
-best (never worse than uniform shares). ``M`` is a maximum: it is minimized through the smooth
-``p``-norm of the diagonal (``p`` = 16, then 64), and the exact maximum is reported.
+best (never worse than uniform shares); every candidate (kind, branching) starts from the better
+of the two and the :data:`REFINE` most promising ones are optimized, with analytic gradients
+(:class:`_Factor`). ``M`` is a maximum: it is minimized through the smooth ``p``-norm of the
+diagonal (``p`` = 16, then 64), and the exact maximum is reported.
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.linalg
 import scipy.optimize
 
 from ...errors import PlanError
 from ...solvers.budget_split import cube_root_split
 
-__all__ = ["AttributeLevels", "KINDS", "best_levels", "haar_levels", "level_matrices", "tree_levels"]
+__all__ = ["AttributeLevels", "KINDS", "best_levels", "haar_levels", "interval_rows", "level_matrices",
+           "quadratic_diagonal", "tree_levels"]
 
 #: per-attribute level kinds
 KINDS = ("cells", "tree", "haar")
@@ -155,31 +159,6 @@ def _inverse(g: np.ndarray) -> np.ndarray | None:
     return ginv
 
 
-def _prefix_variances(ginv: np.ndarray) -> np.ndarray:
-    """``C[a, b] = Σ_{i≤a, j≤b} G⁻¹_ij``: prefix ``≤ a`` has variance ``C[a, a]``."""
-    return np.cumsum(np.cumsum(ginv, axis=0), axis=1)
-
-
-def query_diagonal(q: np.ndarray, ginv: np.ndarray, kind: str | None = None) -> np.ndarray:
-    """``diag(Q G⁻¹ Qᵀ)``; for ``kind="prefix"`` / ``"range"`` from 2-D prefix sums in O(n²)
-    (a range ``[a, b]`` is ``prefix(b) - prefix(a-1)``); the values are then in the order
-    ``prefix``: ``0..n-1``, ``range``: every ``a ≤ b`` (not the workload's row order: use them
-    for sums and maxima)."""
-    if kind in ("prefix", "range"):
-        c = _prefix_variances(ginv)
-        d = np.diag(c)
-        if kind == "prefix":
-            return d.copy()
-        n = c.shape[0]
-        cp = np.zeros((n + 1, n + 1))
-        cp[1:, 1:] = c
-        dp = np.concatenate([[0.0], d])
-        a, b = np.triu_indices(n)
-        # Var[a..b] = C[b,b] - C[a-1,b] - C[b,a-1] + C[a-1,a-1]   (index shifted by one)
-        return dp[b + 1] - cp[a, b + 1] - cp[b + 1, a] + dp[a]
-    return np.einsum("ij,jk,ik->i", q, ginv, q)
-
-
 @dataclass(frozen=True)
 class AttributeLevels:
     """One attribute's level strategy: kind, branching (trees), level shares ``η`` (sum 1) and
@@ -251,34 +230,130 @@ def _cached_levels(kind: str, n: int, branching: int) -> list[np.ndarray]:
     return _LEVEL_CACHE[key]
 
 
-class _Factor:
-    """``F`` or ``M`` (or its smooth ``p``-norm surrogate) of one attribute's queries."""
+def interval_rows(q: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(a, b)`` when every row of ``q`` is the 0/1 indicator of a contiguous interval
+    ``[a_r, b_r]`` of cells (cells, prefixes, ranges, totals), else ``None``.
 
-    def __init__(self, q: np.ndarray, grams, objective: str, kind: str | None):
+    Examples
+    --------
+    >>> interval_rows(np.tril(np.ones((3, 3))))
+    (array([0, 0, 0]), array([0, 1, 2]))
+    """
+    q = np.asarray(q)
+    if q.ndim != 2 or q.shape[1] == 0 or not np.all((q == 0) | (q == 1)):
+        return None
+    nz = q != 0
+    if not nz.any(axis=1).all():
+        return None
+    a = nz.argmax(axis=1)
+    b = q.shape[1] - 1 - nz[:, ::-1].argmax(axis=1)
+    if not np.array_equal(nz.sum(axis=1), b - a + 1):
+        return None
+    return a, b
+
+
+def quadratic_diagonal(q: np.ndarray, m: np.ndarray, intervals=None) -> np.ndarray:
+    """``diag(Q M Qᵀ)`` for a symmetric ``M``; interval rows (``intervals`` from
+    :func:`interval_rows`) in O(n² + rows) from 2-D prefix sums of ``M``: the interval
+    ``[a, b]`` is ``C[b+1, b+1] - 2 C[a, b+1] + C[a, a]`` with ``C[i, j] = Σ_{k<i, l<j} M_kl``.
+
+    Examples
+    --------
+    >>> m = np.array([[2.0, 1.0], [1.0, 3.0]])
+    >>> quadratic_diagonal(np.array([[1.0, 1.0], [0.0, 1.0]]), m)
+    array([7., 3.])
+    """
+    if intervals is None:
+        intervals = interval_rows(q)
+    if intervals is None:
+        return np.einsum("ij,jk,ik->i", q, m, q)
+    a, b = intervals
+    n = m.shape[0]
+    c = np.zeros((n + 1, n + 1))
+    c[1:, 1:] = np.cumsum(np.cumsum(m, axis=0), axis=1)
+    return c[b + 1, b + 1] - 2 * c[a, b + 1] + c[a, a]
+
+
+class _Factor:
+    """``F`` or ``M`` of one attribute's queries (or the smooth ``p``-norm surrogate of ``M``),
+    with its analytic gradient in the shares.
+
+    With ``G = Σ_ℓ η_ℓ² K_ℓ`` (``K_ℓ = H^{ℓᵀ}H^ℓ``), ``∂G⁻¹/∂η_ℓ = -2η_ℓ G⁻¹ K_ℓ G⁻¹``, so for
+    ``T = Σ_q w_q (Q G⁻¹ Qᵀ)_qq`` (fixed ``w``) ``∂T/∂η_ℓ = -2η_ℓ ⟨A, K_ℓ⟩`` with
+    ``A = G⁻¹ (Σ_q w_q q qᵀ) G⁻¹``: ``w = 1`` for ``F``; for the ``p``-norm ``f = (Σ_q d_q^p)^{1/p}``
+    of the diagonal ``d``, ``∂f = Σ_q (d_q/f)^{p-1} ∂d_q``, i.e. ``w_q = (d_q/f)^{p-1}``. When
+    every query is an interval of cells (prefixes, ranges) ``d`` and ``Σ_q w_q q qᵀ`` come from
+    2-D prefix sums in O(n²) (:func:`quadratic_diagonal`), so an evaluation is O(n³) whatever
+    the number of queries. The scale factor ``(Σ η)²`` is differentiated by the product rule.
+    """
+
+    def __init__(self, q: np.ndarray, grams, objective: str):
         self.q = q
         self.qtq = q.T @ q
         self.grams = grams
         self.objective = objective
-        self.kind = kind
+        self.n = q.shape[1]
+        self.intervals = interval_rows(q)
+
+    def _ginv(self, eta) -> np.ndarray | None:
+        g = _gram(self.grams, eta)
+        try:
+            cho = scipy.linalg.cho_factor(g)
+        except (np.linalg.LinAlgError, ValueError):
+            return None
+        ginv = scipy.linalg.cho_solve(cho, np.eye(self.n))
+        return ginv if np.all(np.isfinite(ginv)) else None
+
+    def _diag(self, ginv: np.ndarray) -> np.ndarray:
+        return quadratic_diagonal(self.q, ginv, self.intervals)
+
+    def _weighted_outer(self, w: np.ndarray) -> np.ndarray:
+        """``Σ_q w_q q qᵀ``; an interval ``[a, b]`` is ``p_{b+1} - p_a`` in the padded prefixes."""
+        if self.intervals is None:
+            return (self.q * w[:, None]).T @ self.q
+        n = self.n
+        k = np.zeros((n + 1, n + 1))
+        a, b = self.intervals
+        b = b + 1
+        np.add.at(k, (b, b), w)
+        np.add.at(k, (a, a), w)  # p_0 = 0: the a = 0 terms land in the dropped row and column
+        np.add.at(k, (a, b), -w)
+        np.add.at(k, (b, a), -w)
+        # padded prefix p_k = [cells < k]: Σ K_kl p_k p_lᵀ = reverse cumulative sums of K
+        r = np.cumsum(np.cumsum(k[::-1, ::-1], axis=0), axis=1)[::-1, ::-1]
+        return r[1:, 1:]
 
     def value(self, eta, p: float | None = None) -> float:
+        return self.value_grad(eta, p, grad=False)[0]
+
+    def value_grad(self, eta, p: float | None = None, *, grad: bool = True):
         eta = np.asarray(eta, dtype=float)
-        ginv = _inverse(_gram(self.grams, eta))
+        ginv = self._ginv(eta)
         if ginv is None:
-            return math.inf
-        scale = float(np.sum(eta)) ** 2
+            return math.inf, np.zeros(eta.size)
+        s = float(np.sum(eta))
         if self.objective == "sum":
-            return float(np.sum(self.qtq * ginv)) * scale
-        d = query_diagonal(self.q, ginv, self.kind)
-        top = float(d.max())
-        if p is None or top <= 0:
-            return top * scale
-        return top * float(np.sum((d / top) ** p)) ** (1.0 / p) * scale
+            t = float(np.sum(self.qtq * ginv))
+            w_outer = self.qtq
+        else:
+            d = self._diag(ginv)
+            top = float(d.max())
+            if p is None or top <= 0:
+                t, w_outer = top, None
+            else:
+                r = d / top
+                t = top * float(np.sum(r**p)) ** (1.0 / p)
+                w_outer = self._weighted_outer((d / t) ** (p - 1)) if grad else None
+        if not grad or w_outer is None:
+            return t * s * s, np.zeros(eta.size)
+        a = ginv @ w_outer @ ginv
+        dt = np.array([-2.0 * e * float(np.sum(a * g)) for e, g in zip(eta, self.grams)])
+        return t * s * s, dt * s * s + 2.0 * t * s
 
 
 def _cube_root_start(fac: _Factor, k: int) -> np.ndarray | None:
     u = np.full(k, 1.0 / k)
-    ginv = _inverse(_gram(fac.grams, u))
+    ginv = fac._ginv(u)
     if ginv is None:
         return None
     m = ginv @ fac.qtq @ ginv
@@ -288,27 +363,38 @@ def _cube_root_start(fac: _Factor, k: int) -> np.ndarray | None:
     return np.maximum(cube_root_split(s, np.ones(k), 1.0).eta, 1e-3 / k)
 
 
-def _optimize_shares(fac: _Factor) -> tuple[np.ndarray, float]:
+def _start(fac: _Factor) -> tuple[np.ndarray, float]:
+    """The better of the uniform shares and the cube-root start."""
     k = len(fac.grams)
     u = np.full(k, 1.0 / k)
     best = (u, fac.value(u))
-    if k == 1:
-        return best
-    starts = [u]
     cr = _cube_root_start(fac, k)
     if cr is not None:
-        starts.append(cr)
-    stages = [None] if fac.objective == "sum" else [16.0, 64.0]
-    for x0 in starts:
-        x = x0
-        for p in stages:
-            r = scipy.optimize.minimize(lambda z, p=p: min(fac.value(np.abs(z) + 1e-12, p), 1e300), x,
-                                        method="L-BFGS-B", bounds=[(1e-6, None)] * k,
-                                        options={"maxiter": 200})
-            x = np.abs(r.x) / np.abs(r.x).sum()
-        v = fac.value(x)
+        cr = cr / cr.sum()
+        v = fac.value(cr)
         if v < best[1]:
-            best = (x, v)
+            best = (cr, v)
+    return best
+
+
+def _optimize_shares(fac: _Factor, start: tuple[np.ndarray, float]) -> tuple[np.ndarray, float]:
+    k = len(fac.grams)
+    best = start
+    if k == 1:
+        return best
+    stages = [None] if fac.objective == "sum" else [16.0, 64.0]
+    x = start[0]
+    for p in stages:
+        def f(z, p=p):
+            v, g = fac.value_grad(z, p)
+            return (v, g) if math.isfinite(v) else (1e300, np.zeros(k))
+
+        r = scipy.optimize.minimize(f, x, jac=True, method="L-BFGS-B", bounds=[(1e-6, None)] * k,
+                                    options={"maxiter": 300})
+        x = np.abs(r.x) / np.abs(r.x).sum()
+    v = fac.value(x)
+    if v < best[1]:
+        best = (x, v)
     return _prune(fac, *best)
 
 
@@ -327,6 +413,8 @@ def _prune(fac: _Factor, eta: np.ndarray, value: float) -> tuple[np.ndarray, flo
 #: optimized shares per (query matrix, objective, kind, branching): planning "auto" re-uses the
 #: fixed strategies' searches
 _SHARES_CACHE: dict = {}
+#: candidates (kind, branching) whose shares are optimized, the best at their starting shares
+REFINE = 4
 
 
 def _branchings(n: int) -> list[int]:
@@ -344,7 +432,6 @@ def best_levels(
     branchings: Sequence[int] | None = None,
     objective: str = "sum",
     shares: str = "optimal",
-    query_kind: str | None = None,
 ) -> AttributeLevels:
     """The level strategy (kind, branching, shares) minimizing one attribute's factor.
 
@@ -361,8 +448,6 @@ def best_levels(
         Factor ``F`` (sum of the query variances) or ``M`` (largest query variance).
     shares : {"optimal", "uniform"}, keyword-only
         Optimized level shares, or equal shares (the kind is then chosen at equal shares).
-    query_kind : str, keyword-only
-        ``"prefix"`` / ``"range"`` when ``q`` is that standard matrix (faster maxima).
 
     Returns
     -------
@@ -393,21 +478,39 @@ def best_levels(
             candidates += [("tree", int(b)) for b in (branchings or _branchings(n))]
         if "haar" in kinds:
             candidates.append(("haar", 0))
-    best: AttributeLevels | None = None
-    qkey = (q.shape, q.tobytes(), objective, shares, query_kind)
+    qkey = (q.shape, q.tobytes(), objective, shares)
+    found: list[tuple[float, str, int, np.ndarray]] = []
+    pending: list[tuple[float, str, int, _Factor, tuple]] = []
     for kind, b in candidates:
         key = (qkey, kind, b)
-        if key not in _SHARES_CACHE:
-            mats = _cached_levels(kind, n, b)
-            fac = _Factor(q, [(h.T @ h).astype(float) for h in mats], objective, query_kind)
-            if shares == "uniform" or len(mats) == 1:
-                eta = np.full(len(mats), 1.0 / len(mats))
-                _SHARES_CACHE[key] = (eta, fac.value(eta))
-            else:
-                _SHARES_CACHE[key] = _optimize_shares(fac)
-            if len(_SHARES_CACHE) > 4096:
-                _SHARES_CACHE.pop(next(iter(_SHARES_CACHE)))
-        eta, v = _SHARES_CACHE[key]
+        if key in _SHARES_CACHE:
+            eta, v = _SHARES_CACHE[key]
+            found.append((v, kind, b, eta))
+            continue
+        mats = _cached_levels(kind, n, b)
+        fac = _Factor(q, [(h.T @ h).astype(float) for h in mats], objective)
+        if shares == "uniform" or len(mats) == 1:
+            eta = np.full(len(mats), 1.0 / len(mats))
+            _SHARES_CACHE[key] = (eta, fac.value(eta))
+            found.append((_SHARES_CACHE[key][1], kind, b, eta))
+        else:
+            st = _start(fac)
+            pending.append((st[1], kind, b, fac, st))
+    # the most promising candidates at their starting shares are optimized (each start is the
+    # better of equal shares and the cube-root rule, so no candidate is ever worse than those)
+    pending.sort(key=lambda t: t[0])
+    for i, (v0, kind, b, fac, st) in enumerate(pending):
+        key = (qkey, kind, b)
+        if i < REFINE:
+            _SHARES_CACHE[key] = _optimize_shares(fac, st)
+            eta, v = _SHARES_CACHE[key]
+        else:
+            eta, v = st
+        found.append((v, kind, b, eta))
+    if len(_SHARES_CACHE) > 4096:
+        _SHARES_CACHE.clear()
+    best: AttributeLevels | None = None
+    for v, kind, b, eta in found:
         if best is None or v < best.factor * (1 - 1e-12):
             best = AttributeLevels(n, kind, b, tuple(float(e) for e in eta), float(v))
     assert best is not None

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ...domain import Domain
-from ...errors import BudgetError, PlanError
+from ...errors import PlanError
 from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
@@ -40,7 +40,7 @@ from ..base import PlanBase
 from . import strategies as _strategies
 from .groups import StrategyGroup
 from .hierarchical import LEVEL_STRATEGIES, HierarchicalPlan, plan_hierarchical
-from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
+from .matrix_strategy import plan_pure_matrix
 from .max_objective import max_variance_budgets
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
 from .subspaces import SubspaceGLS
