@@ -88,3 +88,16 @@ def test_residual_planner_is_never_worse(name):
     assert rp.total_variance() <= dc.total_variance() * (1 + 1e-9)
     with pytest.raises(dm.PlanError, match="plan_datacube_gaussian"):
         dm.plan(wk, epsilon=1.0, delta=1e-9, strategy=name)
+
+
+def test_fourier_with_the_square_root_rule_is_residual_planner():
+    """The pairwise-difference (Fourier) blocks have Gram n I - J on each residual subspace, like
+    ResidualPlanner's residual mechanisms, and the square-root rule is ResidualPlanner's closed
+    form for the sum of variances: the two totals coincide (an independent check of both)."""
+    wk = dm.Workload(dm.Domain.from_sizes((3, 2, 4, 2)), [("a0", "a1"), ("a1", "a2"), ("a2", "a3"), ("a0",)],
+                     weights=[1.0, 2.0, 0.5, 3.0])
+    for pcost in (0.1, 2.0):
+        rp = dm.plan(wk, pcost=pcost, objective="sum_var")
+        dc = plan_datacube_gaussian(wk, pcost=pcost, strategy="fourier")
+        weighted = sum(w * rp.variance(wk.names(i)).sum() for i, w in enumerate(wk.weights))
+        assert dc.total_variance() == pytest.approx(weighted, rel=1e-9)
