@@ -144,7 +144,8 @@ def bench_adult(runs: int, path: str) -> None:
 
 def bench_hierarchical() -> None:
     """Prefix / range workloads under pure DP: plain cells vs trees vs Haar (optimal level shares;
-    a uniform binary tree for reference), sum and max objectives, and what "auto" keeps."""
+    a uniform binary tree for reference), sum and max objectives, and what "auto" keeps (it also
+    plans the consistent cell strategies: identity, marginals, fourier, clustering, optimized)."""
     from dpmatrix.planners.pure.hierarchical import plan_hierarchical
 
     cases = []
@@ -170,7 +171,8 @@ def bench_hierarchical() -> None:
             t0 = time.perf_counter()
             best = plan_pure(wl, 1.0, objective=objective)
             dt = time.perf_counter() - t0
-            pick = ";".join(",".join(t.label for t in ts) for ts in best.per_attribute[:1])
+            pick = best.strategy + ("" if not hasattr(best, "per_attribute") else
+                                    " " + ",".join(t.label for t in best.per_attribute[0]))
             print(f"  {label:<28s}" + "".join(f" {row[k]:11.4e}" for k in row) + f" {pick:>22s} {dt:7.2f}",
                   flush=True)
 

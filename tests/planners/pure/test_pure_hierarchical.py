@@ -161,7 +161,7 @@ STRATEGIES = ["hierarchical", "haar", "marginals", "auto"]
 
 
 def _plan(wl, strategy, **kw):
-    p = plan_pure(wl, 0.9, strategy=strategy, **kw)
+    p = plan_hierarchical(wl, 0.9, strategy=strategy, **kw)
     assert isinstance(p, HierarchicalPlan)
     kinds = {t.kind for ts in p.per_attribute for t in ts}
     if strategy == "hierarchical":
@@ -341,7 +341,8 @@ def test_auto_keeps_the_best_and_reports_the_comparison(wl):
         p = plan_pure(wl, 1.0, objective=objective)
         rows = {(r["strategy"], r["budgeting"]): r for r in p.comparison}
         assert {("marginals", "optimal"), ("hierarchical", "optimal"), ("haar", "optimal"),
-                ("hierarchical", "uniform"), ("haar", "uniform"), ("per-attribute best", "optimal")} <= set(rows)
+                ("hierarchical", "uniform"), ("haar", "uniform"), ("per-attribute best", "optimal"),
+                ("fourier", "optimal"), ("clustering", "optimal"), ("optimized", "optimized")} <= set(rows)
         best = min(r[key] for r in rows.values())
         got = p.total_variance() if key == "total_variance" else p.max_variance()
         assert got == pytest.approx(best, rel=1e-12)
@@ -379,8 +380,8 @@ def test_round_trip_and_errors(wl, tmp_path):
     bad["epsilon"] = 0.5
     with pytest.raises(PlanError, match="more than its epsilon"):
         HierarchicalPlan.from_dict(bad)
-    with pytest.raises(PlanError, match="plain marginals only"):
-        plan_pure(wl, 1.0, strategy="fourier")
+    with pytest.raises(PlanError, match="unknown strategy"):
+        plan_pure(wl, 1.0, strategy="wavelet")
     plain = Workload(Domain.from_sizes([3, 3]), [("a0",), ("a0", "a1")])
     for name in ("hierarchical", "haar"):
         with pytest.raises(PlanError, match="prefix/range"):

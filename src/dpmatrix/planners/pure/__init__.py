@@ -26,9 +26,13 @@ Modules (one idea each):
 * :mod:`.units` — the privacy units of a pure plan (ε spent, ρ = ε²/2, no μ).
 """
 
-from .groups import StrategyGroup, pairwise_differences
-from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
+from ...mechanisms.laplace import (
+    discrete_laplace_variance,
+    round_budgets,
+    sample_discrete_laplace_eps,
+)
 from .gaussian_variant import DatacubeGaussianPlan, plan_datacube_gaussian
+from .groups import StrategyGroup, pairwise_differences
 from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
 from .plan import PurePlan, plan_pure

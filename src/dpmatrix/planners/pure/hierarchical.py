@@ -63,7 +63,13 @@ from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
-from .levels import KINDS, AttributeLevels, best_levels, interval_rows, quadratic_diagonal
+from .levels import (
+    KINDS,
+    AttributeLevels,
+    best_levels,
+    interval_rows,
+    quadratic_diagonal,
+)
 from .units import PureUnits, check_epsilon
 
 __all__ = ["HIERARCHICAL_FORMAT", "LEVEL_STRATEGIES", "HierarchicalPlan", "plan_hierarchical"]
@@ -104,8 +110,8 @@ class HierarchicalPlan(PureUnits, PlanBase):
         ``budgets[j][t]``: exact discrete Laplace parameter of level tuple ``t`` of marginal ``j``
         (``itertools.product`` order over the marginal's attributes' levels).
     strategy : str
-        ``"marginals"`` (cells), ``"hierarchical"`` (trees), ``"haar"``, or ``"mixed"`` (each
-        attribute its best kind).
+        ``"cells"`` (each marginal's cells, estimated alone), ``"hierarchical"`` (trees),
+        ``"haar"``, or ``"mixed"`` (each attribute its best kind).
     budgeting, objective, variance_model : str
         ``"optimal"`` / ``"uniform"``; ``"sum"`` / ``"max"``; ``"discrete"`` (exact discrete
         Laplace variances, what is released) / ``"continuous"`` (``2/ε²``).
@@ -547,7 +553,7 @@ def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branc
 def _strategy_name(per) -> str:
     kinds = {t.kind for ts in per for t in ts} - {"cells"}
     if not kinds:
-        return "marginals"
+        return "cells"
     if kinds == {"tree"}:
         return "hierarchical"
     if kinds == {"haar"}:
