@@ -9,6 +9,13 @@ and the privacy sum is checked in exact arithmetic; (3) discrete Laplace noise w
 residual subspace with the *exact* discrete Laplace variances ``1/(2 sinh²(ε_g/2))`` as weights
 (:mod:`.subspaces`): consistent marginals, exact variances known before any data is touched.
 
+Prefix / range / custom query types: the same strategies; every query ``⊗ W_i`` of a marginal is
+answered from its GLS cells (consistent across marginals), its exact variance computed per
+subspace without a dense query matrix (:meth:`SubspaceGLS.kron_query_variance`), and the budgets
+weigh each group by the queries it serves (:mod:`.query_factors`). The per-attribute tree / Haar
+strategies (:mod:`.hierarchical`) are planned alongside by ``strategy="auto"``; a user's matrix
+goes to :mod:`.matrix_strategy`.
+
 Privacy: every group's rows have the same column L1 norm ``C_g`` on every cell of the full domain
 (marginal cells: 1; residual blocks: ``Π(n_i-1)``), so the strategy's sensitivity under the
 budget scaling is exactly ``max_cell Σ_g ε_g C_g = Σ_g ε_g C_g`` (Definition 3.1; the tests check
@@ -67,7 +74,8 @@ class PurePlan(PlanBase):
     Attributes
     ----------
     domain, workload
-        What is released (plain marginals of ``workload``).
+        What is released (marginals of ``workload``; prefix / range / custom query types are
+        answered from the GLS cells).
     epsilon : float
         The total budget; :meth:`privacy_epsilon` is the exact ``Σ_g C_g ε_g ≤ epsilon``.
     strategy, budgeting : str
