@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical",
            "dpmatrix.planners.pure.matrix_strategy", "dpmatrix.planners.pure.gaussian_variant",
-           "dpmatrix.planners.pure.units", "dpmatrix.solvers.budget_split"]
+           "dpmatrix.planners.pure.units", "dpmatrix.planners.pure.query_factors", "dpmatrix.solvers.budget_split"]
 
 
 @pytest.mark.parametrize("name", MODULES)
