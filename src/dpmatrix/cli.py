@@ -205,8 +205,9 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
                    "--delta 0 is pure epsilon-DP, planned by the pure planner with exact discrete Laplace noise)")
     g.add_argument(
         "--strategy", default=None,
-        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized"],
-        help="pure epsilon-DP (--delta 0) only: the strategy (default auto: plan all, keep the best)",
+        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical", "haar"],
+        help="pure epsilon-DP (--delta 0) only: the strategy (default auto: plan all, keep the best; "
+        "hierarchical / haar / marginals / auto for prefix and range query types)",
     )  # fmt: skip
     g.add_argument(
         "--delta", type=float,
@@ -461,9 +462,9 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     variances, and the strategies compared by ``auto``."""
     import pandas as pd
 
-    if args.report:
-        raise CLIError("--report is not available for pure epsilon-DP plans yet")
     table = plan.table()
+    if args.report:
+        _write_plan_report(plan, args.report, 0.0)
     if args.save:
         try:
             Path(args.save).write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
@@ -481,11 +482,13 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     _describe_plan(plan, say, 0.0)
     say("")
     say(table.to_string(index=False))
-    if plan.comparison:
+    if getattr(plan, "comparison", ()):
         say("\nstrategies compared (auto):")
         say(pd.DataFrame(list(plan.comparison)).to_string(index=False))
     if args.save:
         say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
+    if args.report:
+        say(f"report written to {args.report} (open it in a browser)")
     return 0
 
 
