@@ -3,7 +3,8 @@
     PYTHONPATH=src python benchmarks/bench_pure_dp.py scale      # 30 attrs x 10, all <=3-way
     PYTHONPATH=src python benchmarks/bench_pure_dp.py sampler    # discrete Laplace draws/s
     PYTHONPATH=src python benchmarks/bench_pure_dp.py adult --runs 5
-    PYTHONPATH=src python benchmarks/bench_pure_dp.py hierarchical   # prefix/range trees
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py hierarchical   # prefix/range: trees, Haar, cells
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py gaussian       # (eps, delta): square-root rule vs RP
     PYTHONPATH=src python benchmarks/bench_pure_dp.py hdmm --hdmm /path/to/hdmm/checkout
 
 ``hdmm`` runs HDMM's marginals optimizer (OPT_M: ``hdmm.templates.Marginals(approx=False)``, the
@@ -132,8 +133,8 @@ def bench_adult(runs: int, path: str) -> None:
                 exp_rel = np.mean([np.sqrt(p.variance(s)) / mean[s] for s in sets])
                 meas = []
                 for _ in range(runs):
-                    est = p.reconstruct(p.measure(rec, rng=rng))
-                    meas.append(np.mean([np.abs(est.marginal(s) - truth[s]).mean() / mean[s] for s in sets]))
+                    est = p.measure(rec, rng=rng)
+                    meas.append(np.mean([np.abs(est.estimate(s) - truth[s]).mean() / mean[s] for s in sets]))
                 cells.append(f"  {exp_rel:8.4f} / {np.mean(meas):7.4f}")
             label = f"{strat}{'+' if bud == 'optimal' and strat in ('marginals', 'fourier', 'clustering') else ''}"
             print(f"  {label:<22s}" + "".join(cells) + f"   {t_plan:6.2f}", flush=True)
@@ -142,32 +143,63 @@ def bench_adult(runs: int, path: str) -> None:
 
 
 def bench_hierarchical() -> None:
-    """Prefix / range workloads: the chosen tree vs plain cells vs a uniform binary tree."""
+    """Prefix / range workloads under pure DP: plain cells vs trees vs Haar (optimal level shares;
+    a uniform binary tree for reference), sum and max objectives, and what "auto" keeps (it also
+    plans the consistent cell strategies: identity, marginals, fourier, clustering, optimized)."""
     from dpmatrix.planners.pure.hierarchical import plan_hierarchical
 
-    print("hierarchical (pure DP, eps=1, continuous 2/eps^2 model): total variance of all queries")
-    print(f"  {'workload':<28s} {'cells':>12s} {'binary unif':>12s} {'binary opt':>12s} {'chosen':>12s}"
-          f" {'b':>4s} {'plan s':>7s}")
     cases = []
-    for n in (16, 64):
+    for n in (16, 64, 256):
         for kind in ("prefix", "range"):
             dom = Domain.from_sizes([n])
             cases.append((f"1 attr n={n} {kind}", Workload(dom, [("a0",)], query_types={"a0": kind})))
     dom = Domain.from_sizes([32, 9, 24])
     cases.append(("32x9x24 2-way, prefix/range", Workload(dom, [("a0", "a1"), ("a1", "a2"), ("a0", "a2")],
                                                           query_types={"a0": "prefix", "a2": "range"})))
-    for label, wl in cases:
-        cells = sum(float(np.trace(np.asarray(wl.query_matrix(a, k), float).T
-                                   @ np.asarray(wl.query_matrix(a, k), float)))
-                    for a, k in zip(wl.sets[0], wl.types(0))) if len(wl) == 1 else float("nan")
-        cells = 2 * cells  # plain cells at full budget: Σ_q |q| · 2/ε²
-        unif = plan_hierarchical(wl, 1.0, branching=2, budgeting="uniform", variance_model="continuous")
-        bopt = plan_hierarchical(wl, 1.0, branching=2, variance_model="continuous")
-        t0 = time.perf_counter()
-        best = plan_hierarchical(wl, 1.0, variance_model="continuous")
-        dt = time.perf_counter() - t0
-        print(f"  {label:<28s} {cells:12.4e} {unif.total_variance():12.4e} {bopt.total_variance():12.4e}"
-              f" {best.total_variance():12.4e} {best.trees[0][0].branching:4d} {dt:7.2f}", flush=True)
+    for objective, what in (("sum", "total variance"), ("max", "max variance")):
+        print(f"\nlevel strategies (pure DP, eps=1, exact discrete Laplace variances): {what} "
+              f"(objective {objective})")
+        print(f"  {'workload':<28s} {'cells':>11s} {'binary unif':>11s} {'trees':>11s} {'haar':>11s}"
+              f" {'auto picks':>22s} {'plan s':>7s}")
+        for label, wl in cases:
+            val = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
+            row = {}
+            for name, kw in (("cells", dict(strategy="marginals")),
+                             ("binary unif", dict(strategy="hierarchical", branching=2, budgeting="uniform")),
+                             ("trees", dict(strategy="hierarchical")), ("haar", dict(strategy="haar"))):
+                row[name] = val(plan_hierarchical(wl, 1.0, objective=objective, **kw))
+            t0 = time.perf_counter()
+            best = plan_pure(wl, 1.0, objective=objective)
+            dt = time.perf_counter() - t0
+            pick = best.strategy + ("" if not hasattr(best, "per_attribute") else
+                                    " " + ",".join(t.label for t in best.per_attribute[0]))
+            print(f"  {label:<28s}" + "".join(f" {row[k]:11.4e}" for k in row) + f" {pick:>22s} {dt:7.2f}",
+                  flush=True)
+
+
+def bench_gaussian(path: str) -> None:
+    """The paper's (eps, delta) variant: its strategies with Gaussian noise and the square-root rule
+    vs equal noise, against ResidualPlanner (what dm.plan uses with delta > 0) at the same privacy
+    cost (eps = 1, delta = 1e-9, exact analytic Gaussian conversion); weighted total variance."""
+    from dpmatrix.planners.dispatch import plan as dm_plan
+    from dpmatrix.planners.pure.gaussian_variant import plan_datacube_gaussian
+    from dpmatrix.privacy import Budget
+
+    full = Domain.from_json(path.replace("adult.csv", "adult-domain.json"))
+    dom = Domain({a: full.size(a) for a in ADULT8})
+    pcost = Budget.approx(1.0, 1e-9).pcost
+    print(f"\n(eps, delta) = (1, 1e-9), pcost {pcost:.4f}: total variance, square-root rule / equal noise; "
+          "ratio = strategy (sqrt) / ResidualPlanner")
+    names = ("identity", "marginals", "fourier", "clustering")
+    print(f"  {'workload':<6s} {'ResidualPl.':>11s}" + "".join(f" {n + ' sqrt/unif':>24s} {'ratio':>6s}" for n in names))
+    for wname, wl in adult_workloads(dom).items():
+        rp = dm_plan(wl, pcost=pcost, objective="sum_var").total_variance()
+        cells = []
+        for n in names:
+            sq = plan_datacube_gaussian(wl, pcost=pcost, strategy=n).total_variance()
+            un = plan_datacube_gaussian(wl, pcost=pcost, strategy=n, budgeting="uniform").total_variance()
+            cells.append(f" {sq:11.4e} /{un:11.4e} {sq / rp:6.2f}")
+        print(f"  {wname:<6s} {rp:11.4e}" + "".join(cells), flush=True)
 
 
 def _import_hdmm(path: str | None):
@@ -250,6 +282,8 @@ def main() -> None:
         bench_adult(a.runs, a.data)
     if "hierarchical" in a.what:
         bench_hierarchical()
+    if "gaussian" in a.what:
+        bench_gaussian(a.data)
     if "hdmm" in a.what:
         bench_hdmm(a.hdmm, a.hdmm_restarts, a.data)
 

@@ -12,7 +12,8 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.planners.explicit.evaluation", "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map",
            "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",
            "dpmatrix.queries", "dpmatrix.statement",
-           "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer"]
+           "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
+           "dpmatrix.table_text"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -8,41 +8,62 @@ Three phases (paper: ResidualPlanner+, He, Xiao, Toksoz, Ding, Zhang, Kifer):
 * measure and reconstruct: :meth:`Plan.measure` returns :class:`Measurements`, whose
   :meth:`~Measurements.marginal` gives tidy tables with estimates, variances and confidence
   intervals.
+
+The public names are imported on first use (PEP 562): ``import dpmatrix`` loads no numerical
+library, so the command line (``dpmatrix query``) starts fast; ``dm.plan``, ``from dpmatrix
+import Plan`` and ``dir(dpmatrix)`` work as if everything were imported up front.
 """
 
-from .domain import Attribute, Domain
-from .errors import (
-    BudgetError,
-    DataError,
-    DomainError,
-    DPMatrixError,
-    NotMeasuredError,
-    PlanError,
-    ReleaseError,
-    SamplerArgumentError,
-    TargetError,
-    UnknownAttributeError,
-    WorkloadError,
-)
-from .ledger import BudgetExceededError, Ledger
-from .measure.measure_plan import measure
-from .planners.base import PlanBase
-from .planners.compare import compare
-from .planners.dispatch import plan, plan_from_dict
-from .planners.explicit import ExplicitStrategyPlan, evaluate
-from .planners.pure.plan import PurePlan, plan_pure
-from .planners.querysmasher.plan import QuerySmasherPlan
-from .planners.querysmasher.planner import plan_querysmasher
-from .planners.residual.plan import Plan
-from .privacy import Budget
-from .queries import QueryWorkload
-from .reconstruct.measurements import Measurements, QueryAnswer
-from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
-from .release import Release, load_release, write_release
-from .selection import codes
-from .version import __version__
-from .workload import Workload
+from __future__ import annotations
 
+import importlib as _importlib
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING
+
+from .version import __version__  # noqa: F401  (public)
+
+# public name -> (module that defines it, name there)
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "Attribute": ("dpmatrix.domain", "Attribute"),
+    "Domain": ("dpmatrix.domain", "Domain"),
+    "BudgetError": ("dpmatrix.errors", "BudgetError"),
+    "DataError": ("dpmatrix.errors", "DataError"),
+    "DomainError": ("dpmatrix.errors", "DomainError"),
+    "DPMatrixError": ("dpmatrix.errors", "DPMatrixError"),
+    "NotMeasuredError": ("dpmatrix.errors", "NotMeasuredError"),
+    "PlanError": ("dpmatrix.errors", "PlanError"),
+    "ReleaseError": ("dpmatrix.errors", "ReleaseError"),
+    "SamplerArgumentError": ("dpmatrix.errors", "SamplerArgumentError"),
+    "TargetError": ("dpmatrix.errors", "TargetError"),
+    "UnknownAttributeError": ("dpmatrix.errors", "UnknownAttributeError"),
+    "WorkloadError": ("dpmatrix.errors", "WorkloadError"),
+    "BudgetExceededError": ("dpmatrix.ledger", "BudgetExceededError"),
+    "Ledger": ("dpmatrix.ledger", "Ledger"),
+    "measure": ("dpmatrix.measure.measure_plan", "measure"),
+    "PlanBase": ("dpmatrix.planners.base", "PlanBase"),
+    "compare": ("dpmatrix.planners.compare", "compare"),
+    "plan": ("dpmatrix.planners.dispatch", "plan"),
+    "plan_from_dict": ("dpmatrix.planners.dispatch", "plan_from_dict"),
+    "ExplicitStrategyPlan": ("dpmatrix.planners.explicit", "ExplicitStrategyPlan"),
+    "evaluate": ("dpmatrix.planners.explicit", "evaluate"),
+    "PurePlan": ("dpmatrix.planners.pure.plan", "PurePlan"),
+    "plan_pure": ("dpmatrix.planners.pure.plan", "plan_pure"),
+    "QuerySmasherPlan": ("dpmatrix.planners.querysmasher.plan", "QuerySmasherPlan"),
+    "plan_querysmasher": ("dpmatrix.planners.querysmasher.planner", "plan_querysmasher"),
+    "Plan": ("dpmatrix.planners.residual.plan", "Plan"),
+    "Budget": ("dpmatrix.privacy", "Budget"),
+    "QueryWorkload": ("dpmatrix.queries", "QueryWorkload"),
+    "Measurements": ("dpmatrix.reconstruct.measurements", "Measurements"),
+    "QueryAnswer": ("dpmatrix.reconstruct.measurements", "QueryAnswer"),
+    "SVDBound": ("dpmatrix.solvers.svd_bound", "SVDBound"),
+    "lower_bound": ("dpmatrix.solvers.svd_bound", "svd_bound"),
+    "Release": ("dpmatrix.release", "Release"),
+    "load_release": ("dpmatrix.release", "load_release"),
+    "write_release": ("dpmatrix.release", "write_release"),
+    "codes": ("dpmatrix.selection", "codes"),
+    "Workload": ("dpmatrix.workload", "Workload"),
+}
 
 __all__ = [
     "codes",
@@ -84,3 +105,70 @@ __all__ = [
     "plan_querysmasher",
     "write_release",
 ]
+
+
+def __getattr__(name: str):
+    """Import a public name on first use and keep it (PEP 562)."""
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'dpmatrix' has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module), attr)
+    if name != "measure":  # see _Package: the subpackage of that name must not hide it
+        globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(_types.ModuleType):
+    """The package module. ``dm.measure`` is the function, not the subpackage
+    ``dpmatrix.measure``: importing that subpackage sets the attribute ``measure`` of its
+    parent (the import system does so), which must not replace the function, so the
+    attribute is a property that always gives the function."""
+
+    @property
+    def measure(self):  # noqa: D401 - the public function
+        return __getattr__("measure")
+
+    @measure.setter
+    def measure(self, value) -> None:
+        pass  # the subpackage stays reachable as sys.modules["dpmatrix.measure"]
+
+
+_sys.modules[__name__].__class__ = _Package
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from .domain import Attribute, Domain
+    from .errors import (
+        BudgetError,
+        DataError,
+        DomainError,
+        DPMatrixError,
+        NotMeasuredError,
+        PlanError,
+        ReleaseError,
+        SamplerArgumentError,
+        TargetError,
+        UnknownAttributeError,
+        WorkloadError,
+    )
+    from .ledger import BudgetExceededError, Ledger
+    from .measure.measure_plan import measure
+    from .planners.base import PlanBase
+    from .planners.compare import compare
+    from .planners.dispatch import plan, plan_from_dict
+    from .planners.explicit import ExplicitStrategyPlan, evaluate
+    from .planners.pure.plan import PurePlan, plan_pure
+    from .planners.querysmasher.plan import QuerySmasherPlan
+    from .planners.querysmasher.planner import plan_querysmasher
+    from .planners.residual.plan import Plan
+    from .privacy import Budget
+    from .queries import QueryWorkload
+    from .reconstruct.measurements import Measurements, QueryAnswer
+    from .release import Release, load_release, write_release
+    from .selection import codes
+    from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
+    from .workload import Workload

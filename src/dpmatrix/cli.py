@@ -24,51 +24,24 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import warnings
-from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
+from .defaults import DEFAULT_OBJECTIVE, ENCODINGS
 from .domain import Domain
-from .encode import POLICIES, read_csv_text
-from .engines import ENCODINGS, engine_for, maximal_sets
-from .engines.duckdb_engine import detect_format
-from .engines.spark_engine import SparkEngine, detect_spark_format
-from .engines.infer import infer_domain
-from .errors import DPMatrixError, DataError, DomainError
+from .errors import DPMatrixError, DomainError
 from .jsonfile import loads_strict
-from .ledger import Ledger
-from .plan_file import load_plan
-from .planners.compare import compare as compare_all
-from .planners.dispatch import DEFAULT_OBJECTIVE
-from .planners.dispatch import plan as make_plan
-from .planners.targets import targets_from_specs
-from .postprocess import postprocess, write_postprocessed
-from .privacy import epsilon_from_zcdp
-from .report import REPORT_FILE, write_plan_report, write_release_report
-from .release import (
-    DEFAULT_DELTA,
-    MANIFEST,
-    NEGATIVE_ESTIMATES,
-    TABLES_README,
-    _check_formats,
-    _sibling,
-    check_target,
-    load_release,
-    output_lock,
-    recover_output,
-    write_release,
-)
-from .release_tables import check_columns
-from .sizing import DEFAULT_MAX_CELLS, check_size, describe_size, estimate_size
-from .statement import check_delta, privacy_line, privacy_summary, pure_summary
+from .statement import privacy_line, privacy_summary, pure_summary
 from .version import __version__
-from .workload_spec import parse_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Each command imports what it needs inside its handler: building the parser and answering
+# ``dpmatrix query`` for a saved table load no numerical library beyond NumPy and Arrow
+# (tests/cli/test_cli_imports.py checks which modules a query imports).
 
 EXIT_USAGE = 2
 
@@ -189,8 +162,15 @@ def _add_round(p: argparse.ArgumentParser) -> None:
 
 def _negative_note(df: pd.DataFrame, say: Out) -> None:
     """Say what negative estimates mean when a printed table has some."""
-    if "estimate" in df and bool((df["estimate"] < 0).any()):
-        say(f"note: {int((df['estimate'] < 0).sum())} negative estimate(s). {NEGATIVE_ESTIMATES}")
+    if "estimate" in df:
+        _say_negatives(int((df["estimate"] < 0).sum()), say)
+
+
+def _say_negatives(count: int, say: Out) -> None:
+    from .release import NEGATIVE_ESTIMATES
+
+    if count:
+        say(f"note: {count} negative estimate(s). {NEGATIVE_ESTIMATES}")
 
 
 def _add_quiet(p: argparse.ArgumentParser) -> None:
@@ -225,8 +205,9 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
                    "--delta 0 is pure epsilon-DP, planned by the pure planner with exact discrete Laplace noise)")
     g.add_argument(
         "--strategy", default=None,
-        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized"],
-        help="pure epsilon-DP (--delta 0) only: the strategy (default auto: plan all, keep the best)",
+        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical", "haar"],
+        help="pure epsilon-DP (--delta 0) only: the strategy (default auto: plan all, keep the best; "
+        "hierarchical / haar / marginals / auto for prefix and range query types)",
     )  # fmt: skip
     g.add_argument(
         "--delta", type=float,
@@ -282,6 +263,9 @@ def _is_pure(plan) -> bool:
 
 
 def _report_delta(args: argparse.Namespace) -> float:
+    from .release import DEFAULT_DELTA
+    from .statement import check_delta
+
     d = getattr(args, "delta", None)
     if d is None:
         return DEFAULT_DELTA
@@ -301,6 +285,8 @@ def _read_domain(path: str) -> Domain:
 
 
 def _workload(args: argparse.Namespace, domain: Domain):
+    from .workload_spec import parse_workload
+
     if args.workload is None and args.marginals is None and args.workload_file is None:
         raise CLIError('no workload: give --workload (e.g. "all:<=2"), --marginals or --workload-file')
     return parse_workload(
@@ -314,6 +300,8 @@ def _workload(args: argparse.Namespace, domain: Domain):
 
 
 def _make_plan(args: argparse.Namespace, domain: Domain):
+    from .planners.dispatch import plan as make_plan
+
     wk = _workload(args, domain)
     if getattr(args, "target", None):
         return _plan_from_targets(args, wk)
@@ -333,6 +321,9 @@ def _add_targets(p: argparse.ArgumentParser) -> None:
 
 def _plan_from_targets(args: argparse.Namespace, wk):
     """The plan for ``--target`` specs (issue 13): least budget, or least ratio at a budget."""
+    from .planners.dispatch import plan as make_plan
+    from .planners.targets import targets_from_specs
+
     given = [n for n in ("rho", "epsilon", "mu") if getattr(args, n) is not None]
     budget = _budget_kwargs(args) if given else {}
     try:
@@ -445,6 +436,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # -- compare -------------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
     """Every applicable strategy / planner against the singular value bound (dm.compare)."""
+    import pandas as pd
+
+    from .planners.compare import compare as compare_all
+
     budget = _budget_kwargs(args)
     wk = _workload(args, _read_domain(args.domain))
     df = compare_all(wk, **budget)
@@ -465,9 +460,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     """``dpmatrix plan --epsilon E --delta 0``: the strategy groups with their ε shares and
     variances, and the strategies compared by ``auto``."""
-    if args.report:
-        raise CLIError("--report is not available for pure epsilon-DP plans yet")
+    import pandas as pd
+
     table = plan.table()
+    if args.report:
+        _write_plan_report(plan, args.report, 0.0)
     if args.save:
         try:
             Path(args.save).write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
@@ -485,16 +482,20 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     _describe_plan(plan, say, 0.0)
     say("")
     say(table.to_string(index=False))
-    if plan.comparison:
+    if getattr(plan, "comparison", ()):
         say("\nstrategies compared (auto):")
         say(pd.DataFrame(list(plan.comparison)).to_string(index=False))
     if args.save:
         say(f"\nplan saved to {args.save} (use it with: dpmatrix release DATA --plan {args.save} ...)")
+    if args.report:
+        say(f"report written to {args.report} (open it in a browser)")
     return 0
 
 
 # -- report --------------------------------------------------------------------------------------
 def _write_plan_report(plan, path: str, delta: float) -> None:
+    from .report import write_plan_report
+
     try:
         write_plan_report(plan, path, delta=delta)
     except OSError as exc:
@@ -504,6 +505,8 @@ def _write_plan_report(plan, path: str, delta: float) -> None:
 def write_release_report_into(out: Path) -> Path:
     """Write ``report.html`` into a finished release folder, under a temporary name first, so a
     failed report leaves the release as it was."""
+    from .report import REPORT_FILE, write_release_report
+
     tmp = out / f".{REPORT_FILE}.partial"
     try:
         write_release_report(out, tmp)  # in the release folder: its links stand after the rename
@@ -514,6 +517,8 @@ def write_release_report_into(out: Path) -> Path:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_release_report
+
     say = Out(args.quiet)
     folder = Path(args.release)
     try:
@@ -527,6 +532,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # -- release -------------------------------------------------------------------------------------
 def _on_unknown(text: str) -> str | dict[str, str]:
+    from .encode import POLICIES
+
     text = text.strip()
     if "=" not in text:
         if text not in POLICIES:
@@ -543,6 +550,13 @@ def _on_unknown(text: str) -> str | dict[str, str]:
 
 
 def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_directory: Path | None = None):
+    import pandas as pd
+
+    from .encode import read_csv_text
+    from .engines import engine_for
+    from .engines.duckdb_engine import detect_format
+    from .errors import DataError
+
     path = Path(args.data)
     spark = args.engine == "spark"  # paths, URIs (hdfs://, s3a://) and table names: Spark checks
     if not spark and not any(ch in args.data for ch in "*?[") and not path.exists():
@@ -573,6 +587,8 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
 
 
 def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Out):
+    from .engines.spark_engine import SparkEngine, detect_spark_format
+
     conf: dict[str, str] = {}
     for item in args.spark_conf or []:
         k, eq, v = item.partition("=")
@@ -595,6 +611,8 @@ class CountingBar:
 
     def __init__(self, engine: Any, plan: Any, enabled: bool):
         from tqdm.auto import tqdm
+
+        from .engines import maximal_sets
 
         if hasattr(plan, "closure"):
             measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
@@ -626,6 +644,10 @@ class CountingBar:
 
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
     """Every option of ``release``/``demo`` checked before any file is read (issue 16 item 12)."""
+    from .engines.duckdb_engine import detect_format
+    from .release import _check_formats
+    from .sizing import DEFAULT_MAX_CELLS
+
     out: dict[str, Any] = {"delta": _report_delta(args)}
     try:
         out["formats"] = _check_formats(args.tables)
@@ -679,6 +701,17 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
 
     Order matters for privacy: nothing is measured before the ledger holds the spend, and the
     spend stays charged if anything fails afterwards."""
+    import shutil
+
+    import numpy as np
+
+    from .ledger import Ledger
+    from .plan_file import load_plan
+    from .planners.dispatch import plan as make_plan
+    from .release import MANIFEST, TABLES_README, _sibling, check_target, output_lock, recover_output, write_release
+    from .release_tables import check_columns
+    from .sizing import check_size, describe_size, estimate_size
+
     opts = _check_options(args)
     delta = opts["delta"]
     if args.seed is not None:
@@ -797,6 +830,8 @@ def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    from .postprocess import postprocess, write_postprocessed
+
     say = Out(args.quiet)
     domain = _read_domain(args.domain) if args.domain else None
     meas = run_release(args, domain, say, overwrite=args.overwrite)
@@ -810,6 +845,11 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .postprocess import postprocess
+    from .release import load_release
+
     say = Out(args.quiet)
     if args.rows is not None and args.rows < 1:
         raise CLIError(f"--rows must be at least 1, got {args.rows}")
@@ -828,48 +868,77 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 # -- query ---------------------------------------------------------------------------------------
-def cmd_query(args: argparse.Namespace) -> int:
-    # pandas-free for a saved table (issue 16 "fast queries", issue 18): the table is read from
-    # its row group of the dataset with pyarrow and printed by dpmatrix.table_text
-    import pyarrow as pa
+def _print_table(df: pd.DataFrame, fmt: str) -> None:
+    import pandas as pd
 
-    from .table_text import format_table, negative_count
+    if fmt == "csv":
+        print(df.to_csv(index=False), end="")
+    elif fmt == "json":
+        print(df.to_json(orient="records", indent=1))
+    else:
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(df.to_string(index=False))
+
+
+def _print_saved(table, fmt: str) -> None:
+    """A saved table (:class:`~dpmatrix.release.SavedTable`) printed as :func:`_print_table`
+    prints its DataFrame, without pandas for the table and CSV formats."""
+    from .table_text import to_csv, to_string
+
+    if fmt == "csv":
+        print(to_csv(table.columns, table.kinds, table.values), end="")
+    elif fmt == "json":
+        _print_table(table.to_pandas(), fmt)
+    else:
+        print(to_string(table.columns, table.kinds, table.values))
+
+
+def _marginal_header(label: str, source: str, level: float) -> str:
+    return f"marginal {label} ({source}); estimate, variance, std, {level:.0%} confidence interval [lower, upper]"
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .release import load_release, read_saved_table
 
     say = Out(args.quiet or args.format != "table")
     names = _marginal_names(args)  # checked before the release is read
     if args.level is not None and not (math.isfinite(args.level) and 0 < args.level < 1):
         raise CLIError(f"--level must be strictly between 0 and 1, got {args.level!r}")
-    rel = load_release(args.release, verify=not args.no_verify)
+    verify = not args.no_verify
+    if names is not None:  # a saved table is printed from its file and the manifest alone
+        saved = read_saved_table(args.release, names, verify=verify, level=args.level)
+        if saved is not None:
+            say(_marginal_header(",".join(saved.attributes) or "total", "saved table", saved.level))
+            say(fmt_privacy(saved.privacy))
+            _print_saved(saved, args.format)
+            if "estimate" in saved.columns:
+                _say_negatives(sum(1 for v in saved.column("estimate") if v < 0), say)
+            return 0
+    rel = load_release(args.release, verify=verify)
     p = rel.privacy
     if names is None:
+        import pandas as pd
+
         say(f"{rel.path}: dpmatrix {rel.manifest['library']['version']} release created {rel.manifest['created']}")
         say(fmt_privacy(p))
-        entries = rel.manifest["marginals"]
-        rows = pa.table({
-            "marginal": [e.get("key") or ",".join(e["attributes"]) or "total" for e in entries],
-            "cells": [int(e["cells"]) for e in entries],
-            "max_variance": [float(e["max_variance"]) for e in entries],
-        })  # fmt: skip
-        say(f"{rows.num_rows} saved marginals (any marginal of their closure can be queried):")
-        print(format_table(rows, args.format), end="")
+        rows = pd.DataFrame(
+            {
+                "marginal": [",".join(e["attributes"]) or "total" for e in rel.manifest["marginals"]],
+                "cells": [e["cells"] for e in rel.manifest["marginals"]],
+                "max_variance": [e["max_variance"] for e in rel.manifest["marginals"]],
+            }
+        )
+        say(f"{len(rows)} saved marginals (any marginal of their closure can be queried):")
+        _print_table(rows, args.format)
         return 0
     key = rel.domain.resolve(names)
     level = rel.level if args.level is None else args.level
-    saved = rel.has_table(key)
-    if saved and level == rel.level:
-        table = rel.read_table(key)
-        source = "saved table"
-    else:
-        df = rel.marginal(key, level)
-        table = pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(None)
-        source = "reconstructed from the saved measurements"
+    df = rel.marginal(key, level)  # not saved at this level: reconstructed
     label = ",".join(rel.domain.names_of(key)) or "total"
-    say(f"marginal {label} ({source}); estimate, variance, std, {level:.0%} confidence interval [lower, upper]")
+    say(_marginal_header(label, "reconstructed from the saved measurements", level))
     say(fmt_privacy(p))
-    print(format_table(table, args.format), end="")
-    negative = negative_count(table)
-    if negative:
-        say(f"note: {negative} negative estimate(s). {NEGATIVE_ESTIMATES}")
+    _print_table(df, args.format)
+    _negative_note(df, say)
     return 0
 
 
@@ -892,6 +961,8 @@ def _marginal_names(args: argparse.Namespace) -> list[str] | None:
 # -- demo ----------------------------------------------------------------------------------------
 def shipped_adult() -> tuple[Domain, Path]:
     """The Adult data shipped with the package (see dpmatrix/data/README.md for attribution)."""
+    from importlib.resources import files
+
     base = files("dpmatrix") / "data"
     return Domain.from_json(base / "adult-domain.json"), Path(str(base / "adult.csv"))
 
@@ -929,6 +1000,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # -- infer-domain --------------------------------------------------------------------------------
 def cmd_infer_domain(args: argparse.Namespace) -> int:
+    from .engines.infer import infer_domain
+
     path = Path(args.data)
     if not path.exists():
         raise CLIError(f"data file {args.data!r} does not exist")
@@ -1159,6 +1232,11 @@ def _add_ledger(p: argparse.ArgumentParser, dataset: bool = True) -> None:
 
 # -- ledger --------------------------------------------------------------------------------------
 def cmd_ledger_show(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .ledger import Ledger
+    from .privacy import epsilon_from_zcdp
+
     delta = _report_delta(args)
     led = Ledger(args.ledger)
     rows = led.datasets()
@@ -1175,6 +1253,8 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_set_cap(args: argparse.Namespace) -> int:
+    from .ledger import Ledger
+
     if args.rho is None and args.epsilon is None:
         raise CLIError("give --rho and/or --epsilon")
     for n in ("rho", "epsilon"):

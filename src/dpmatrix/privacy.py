@@ -18,9 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
-
 from .errors import BudgetError
 
 __all__ = [
@@ -55,6 +52,8 @@ def delta_from_epsilon(epsilon: float, pcost: float) -> float:
     if eps < 0 or not math.isfinite(eps):
         raise BudgetError(f"epsilon must be a finite non-negative number, got {epsilon!r}")
     p = _check_positive("pcost", pcost)
+    from scipy.special import log_ndtr  # here, not at import: statement lines stay import-light
+
     s = math.sqrt(p)
     a = s / 2 - eps / s
     b = -s / 2 - eps / s
@@ -84,6 +83,8 @@ def epsilon_from_delta(delta: float, pcost: float) -> float:
         hi *= 2.0
         if hi > 1e12:  # pragma: no cover - unreachable for finite inputs
             raise BudgetError("could not bracket epsilon; pcost is too large")
+    from scipy.optimize import brentq
+
     ld = math.log(d)
     return float(brentq(lambda e: _log_delta(e, p) - ld, 0.0, hi, xtol=1e-14, rtol=1e-14))
 
@@ -99,6 +100,8 @@ def pcost_from_epsilon_delta(epsilon: float, delta: float) -> float:
         lo, hi = hi, hi * 2.0
         if hi > 1e12:  # pragma: no cover
             raise BudgetError("could not bracket the privacy cost")
+    from scipy.optimize import brentq
+
     ld = math.log(d)
     # log δ is increasing in pcost; solve in log(pcost) for good relative accuracy
     f = lambda lp: _log_delta(e, math.exp(lp)) - ld  # noqa: E731

@@ -62,27 +62,20 @@ import math
 import os
 import shutil
 import threading
-import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm.auto import tqdm
 
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .jsonfile import json_float, loads_strict
-from .planners.dispatch import plan_from_dict
-from .planners.residual.plan import PLAN_FORMAT, Plan
-from .plan_file import check_plan_spec
-from .reconstruct.measurements import Measurements, query_labels
 from .release_tables import (
     CODE,
     LAYOUT,
@@ -98,14 +91,25 @@ from .release_tables import (
 )
 from .statement import check_delta, privacy_summary
 from .version import __version__
-from .workload import AttrSet
+from .workload import AttrSet, Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .planners.residual.plan import Plan
+    from .reconstruct.measurements import Measurements
+
+# pandas, the planners and the reconstruction are imported by the functions that use them:
+# reading one saved table (read_saved_table, for ``dpmatrix query``) needs none of them.
 
 __all__ = [
     "RELEASE_FORMAT",
     "LeftoverWarning",
     "Release",
+    "SavedTable",
     "load_release",
     "output_lock",
+    "read_saved_table",
     "recover_output",
     "write_release",
 ]
@@ -231,6 +235,8 @@ def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
 
 
 def _sibling(out: Path, kind: str) -> Path:
+    import uuid  # here: reading a release never needs it
+
     return out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex[:8]}"
 
 
@@ -549,6 +555,8 @@ def _read_mechanism_outputs(path: Path, plan, noise: str, digest: str | None) ->
 
 
 def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple[int, int]:
+    from tqdm.auto import tqdm
+
     plan = meas.plan
     if not hasattr(plan, "closure"):
         return _write_mechanism_outputs(meas, path)
@@ -640,6 +648,8 @@ def write_release(
     >>> dm.load_release(folder).table(("a", "b")).shape[0]
     6
     """
+    from .reconstruct.measurements import Measurements
+
     if not isinstance(measurements, Measurements):
         raise ReleaseError(f"write_release needs Measurements, got {type(measurements).__name__}")
     formats = _check_formats(formats)
@@ -762,7 +772,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
     written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress)
     entries: list[dict[str, Any]] = []
-    for names, key, rows, _, i, _ in written.tables:
+    for names, key, rows, _, i, _, codes in written.tables:
         entries.append(
             {
                 "attributes": list(names),
@@ -770,6 +780,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
                 "cells": int(wk.cells[i]),
                 "weight": float(wk.weights[i]),
                 "max_variance": json_float(float(cell_var[i])),
+                **({"codes": list(codes)} if codes else {}),
                 **_table_entry(written, key),
             }
         )
@@ -827,8 +838,9 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     written = write_tables(measurements, stage, formats=formats, level=level, progress=progress)
     entries = [
         {"attributes": list(names), "key": key, "cells": int(rows), "max_variance": json_float(var),
-         **({} if tuple(cols) == tuple(names) else {"columns": list(cols)}), **_table_entry(written, key)}
-        for names, key, rows, var, _, cols in written.tables
+         **({} if tuple(cols) == tuple(names) else {"columns": list(cols)}),
+         **({"codes": list(codes)} if codes else {}), **_table_entry(written, key)}
+        for names, key, rows, var, _, cols, codes in written.tables
     ]  # fmt: skip
     spec = plan.to_dict()
     digests = _stage_digests(stage, entries, (MEASUREMENTS,), written)
@@ -978,29 +990,12 @@ class Release:
         return [tuple(e["attributes"]) for e in self.manifest["marginals"]]
 
     def _digest(self, rel: str) -> str | None:
-        files = self.manifest.get("files")
-        if not self.verify or not isinstance(files, dict):
-            return None
-        if rel not in files:
-            raise ReleaseError(f"{rel!r} has no digest in the manifest of {str(self.path)!r}")
-        return files[rel]
+        return _stated_digest(self.manifest, self.path, rel, self.verify)
 
     def file(self, rel: str) -> Path:
         """Path of a file named by the manifest: confined to the folder, and (unless
         ``verify=False``) checked against its SHA-256."""
-        p = _inside(self.path, rel)
-        want = self._digest(rel)
-        if want is not None:
-            try:
-                got = sha256_file(p)
-            except OSError as exc:
-                raise ReleaseError(f"cannot read {rel!r} of {str(self.path)!r}: {exc.strerror or exc}") from None
-            if got != want:
-                raise ReleaseError(
-                    f"{rel} in {str(self.path)!r} was modified after the release was written "
-                    "(SHA-256 mismatch); refusing to use it (--no-verify / verify=False skips the check)"
-                )
-        return p
+        return _checked_file(self.path, rel, self._digest(rel))
 
     def _entry(self, key: AttrSet) -> dict | None:
         index = self._cache.get("entries")
@@ -1068,24 +1063,14 @@ class Release:
         fmt = format or self.formats[0]
         cols = [str(c) for c in e.get("columns", e["attributes"])]
         if fmt == "parquet" and isinstance(e.get("table"), dict):
-            loc = e["table"]
-            rel = loc.get("file")
-            path = _inside(self.path, rel)
-            record = None
-            if self.verify:
-                parts = self.manifest.get("tables", {}).get("parts", {})
-                record = parts.get(rel) if isinstance(parts, dict) else None
-                if not isinstance(record, dict):
-                    raise ReleaseError(f"{rel!r} has no integrity record in the manifest of {str(self.path)!r}")
-            key = e.get("key", marginal_key(e["attributes"], self.manifest.get("tables", {}).get("key", "comma")))
-            return read_table(path, rel, loc, [*cols, *STAT_COLUMNS], key, record)
+            return _dataset_table(self.path, self.manifest, e, self.verify)[0]
         files = e.get("files", {})
         if fmt not in files:
             have = sorted(files) + (["parquet"] if "table" in e else [])
             raise ReleaseError(f"this release has no {fmt} tables (it has {', '.join(have) or 'none'})")
         path = self.file(files[fmt])
         if fmt == "csv":
-            return read_csv_table(path, files[fmt], cols, self._code_columns())
+            return read_csv_table(path, files[fmt], cols, self._code_columns() | set(e.get("codes", ())))
         try:  # a per-marginal Parquet file of format 1
             t = plain_types(pq.read_table(str(path)).replace_schema_metadata(None))
         except (OSError, pa.lib.ArrowException) as exc:
@@ -1096,32 +1081,38 @@ class Release:
         """A saved marginal table as a DataFrame (labels as categoricals in query order, plain
         codes as int64): the numbers of :meth:`marginal` at the release's level, as written
         (rounded if the release was). ``format``: see :meth:`read_table`."""
+        import pandas as pd
+
+        from .reconstruct.measurements import query_labels
+
         key, e = self._saved(attrs)
         fmt = format or self.formats[0]
         if self.manifest.get("format") == READABLE_FORMATS[0]:
             return self._table_v1(key, e, fmt)
-        df = self.read_table(key, fmt).to_pandas()
+        t = self.read_table(key, fmt)
+        df = t.to_pandas()
         if not hasattr(self.plan, "closure"):  # a plan that lists its mechanisms
             for c in e.get("columns", e["attributes"]):
-                if df[c].dtype == object:
+                if df[c].dtype == object or pa.types.is_string(t.schema.field(c).type):
                     df[c] = pd.Categorical(df[c], categories=list(dict.fromkeys(df[c])))
             return df
         wk = self.plan.workload
-        types = wk.types(wk.index(key))
-        # as Measurements.answer: a table of plain cells shows unlabelled attributes by their
-        # integer codes; rows of other queries are named by their labels
-        cells = all(t == "identity" for t in types) and all(self.plan.bases[a].is_identity for a in key)
-        for a, t in zip(key, types):
+        # as Measurements.marginal / answer: plain codes are integers (int64 columns here), the
+        # rows of labelled attributes and of other queries are named by their labels
+        for a, qt in zip(key, wk.types(wk.index(key))):
             attr = self.domain.attributes[a]
-            if cells and attr.labels is None and attr.bins is None:
-                df[attr.name] = df[attr.name].astype(np.int64)  # plain integer codes
+            if pa.types.is_integer(t.schema.field(attr.name).type):
                 continue
-            cats = query_labels(attr, t, wk.query_matrix(a, t))
+            cats = query_labels(attr, qt, wk.query_matrix(a, qt))
             df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
         return df
 
     def _table_v1(self, key: AttrSet, e: dict, format: str) -> pd.DataFrame:
         """A table of a format-1 release (one file per marginal and format)."""
+        import pandas as pd
+
+        from .reconstruct.measurements import query_labels
+
         if format not in e["files"]:
             raise ReleaseError(f"this release has no {format} tables (it has {sorted(e['files'])})")
         path = self.file(e["files"][format])
@@ -1180,7 +1171,36 @@ class Release:
         )
 
 
+def _stated_digest(manifest: Mapping[str, Any], folder: Path, rel: str, verify: bool) -> str | None:
+    """The SHA-256 the manifest states for ``rel`` (``None``: not verifying, or a manifest
+    written before digests were recorded)."""
+    files = manifest.get("files")
+    if not verify or not isinstance(files, dict):
+        return None
+    if rel not in files:
+        raise ReleaseError(f"{rel!r} has no digest in the manifest of {str(folder)!r}")
+    return files[rel]
+
+
+def _checked_file(folder: Path, rel: str, want: str | None) -> Path:
+    """``folder / rel``, confined to the folder and, if ``want`` is given, checked against it."""
+    p = _inside(folder, rel)
+    if want is not None:
+        try:
+            got = sha256_file(p)
+        except OSError as exc:
+            raise ReleaseError(f"cannot read {rel!r} of {str(folder)!r}: {exc.strerror or exc}") from None
+        if got != want:
+            raise ReleaseError(
+                f"{rel} in {str(folder)!r} was modified after the release was written "
+                "(SHA-256 mismatch); refusing to use it (--no-verify / verify=False skips the check)"
+            )
+    return p
+
+
 def _open_measurements(rel: Release) -> Measurements:
+    from .reconstruct.measurements import Measurements
+
     manifest, plan, folder = rel.manifest, rel.plan, rel.path
     meas_info = manifest.get("measurements", {})
     rel_path = meas_info.get("file", MEASUREMENTS) if isinstance(meas_info, dict) else MEASUREMENTS
@@ -1311,17 +1331,34 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     --------
     See :func:`write_release`.
     """
-    folder = Path(folder)
+    folder = _existing_folder(Path(folder))
+    manifest = _read_manifest(folder, verify)
+    plan = _checked_plan(manifest, folder)
+    # paths are confined when each file is read (Release.file), not all up front: printing one
+    # saved table of a release with thousands of tables stays fast
+    return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
+
+
+def _existing_folder(folder: Path) -> Path:
+    """``folder``, or (warned) the complete hidden copy an interrupted overwrite left of it."""
     if not folder.exists():
         alt = _fallback_folder(folder)
         if alt is not None:
             warnings.warn(
                 f"{str(folder)!r} is missing because an overwrite was interrupted; reading its "
                 f"complete copy {alt.name} (the next release to that folder restores it)",
-                LeftoverWarning, stacklevel=2,
+                LeftoverWarning, stacklevel=3,
             )  # fmt: skip
-            folder = alt
-    manifest = _read_manifest(folder, verify)
+            return alt
+    return folder
+
+
+def _checked_plan(manifest: dict, folder: Path):
+    """The plan a manifest describes, its fields validated and its stated privacy checked
+    against its own noise scales."""
+    from .plan_file import check_plan_spec
+    from .planners.dispatch import plan_from_dict
+
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
         if "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
@@ -1335,16 +1372,197 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     except (TypeError, ValueError, IndexError) as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
     _check_privacy_consistent(manifest, plan, folder)
-    # paths are confined when each file is read (Release.file), not all up front: printing one
-    # saved table of a release with thousands of tables stays fast
-    return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
+    return plan
 
 
 def _residual_plan(manifest: dict) -> Plan:
     """The ResidualPlanner plan of a manifest (its fields are the plan's, at the top level)."""
+    from .planners.residual.plan import PLAN_FORMAT, Plan
+
     spec = {
         "format": manifest.get("plan_format", PLAN_FORMAT),
         **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
         "construction": manifest.get("construction", "centred"),
     }
     return Plan.from_dict(spec)
+
+
+# -- one saved table, read without pandas or the plan (dpmatrix query) --------------------------
+@dataclass(frozen=True)
+class SavedTable:
+    """A saved marginal table as plain columns, with what a printout of it states.
+
+    ``kinds[j]`` says how :meth:`Release.table` holds column ``j``: ``"int"`` (integer codes),
+    ``"float"`` (estimate, variance, std, lower, upper) or ``"text"`` (labels, bins, query
+    rows); ``values[j]`` are its entries (``nan`` for a missing number, ``None`` for a missing
+    text).
+    """
+
+    attributes: tuple[str, ...]
+    columns: tuple[str, ...]
+    kinds: tuple[str, ...]
+    values: tuple[list, ...]
+    level: float
+    privacy: dict
+    file: str
+
+    def column(self, name: str) -> list:
+        """The entries of one column."""
+        return self.values[self.columns.index(name)]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The table as a DataFrame (text columns as ``object``)."""
+        import pandas as pd
+
+        dtypes = {"int": "int64", "float": "float64", "text": object}
+        return pd.DataFrame(
+            {c: pd.Series(v, dtype=dtypes[k]) for c, k, v in zip(self.columns, self.kinds, self.values)}
+        )
+
+
+def read_saved_table(
+    folder: str | Path, attrs: Iterable[str] | str, *, verify: bool = True, level: float | None = None
+) -> SavedTable | None:
+    """One saved marginal table, read directly: the manifest and that table's file, nothing
+    else — no measurements, no plan, no pandas (issue 16 item 13: ``dpmatrix query``).
+
+    The manifest is checked against ``manifest.sha256`` and the table against its SHA-256, as
+    by :func:`load_release`. A digest-checked manifest is the one dpmatrix wrote, whose privacy
+    statement it computed from the same noise scales, so the plan is not rebuilt; without
+    ``verify`` (or for a manifest without digests) nothing vouches for that statement, and the
+    plan is built to check it against the noise scales, as :func:`load_release` does.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The release folder (its complete hidden copy if an overwrite was interrupted).
+    attrs : iterable of str, or str
+        Attribute names of the marginal, in any order.
+    verify : bool
+        Check the SHA-256 digests (default).
+    level : float, optional
+        The confidence level asked for; a saved table holds the release's own only.
+
+    Returns
+    -------
+    SavedTable or None
+        ``None`` when the release saved no table of that marginal at that level: reconstruct it
+        with ``load_release(folder).marginal(attrs, level)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, tempfile, dpmatrix as dm
+    >>> from dpmatrix.release import read_saved_table
+    >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=1.0)
+    >>> meas = plan.measure(pd.DataFrame({"a": [0, 1], "b": [2, 0]}), rng=np.random.default_rng(0))
+    >>> folder = dm.write_release(meas, tempfile.mkdtemp() + "/rel")
+    >>> t = read_saved_table(folder, ["b", "a"])
+    >>> t.columns[:3], t.kinds[:3], len(t.column("estimate"))
+    (('a', 'b', 'estimate'), ('int', 'int', 'float'), 6)
+    >>> read_saved_table(folder, "a") is None  # not saved: reconstruct it
+    True
+    """
+    folder = _existing_folder(Path(folder))
+    manifest = _read_manifest(folder, verify)
+    if not (verify and isinstance(manifest.get("files"), dict)):
+        _checked_plan(manifest, folder)
+    try:
+        domain = Domain.from_dict(manifest["domain"])
+        entries, formats = manifest["marginals"], manifest["tables"]["formats"]
+        release_level = float(manifest["confidence_level"])
+    except KeyError as exc:
+        raise ReleaseError(f"the manifest of {str(folder)!r} lacks {exc}") from None
+    except (DPMatrixError, TypeError, ValueError) as exc:
+        raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid release: {exc}") from None
+    key = domain.resolve(attrs)
+    names = domain.names_of(key)
+    if level is not None and float(level) != release_level:
+        return None
+    entry = next((e for e in entries if sorted(e["attributes"]) == sorted(names)), None)
+    if entry is None:
+        return None
+    fmt = formats[0]
+    if fmt == "parquet" and isinstance(entry.get("table"), Mapping):  # format 2: the dataset
+        table, rel = _dataset_table(folder, manifest, entry, verify)
+        columns, kinds, values = _plain_columns(table, set())  # text stays text, codes are int64
+        return SavedTable(attributes=tuple(names), columns=columns, kinds=kinds, values=values,
+                          level=release_level, privacy=dict(manifest["privacy"]), file=rel)  # fmt: skip
+    files = entry.get("files", {})
+    if fmt not in files:
+        raise ReleaseError(f"this release has no {fmt} tables (it has {sorted(files) or 'none'})")
+    rel = files[fmt]
+    path = _checked_file(folder, rel, _stated_digest(manifest, folder, rel, verify))
+    if fmt == "csv" and manifest.get("format") != READABLE_FORMATS[0]:  # format 2: typed by the manifest
+        types = manifest["tables"].get("label_columns", {})
+        cols = [str(c) for c in entry.get("columns", entry["attributes"])]
+        codes = {c for c, t in types.items() if t == CODE} | set(entry.get("codes", ()))
+        columns, kinds, values = _plain_columns(read_csv_table(path, rel, cols, codes), set())
+        return SavedTable(attributes=tuple(names), columns=columns, kinds=kinds, values=values,
+                          level=release_level, privacy=dict(manifest["privacy"]), file=rel)  # fmt: skip
+    try:
+        if fmt == "parquet":
+            table = pq.ParquetFile(str(path)).read()
+        else:  # typed as pandas reads it, as Release.table does
+            import pandas as pd
+
+            table = pa.Table.from_pandas(pd.read_csv(path), preserve_index=False)
+    except (OSError, ValueError, pa.lib.ArrowException) as exc:
+        raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
+    columns, kinds, values = _plain_columns(table, _label_columns(manifest, domain, key))
+    return SavedTable(attributes=tuple(names), columns=columns, kinds=kinds, values=values,
+                      level=release_level, privacy=dict(manifest["privacy"]), file=rel)  # fmt: skip
+
+
+def _dataset_table(folder: Path, manifest: Mapping[str, Any], entry: Mapping[str, Any], verify: bool) -> tuple[pa.Table, str]:
+    """A table of the release's Parquet dataset (format 2): its row group only, verified (with
+    the footer) against the manifest's record of that part unless ``verify`` is false."""
+    loc = entry["table"]
+    rel = loc.get("file")
+    path = _inside(folder, rel)
+    record = None
+    if verify:
+        parts = manifest.get("tables", {}).get("parts", {})
+        record = parts.get(rel) if isinstance(parts, dict) else None
+        if not isinstance(record, dict):
+            raise ReleaseError(f"{rel!r} has no integrity record in the manifest of {str(folder)!r}")
+    key = entry.get("key", marginal_key(entry["attributes"], manifest.get("tables", {}).get("key", "comma")))
+    cols = [str(c) for c in entry.get("columns", entry["attributes"])]
+    return read_table(path, rel, loc, [*cols, *STAT_COLUMNS], key, record, entry.get("codes", ())), rel
+
+
+def _label_columns(manifest: Mapping[str, Any], domain: Domain, key: AttrSet) -> set[str]:
+    """The attribute columns :meth:`Release.table` turns into labels: those with labels or bins,
+    and those asked with a query type other than cells; none for a plan that lists its
+    mechanisms (its tables are returned as written)."""
+    if "plan" in manifest:
+        return set()
+    out = {domain.attributes[a].name for a in key
+           if domain.attributes[a].labels is not None or domain.attributes[a].bins is not None}  # fmt: skip
+    if len(out) < len(key):  # the query types decide for the plain attributes
+        spec = manifest["workload"]
+        want = sorted(domain.names_of(key))
+        own = [m for m in spec["marginals"] if sorted(m["attributes"] if isinstance(m, Mapping) else m) == want]
+        # the workload of this one marginal (types read as Workload.from_dict reads them), not
+        # the whole workload: thousands of marginals would cost more than the table itself
+        wk = Workload.from_dict(domain, {**spec, "marginals": own[:1], "weights": None} if own else spec)
+        out.update(domain.attributes[a].name for a, t in zip(key, wk.types(wk.index(key))) if t != "identity")
+    return out
+
+
+def _plain_columns(table: pa.Table, labels: set[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[list, ...]]:
+    """Names, kinds and Python values of an Arrow table's columns (see :class:`SavedTable`):
+    ``labels`` columns as text (``str`` of each value), integers with missing values as floats."""
+    kinds: list[str] = []
+    values: list[list] = []
+    for name, col in zip(table.column_names, table.columns):
+        typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        vals = col.to_pylist()
+        if name in labels or not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+            kind, vals = "text", [None if v is None else str(v) for v in vals]
+        elif pa.types.is_integer(typ) and col.null_count == 0:
+            kind = "int"
+        else:
+            kind, vals = "float", [math.nan if v is None else float(v) for v in vals]
+        kinds.append(kind)
+        values.append(vals)
+    return tuple(table.column_names), tuple(kinds), tuple(values)

@@ -498,10 +498,11 @@ def verify_row_group(path: Path, rel: str, record: Mapping[str, Any], group: int
 
 # -- reading -------------------------------------------------------------------------------------
 def read_table(path: Path, rel: str, location: Mapping[str, Any], columns: Sequence[str], key: str,
-               record: Mapping[str, Any] | None) -> pa.Table:
+               record: Mapping[str, Any] | None, codes: Iterable[str] = ()) -> pa.Table:
     """One saved table from the dataset: the row group the manifest names (verified against
     ``record`` unless it is ``None``), its rows of ``key``, the ``columns`` asked for (label
-    columns as plain text or int64, then the stats). Reads nothing else of the file."""
+    columns as plain text or int64, then the stats; ``codes``: text columns that hold this
+    table's integer codes, returned as int64). Reads nothing else of the file."""
     try:
         group, first, rows = int(location["row_group"]), int(location["row"]), int(location["rows"])
     except (KeyError, TypeError, ValueError):
@@ -519,7 +520,15 @@ def read_table(path: Path, rel: str, location: Mapping[str, Any], columns: Seque
     # (unique(): comparing with a Python scalar would make pyarrow import pandas)
     if t.num_rows != rows or (rows and keys.unique().to_pylist() != [key]):
         raise ReleaseError(f"{rel} does not hold the table {key!r} where the manifest says")
-    return plain_types(t.drop_columns([KEY_COLUMN]))
+    t = plain_types(t.drop_columns([KEY_COLUMN]))
+    for c in codes:  # (a cast kernel: building an array from Python values would import pandas)
+        if c in t.column_names and pa.types.is_string(t.schema.field(c).type):
+            try:
+                ints = t.column(c).cast(pa.int64())
+            except pa.ArrowInvalid:
+                raise ReleaseError(f"{rel}: the codes of column {c!r} of the table {key!r} are not integers") from None
+            t = t.set_column(t.column_names.index(c), c, ints)
+    return t
 
 
 def plain_types(t: pa.Table) -> pa.Table:
@@ -633,10 +642,11 @@ class WrittenTables:
 
     Attributes
     ----------
-    tables : list of (names, key, rows, max_variance, position, columns)
+    tables : list of (names, key, rows, max_variance, position, columns, codes)
         One per written table, in workload (or entry) order; ``position`` is the workload
         position for ResidualPlanner plans, else the entry's index; ``columns`` its label
-        columns (its attributes, or ``("query",)`` for a dense query group).
+        columns (its attributes, or ``("query",)`` for a dense query group); ``codes`` those
+        of its columns that hold integer codes in a text column of the dataset.
     locations : dict
         ``key -> (part, row group, first row, rows)`` in the dataset (empty without Parquet).
     csv : dict
@@ -686,6 +696,16 @@ class _Sink:
         return self.dataset.locations, parts
 
 
+def _text_codes(block: TableBlock, label_columns: Mapping[str, str]) -> tuple[str, ...]:
+    """Columns of a one-table block that hold integer codes (as the tidy table shows them) in a
+    text column of the dataset: recorded in the manifest entry (``codes``), so that readers
+    return them as integers again; ``()`` for blocks of several tables (plain marginals, whose
+    code columns are integer columns)."""
+    if len(block.keys) != 1:
+        return ()
+    return tuple(c for c in block.columns[0] if block.labels.get(c) is None and label_columns.get(c) == LABEL)
+
+
 def residual_label_columns(plan) -> dict[str, str]:
     """Column types of a ResidualPlanner release: for plain marginals, text for attributes with
     labels or bins and integer codes for the others (as :meth:`Measurements.marginal` gives
@@ -729,8 +749,9 @@ def write_tables(measurements, stage: Path, *, formats: Sequence[str], level: fl
         for block, positions, block_names in _blocks(measurements, style, level):
             sink.add(block, [table_stem(n) for n in block_names] if sink.want_csv else ())
             var = block.variance.max(axis=1) if block.variance.size else np.zeros(len(positions))
+            codes = _text_codes(block, label_columns)
             for key, n, pos, v in zip(block.keys, block_names, positions, var.tolist()):
-                tables.append((tuple(n), key, block.rows, float(v), int(pos), tuple(n)))
+                tables.append((tuple(n), key, block.rows, float(v), int(pos), tuple(n), codes))
             bar.update(len(positions))
     finally:
         bar.close()
@@ -803,6 +824,7 @@ def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, s
         stems.add(stem)
         sink.add(block, [stem])
         var = np.asarray(frame["variance"], dtype=float)
-        tables.append((n, key, len(frame), float(var.max()) if var.size else 0.0, i, tuple(cols)))
+        tables.append((n, key, len(frame), float(var.max()) if var.size else 0.0, i, tuple(cols),
+                       _text_codes(block, label_columns)))
     locations, parts = sink.close()
     return WrittenTables(tables, locations, sink.csv, parts, label_columns, style)

@@ -1,120 +1,134 @@
-"""A table (:class:`pyarrow.Table`) as text for the terminal, CSV or JSON, without pandas.
+"""A table printed as pandas prints it, without importing pandas.
 
-``dpmatrix query`` prints a saved table read straight from the release's Parquet dataset; going
-through pandas only to print it would cost more than the read (importing pandas alone takes
-longer than reading a table). The text form follows pandas' ``to_string(index=False)``: columns
-right-aligned under right-aligned headers, numbers in a fixed notation shared by the column.
+``dpmatrix query`` of a saved table must start and finish in a fraction of a second, and pandas
+alone takes about half a second to import. A saved table has three kinds of column (see
+:class:`dpmatrix.release.SavedTable`): integer codes, floating-point numbers and text (labels).
+For these, :func:`to_string` writes exactly what ``DataFrame.to_string(index=False)`` writes and
+:func:`to_csv` what ``DataFrame.to_csv(index=False)`` writes, with pandas' default display
+options; ``tests/cli/test_table_text.py`` compares both with pandas on generated tables.
+
+The rules reproduced (pandas ``io/formats/format.py``): every column is right-justified to its
+widest entry or header, columns are separated by one space, and the header of a numeric column
+gets a leading space. Integers print as ``{:d}``. A float column prints every value as
+``{:.6f}`` (``display.precision`` = 6), then drops the trailing zeros all its values share
+(keeping one decimal); it switches to ``{:.6e}`` when some nonzero value is below 1e-6 in
+magnitude, or when some value exceeds 1e6 and the fixed form is wider than 12 characters.
+Missing values print as ``NaN``; text has tabs and line breaks escaped. In CSV, floats are
+written in their shortest round-trip form (``repr``), missing values as empty fields, quoted
+minimally by the :mod:`csv` module.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
+import re
 from collections.abc import Sequence
 
-import pyarrow as pa
-import pyarrow.csv as pcsv
+__all__ = ["to_csv", "to_string"]
 
-__all__ = ["format_table", "negative_count"]
-
-
-def _plain(t: pa.Table) -> pa.Table:
-    if not any(pa.types.is_dictionary(f.type) for f in t.schema):
-        return t
-    return t.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
-                             for f in t.schema]))
+#: ``display.precision``: decimals of the fixed and scientific float formats
+PRECISION = 6
+_DECIMAL = re.compile(r"^\s*[+-]?[0-9]+\.[0-9]*$")
+_ESCAPES = {"\t": r"\t", "\r": r"\r", "\n": r"\n"}
 
 
-def _float_cells(values: Sequence[float | None]) -> list[str]:
-    """Fixed notation with at most 6 decimals, the same number of decimals for the column
-    (trailing zeros common to every value dropped); scientific notation when fixed notation
-    would be unreadable (magnitudes ≥ 1e15, or non-zero values all below 1e-4)."""
-    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
-    big = max(finite, default=0.0)
-    small = min((v for v in finite if v > 0), default=1.0)
-    if big >= 1e15 or small < 1e-4 and big < 1e-4:
-        return ["NaN" if v is None else f"{v:.6e}" for v in values]
-    text = ["NaN" if v is None else f"{v:.6f}" for v in values]
-    decimals = 0
-    for s in text:
-        if "." in s:
-            decimals = max(decimals, len(s.split(".")[1].rstrip("0")))
-    decimals = max(decimals, 1)
-    return ["NaN" if v is None else (f"{v:.{decimals}f}" if math.isfinite(v) else str(v)) for v in values]
+def _escape(text: str) -> str:
+    for ch, rep in _ESCAPES.items():
+        text = text.replace(ch, rep)
+    return text
 
 
-def _text(t: pa.Table) -> str:
-    columns = []
-    for name, col in zip(t.column_names, t.columns):
-        values = col.to_pylist()
-        if pa.types.is_floating(col.type):
-            cells = _float_cells(values)
-        else:
-            cells = ["NaN" if v is None else str(v) for v in values]
-        width = max([len(name), *map(len, cells)])
-        columns.append([name.rjust(width), *(c.rjust(width) for c in cells)])
-    if not columns:
-        return ""
-    return "\n".join(" ".join(row) for row in zip(*columns)) + "\n"
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _csv(t: pa.Table) -> str:
-    head = io.StringIO()
-    csv.writer(head, lineterminator="\n").writerow(t.column_names)
-    body = io.BytesIO()
-    if t.num_rows:
-        renamed = t.rename_columns([f"c{i}" for i in range(t.num_columns)])
-        pcsv.write_csv(renamed, body, pcsv.WriteOptions(include_header=False, quoting_style="needed"))
-    return head.getvalue() + body.getvalue().decode("utf-8")
+def _trim_zeros(strings: list[str]) -> list[str]:
+    """Drop the trailing zeros every decimal number shares, keeping one digit after the point."""
+    numeric = [_DECIMAL.match(s) is not None for s in strings]
+    if not any(numeric):
+        return strings
+    out = list(strings)
+    while all(s.endswith("0") for s, n in zip(out, numeric) if n):
+        out = [s[:-1] if n else s for s, n in zip(out, numeric)]
+    return [s + "0" if n and s.endswith(".") else s for s, n in zip(out, numeric)]
 
 
-def _json(t: pa.Table) -> str:
-    def clean(v):
-        return None if isinstance(v, float) and not math.isfinite(v) else v
+def _floats(values: Sequence[float]) -> list[str]:
+    def fmt(spec: str) -> list[str]:
+        return _trim_zeros(["NaN" if _is_missing(v) else format(v, spec) for v in values])
 
-    rows = [{k: clean(v) for k, v in r.items()} for r in t.to_pylist()]
-    return json.dumps(rows, indent=1, ensure_ascii=False) + "\n"
+    fixed = fmt(f".{PRECISION}f")
+    present = [abs(v) for v in values if not _is_missing(v)]
+    too_long = bool(fixed) and max(len(s) for s in fixed) > PRECISION + 6
+    large = any(a > 1e6 for a in present)
+    small = any(0 < a < 10.0**-PRECISION for a in present)
+    return fmt(f".{PRECISION}e") if small or (too_long and large) else fixed
 
 
-def format_table(table: pa.Table, fmt: str = "table") -> str:
-    """``table`` as text: ``"table"`` (aligned columns), ``"csv"`` (header, then one line per
-    row, exact numbers) or ``"json"`` (a list of records, exact numbers).
+def _cells(kind: str, values: Sequence) -> list[str]:
+    if kind == "float":
+        return _floats(values)
+    if kind == "int":
+        return [f"{v:d}" for v in values]
+    return ["NaN" if _is_missing(v) else _escape(str(v)) for v in values]
+
+
+def to_string(columns: Sequence[str], kinds: Sequence[str], values: Sequence[Sequence]) -> str:
+    """The text ``DataFrame.to_string(index=False)`` gives for these columns.
 
     Parameters
     ----------
-    table : pyarrow.Table
-    fmt : {"table", "csv", "json"}
+    columns : sequence of str
+        Column names.
+    kinds : sequence of {"int", "float", "text"}
+        How each column is held (int64, float64, or labels).
+    values : sequence of sequences
+        The entries of each column (``nan``/``None`` for missing ones).
 
     Returns
     -------
     str
-        Ends with a newline (empty for a table without columns).
+        The table, one line per row after the header line, without a final newline.
 
     Examples
     --------
-    >>> import pyarrow as pa
-    >>> print(format_table(pa.table({"sex": ["F", "M"], "estimate": [1.5, -2.25]})), end="")
-    sex estimate
-      F     1.50
-      M    -2.25
-    >>> print(format_table(pa.table({"a,b": ["x"], "estimate": [0.1]}), "csv"), end="")
-    "a,b",estimate
-    x,0.1
+    >>> print(to_string(["sex", "estimate"], ["text", "float"], [["F", "M"], [12.5, -3.25]]))
+    sex  estimate
+      F     12.50
+      M     -3.25
     """
-    t = _plain(table)
-    if fmt == "csv":
-        return _csv(t)
-    if fmt == "json":
-        return _json(t)
-    if fmt == "table":
-        return _text(t)
-    raise ValueError(f"format must be 'table', 'csv' or 'json', got {fmt!r}")
+    blocks = []
+    for name, kind, vals in zip(columns, kinds, values):
+        head = (" " if kind in ("int", "float") else "") + _escape(str(name))
+        cells = _cells(kind, vals)
+        width = max([len(head), *map(len, cells)])
+        blocks.append([head.rjust(width)] + [c.rjust(width) for c in cells])
+    if not blocks:
+        return ""
+    lines = []
+    for row in zip(*blocks):
+        lines.append(" ".join(row))
+    return "\n".join(lines)
 
 
-def negative_count(table: pa.Table) -> int:
-    """Number of negative values in the ``estimate`` column (0 without one)."""
-    if "estimate" not in table.column_names:
-        return 0
-    return sum(1 for v in table.column("estimate").to_pylist() if v is not None and v < 0)
+def to_csv(columns: Sequence[str], kinds: Sequence[str], values: Sequence[Sequence]) -> str:
+    """The text ``DataFrame.to_csv(index=False)`` gives for these columns (``\\n`` line ends).
+
+    Examples
+    --------
+    >>> to_csv(["sex", "estimate"], ["text", "float"], [["F", "M,X"], [12.5, float("nan")]])
+    'sex,estimate\\nF,12.5\\n"M,X",\\n'
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([str(c) for c in columns])
+    texts = []
+    for kind, vals in zip(kinds, values):
+        if kind == "float":
+            texts.append(["" if _is_missing(v) else repr(float(v)) for v in vals])
+        else:
+            texts.append(["" if _is_missing(v) else str(v) for v in vals])
+    writer.writerows(zip(*texts))
+    return buf.getvalue()

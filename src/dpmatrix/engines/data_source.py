@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..defaults import ENCODINGS
 from ..domain import Domain
 from ..encode import encode_frame, mapping_kind
 from ..errors import DataError
@@ -31,8 +32,6 @@ from .numpy_engine import NumpyEngine
 from .spark_engine import SparkEngine
 
 __all__ = ["ENCODINGS", "engine_for"]
-
-ENCODINGS = ("auto", "raw", "codes")
 
 
 def _has_mapping(domain: Domain) -> bool:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import glob as _glob
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import duckdb
 import numpy as np
 
 from ..domain import Domain
@@ -41,6 +40,9 @@ from .base import (
 from .base import MAX_SHOWN
 from .sql import quote_ident, quote_str, sql_encode, sql_number, sql_type_class
 
+if TYPE_CHECKING:  # duckdb itself is imported where a connection is made or read
+    import duckdb
+
 _CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
 _PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 
@@ -57,6 +59,8 @@ def connect(
         config["memory_limit"] = str(memory_limit)
     if temp_directory is not None:
         config["temp_directory"] = str(temp_directory)
+    import duckdb  # here, not at import: only counting needs it
+
     return duckdb.connect(":memory:", config=config)
 
 
@@ -112,6 +116,8 @@ def source_sql(
 
 def describe(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str]:
     """Column name -> DuckDB type of a table expression (reads only the schema / a sample)."""
+    import duckdb
+
     try:
         rows_ = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
     except duckdb.Error as exc:
@@ -218,6 +224,8 @@ class DuckDBEngine:
 
     # -- plumbing -----------------------------------------------------------------------------
     def _exec(self, sql: str) -> None:
+        import duckdb
+
         try:
             self._con.execute(sql)
         except duckdb.Error as exc:
@@ -227,6 +235,8 @@ class DuckDBEngine:
             ) from None
 
     def _fetchone(self, sql: str) -> tuple[Any, ...]:
+        import duckdb
+
         try:
             row = self._con.execute(sql).fetchone()
         except duckdb.Error as exc:
@@ -235,6 +245,8 @@ class DuckDBEngine:
         return row
 
     def _fetchall(self, sql: str) -> list[tuple[Any, ...]]:
+        import duckdb
+
         try:
             return self._con.execute(sql).fetchall()
         except duckdb.Error as exc:

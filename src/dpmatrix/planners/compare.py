@@ -132,14 +132,14 @@ def compare(
 
 def _pure_row(workload, c: float, bound) -> dict:
     eps = math.sqrt(c)  # ρ = c/2 = ε²/2
-    if not isinstance(workload, Workload) or not workload.is_plain:
-        return _skip("pure ε-DP", "auto", "plain-marginal Workloads only")
+    if not isinstance(workload, Workload):
+        return _skip("pure ε-DP", "auto", "marginal Workloads only")
     try:
         p = plan_pure(workload, eps)
     except DPMatrixError as exc:
         return _skip("pure ε-DP", "auto", str(exc))
     value = p.total_variance()  # weighted (PurePlan's convention)
-    cells = float(sum(workload.domain.cells(s) for s in workload.sets))
+    cells = float(np.sum(workload.n_queries[np.asarray(workload.weights) > 0]))  # queries (cells if plain)
     return {"planner": "pure ε-DP", "strategy": p.strategy, "weighted_total_variance": value,
             "total_variance": p.rmse() ** 2 * cells, "rmse": p.rmse(), "max_variance": p.max_variance(),
             "ratio": value / bound.total, "bound_exact": bound.exact,

@@ -7,11 +7,14 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..defaults import DEFAULT_OBJECTIVE  # the default objective (defined where the CLI reads it cheaply)
 from ..errors import BudgetError, PlanError
 from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
 from .explicit.evaluation import plan_lsa
 from .explicit.plan import EXPLICIT_FORMAT, ExplicitStrategyPlan
+from .pure.hierarchical import HIERARCHICAL_FORMAT, HierarchicalPlan
+from .pure.matrix_strategy import MATRIX_FORMAT, MatrixPurePlan
 from .pure.plan import FORMAT as PURE_FORMAT
 from .pure.plan import PurePlan, check_epsilon, plan_pure
 from .querysmasher.plan import FORMAT as QS_FORMAT
@@ -21,11 +24,6 @@ from .residual.plan import Plan, plan_residual
 from .targets import plan_targets
 
 __all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
-
-#: The objective of ``dm.plan`` and of the command line when none is given (issue 17): a
-#: statistics office publishes every marginal as a table, and ``max_var`` bounds the worst
-#: cell of every table, where ``sum_var`` lets small tables carry large variances (§6.2).
-DEFAULT_OBJECTIVE = "max_var"
 
 
 def plan(
@@ -74,8 +72,9 @@ def plan(
         :class:`~dpmatrix.planners.explicit.plan.ExplicitStrategyPlan`).
         A pure budget (``delta=0`` with ``epsilon=``, or ``budget=Budget.pure(eps)``) selects
         the pure ε-DP planner (:func:`~dpmatrix.planners.pure.plan.plan_pure`; keyword options
-        ``strategy="auto"``, ``budgeting``, ``variance_model`` go to it; ``objective`` sum_var
-        or max_var).
+        ``strategy="auto"`` (or a name, or a strategy matrix), ``budgeting``, ``variance_model``
+        go to it; ``objective`` sum_var or max_var). Prefix/range workloads get per-attribute
+        hierarchical / Haar / cell strategies (:mod:`~dpmatrix.planners.pure.hierarchical`).
     targets : float, mapping or array, optional
         Accuracy targets (fitness-for-use, issue 13): without a budget, the least privacy cost
         meeting every target; with one, the least largest variance/target. See
@@ -85,7 +84,7 @@ def plan(
 
     Returns
     -------
-    Plan, QuerySmasherPlan, ExplicitStrategyPlan or PurePlan
+    Plan, QuerySmasherPlan, ExplicitStrategyPlan, PurePlan, HierarchicalPlan or MatrixPurePlan
         A :class:`~dpmatrix.planners.base.PlanBase`: ``variance``, ``query_variance``,
         ``rmse``, ``max_variance``, ``table``, ``measure`` ...
 
@@ -137,6 +136,13 @@ def _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budg
     if planner not in ("residual", "rp", "rp+"):
         return _plan_querysmasher(workload, planner, "sum_var" if objective is None else objective, pcost, rho, epsilon, delta, mu,
                                   budget, loss_bound, strategies, construction, planner_options)
+    if "strategy" in planner_options or "budgeting" in planner_options:
+        raise PlanError(
+            "strategy= / budgeting= are options of the pure epsilon-DP planner (delta=0); with a Gaussian "
+            "budget dm.plan uses ResidualPlanner, optimal among all Gaussian mechanisms for marginals (the "
+            "datacubes strategies with the square-root rule, for comparison: "
+            "dpmatrix.planners.pure.plan_datacube_gaussian)"
+        )
     if planner_options:
         raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
     return plan_residual(workload, objective=DEFAULT_OBJECTIVE if objective is None else objective, pcost=pcost, rho=rho, epsilon=epsilon,
@@ -187,13 +193,6 @@ def _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss
     unknown = sorted(set(options) - {"strategy", "budgeting", "variance_model", "max_identity_cells"})
     if unknown:
         raise PlanError(f"unknown options for the pure epsilon-DP planner: {unknown}")
-    if not workload.is_plain:
-        raise PlanError(
-            "prefix/range query types under pure epsilon-DP: the hierarchical (tree) strategy "
-            "exists as dpmatrix.plan_pure(workload, epsilon, strategy='hierarchical') for accuracy "
-            "before data, but is not yet measurable through dm.measure or writable as a release; "
-            "plan plain marginals, or use delta > 0"
-        )
     return plan_pure(workload, eps, objective=objectives[objective], **options)
 
 
@@ -223,6 +222,10 @@ def plan_from_dict(spec: Mapping[str, Any]):
         return QuerySmasherPlan.from_dict(dict(spec))
     if fmt == PURE_FORMAT:
         return PurePlan.from_dict(spec)
+    if fmt == HIERARCHICAL_FORMAT:
+        return HierarchicalPlan.from_dict(spec)
+    if fmt == MATRIX_FORMAT:
+        return MatrixPurePlan.from_dict(spec)
     if fmt == EXPLICIT_FORMAT:
         return ExplicitStrategyPlan.from_dict(spec)
     return Plan.from_dict(dict(spec))

@@ -28,8 +28,10 @@ import pandas as pd
 
 from ..planners.dispatch import plan as make_plan
 from ..planners.residual.plan import Plan
+from ..errors import DPMatrixError
 from ..privacy import Budget, epsilon_from_zcdp
 from ..release_tables import STAT_COLUMNS, read_table
+from ..statement import pure_summary
 from ..version import __version__
 
 __all__ = [
@@ -281,6 +283,8 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
         ``library``, ``privacy``, ``mechanism``, ``accuracy``, ``confidence_level``, ``domain``,
         ``objective``, ``construction``, ``residuals``, ``marginals``.
     """
+    if getattr(plan, "pure_epsilon", None) is not None:
+        return _pure_plan_facts(plan, level)
     spec = plan.to_dict()
     facts: dict[str, Any] = {
         "library": {"name": "dpmatrix", "version": _version()},
@@ -314,6 +318,36 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
         if value is not None:
             facts[hook] = value
     return facts
+
+
+def _pure_plan_facts(plan, level: float) -> dict[str, Any]:
+    """:func:`plan_facts` of a pure ε-DP plan (issue 14): ``privacy`` as in its release manifest
+    (ε, δ = 0, ρ = ε²/2, no μ), no residual mechanisms, one entry per measured workload marginal
+    with its largest query variance."""
+    spec = plan.to_dict()
+    wk = plan.workload
+    marginals = []
+    for i in range(len(wk)):
+        try:
+            var = np.asarray(plan.query_variance(wk.sets[i]), dtype=float)
+        except DPMatrixError:  # a zero-weight marginal the plan does not measure
+            continue
+        marginals.append({"attributes": list(wk.names(i)), "cells": int(var.size), "weight": float(wk.weights[i]),
+                          "max_variance": float(var.max())})
+    objective = {"sum": "sum_var", "max": "max_var"}.get(getattr(plan, "objective", "sum"), "sum_var")
+    return {
+        "library": {"name": "dpmatrix", "version": _version()},
+        "privacy": pure_summary(plan),
+        "mechanism": {"noise": "discrete_laplace", "randomness": None,
+                      "planner": f"pure ε-DP ({getattr(plan, 'strategy', 'matrix')} strategy)"},
+        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
+        "confidence_level": float(level),
+        "domain": spec["domain"],
+        "objective": objective,
+        "construction": None,
+        "residuals": [],
+        "marginals": marginals,
+    }  # fmt: skip
 
 
 def _hook(plan, name: str):

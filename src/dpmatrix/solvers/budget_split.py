@@ -28,7 +28,8 @@ import numpy as np
 from ..errors import BudgetError, PlanError
 from .result import SolverResult, relative_gap
 
-__all__ = ["BudgetSplit", "cube_root_split", "square_root_split", "uniform_split", "convex_budget_split"]
+__all__ = ["BudgetSplit", "cube_root_split", "square_root_split", "uniform_split", "convex_budget_split",
+           "convex_max_budget_split"]
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -209,3 +210,71 @@ def convex_budget_split(abs_strategy, b, epsilon: float, *, solver: str = "CLARA
                        gap=relative_gap(objective, lower),
                        status="optimal" if relative_gap(objective, lower) <= 1e-6 else "stalled",
                        iterations=int(prob.solver_stats.num_iters or 0), method="convex")
+
+
+def convex_max_budget_split(abs_strategy, c, epsilon: float, *, solver: str = "CLARABEL") -> BudgetSplit:
+    """One budget per row minimizing the largest query variance, ``max_q Σ_i c_qi/ε_i²``, s.t.
+    ``Σ_i |S_ij| ε_i ≤ ε`` for every column ``j`` (program (1)–(3) with a max objective; convex:
+    ``1/ε²`` is convex on ``ε > 0`` and a max of convex functions is convex).
+
+    Parameters
+    ----------
+    abs_strategy : array_like, shape (m, N)
+        ``|S|``.
+    c : array_like, shape (queries, m)
+        ``c_qi ≥ 0``: variance of query ``q`` per unit ``1/ε_i²`` under a fixed recovery.
+    epsilon : float
+        Total budget.
+    solver : str, keyword-only
+        A CVXPY solver name.
+
+    Returns
+    -------
+    BudgetSplit
+        Row budgets (rows no query uses get 0) and the largest variance they give; the lower
+        bound is the weak-duality value of the epigraph multipliers (as
+        :func:`dpmatrix.solvers.max_variance_split.max_variance_split`, with the convex
+        program's :func:`_convex_dual_bound` for the inner problem).
+
+    Examples
+    --------
+    >>> r = convex_max_budget_split(np.eye(2), np.array([[1.0, 0.0], [0.0, 8.0]]), 1.0)
+    >>> round(r.objective, 4)          # equal variances 1/x² = 8/y² with x + y ≤ 1 per column
+    8.0
+    """
+    import cvxpy as cp
+
+    a = np.abs(np.asarray(abs_strategy, dtype=float))
+    c = np.asarray(c, dtype=float)
+    if a.ndim != 2 or c.ndim != 2 or c.shape[1] != a.shape[0] or np.any(c < 0):
+        raise PlanError(f"|S| must be (m, N) and c (queries, m) non-negative, got {a.shape} and {c.shape}")
+    eps = float(epsilon)
+    if not np.isfinite(eps) or eps <= 0:
+        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}")
+    live = c.max(axis=0) > 0
+    if not live.any():
+        raise PlanError("no query uses any row: the strategy answers nothing")
+    x = cp.Variable(int(live.sum()), pos=True)
+    t = cp.Variable()
+    epi = c[:, live] @ cp.power(x, -2) <= t
+    cols = a[live].T @ x <= 1.0
+    prob = cp.Problem(cp.Minimize(t), [epi, cols])
+    try:
+        prob.solve(solver=solver)
+    except cp.SolverError as exc:  # pragma: no cover - solver availability
+        raise PlanError(f"budget program failed with {solver}: {exc}") from exc
+    if prob.status not in ("optimal", "optimal_inaccurate"):
+        raise PlanError(f"budget program status {prob.status!r}")
+    xv = np.maximum(np.asarray(x.value, dtype=float), 1e-300)
+    xv = xv / max(1.0, float((a[live].T @ xv).max()))
+    eta = np.zeros(a.shape[0])
+    eta[live] = eps * xv
+    objective = float((c[:, live] / eta[live] ** 2).sum(axis=1).max())
+    lam = np.maximum(np.asarray(epi.dual_value, dtype=float).reshape(-1), 0.0)
+    lower = 0.0
+    if lam.sum() > 0:
+        lower = min(_convex_dual_bound(a[live], (lam / lam.sum()) @ c[:, live], cols.dual_value) / eps**2,
+                    objective)
+    return BudgetSplit(solution=eta, objective=objective, lower_bound=lower,
+                       gap=relative_gap(objective, lower), status="optimal" if relative_gap(objective, lower) <= 1e-4
+                       else "stalled", iterations=int(prob.solver_stats.num_iters or 0), method="convex-max")

@@ -173,8 +173,14 @@ def test_bad_input_typed_errors():
     with pytest.raises(dm.PlanError, match="discrete Laplace"):
         p.measure(_data(), noise="discrete_gaussian")
     prefix = dm.Workload(DOM, [{"attributes": ("B",), "query_types": {"B": "prefix"}}])
-    with pytest.raises(dm.PlanError, match="not yet measurable"):
-        dm.plan(prefix, epsilon=1, delta=0)
+    # prefix/range workloads are planned (and measured) with cell or level strategies;
+    # Gaussian-only options are refused by name
+    assert type(dm.plan(prefix, epsilon=1, delta=0, strategy="haar")).__name__ == "HierarchicalPlan"
+    assert dm.plan(prefix, epsilon=1, delta=0).measure(_data()).answer("B").shape[0] == 3
+    with pytest.raises(dm.PlanError, match="unknown strategy"):
+        dm.plan(prefix, epsilon=1, delta=0, strategy="wavelet")
+    with pytest.raises(dm.PlanError, match="strategies"):
+        dm.plan(prefix, epsilon=1, delta=0, strategies={"B": "identity"})
     with pytest.raises(dm.PlanError, match="strategies"):
         dm.plan(_wk(), epsilon=1, delta=0, strategies={"B": "identity"})
     with pytest.raises(dm.PlanError, match="Gaussian only"):

@@ -139,10 +139,10 @@ def test_bad_options(wl):
         plan_pure(wl, 1.0, strategy="wavelet")
     with pytest.raises(PlanError, match="max_identity_cells"):
         plan_pure(wl, 1.0, strategy="identity", max_identity_cells=4)
-    with pytest.raises(PlanError, match="prefix/range"):
+    with pytest.raises(PlanError, match="unknown strategy"):
         dom = Domain.from_sizes(SIZES)
         plan_pure(Workload(dom, [("a0",)], query_types={"a0": "prefix"}), 1.0,
-                  strategy="marginals")  # prefix needs "hierarchical" (test_pure_hierarchical)
+                  strategy="wavelet")  # prefix: test_pure_hierarchical, test_pure_generalized
     p = plan_pure(wl, 1.0, strategy="marginals")
     with pytest.raises(DataError):
         p.measure(np.array([[0, 5, 0]]))

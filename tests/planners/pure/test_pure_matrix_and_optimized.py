@@ -1,13 +1,15 @@
 """User strategy matrices (explicit) and the optimized weighted-marginals strategy."""
 
 import numpy as np
+import pure_oracle as po
 import pytest
 import scipy.optimize
 
-import pure_oracle as po
+import dpmatrix as dm
 from dpmatrix.domain import Domain
 from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.planners.pure import plan_pure
+from dpmatrix.measure.discrete import InsecureRandomnessWarning
+from dpmatrix.planners.pure import MatrixPurePlan, plan_pure
 from dpmatrix.planners.pure.matrix_strategy import integer_rows, plan_pure_matrix
 from dpmatrix.planners.pure.optimize import _system, optimize_marginal_budgets
 from dpmatrix.workload import Workload
@@ -35,19 +37,32 @@ def test_user_matrix_q_reproduces_figure1(fig1):
 
 
 def test_user_matrix_reconstruction_and_rowspace(fig1):
+    """Through dm.plan(strategy=<matrix>) and the one measurement path: the released outputs are
+    the integer rows' answers plus integer noise, and the estimates are the explicit GLS."""
     s = np.vstack([po.hadamard_row(3, a) for a in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0)]])
-    p = plan_pure_matrix(fig1, 1.0, s)
-    x = np.array([1, 2, 0, 1, 0, 0, 1, 0])
-    y = p.measure(x, rng=np.random.default_rng(0))
+    p = dm.plan(fig1, epsilon=1.0, delta=0, strategy=s)
+    assert isinstance(p, MatrixPurePlan) and p.attrs == (0, 1, 2)  # 8 columns: the whole domain
+    recs = np.array([[0, 0, 0], [0, 0, 1], [0, 0, 1], [0, 1, 1], [1, 1, 0]])
+    with pytest.warns(InsecureRandomnessWarning):
+        meas = p.measure(recs, rng=np.random.default_rng(0))
+    x = np.zeros(8)
+    np.add.at(x, [a * 4 + b * 2 + c for a, b, c in recs], 1)
+    y = np.zeros(4)
+    for g, (_, rows) in enumerate(p.groups):
+        y[list(rows)] = meas.noisy[g]
+        assert np.asarray(meas.noisy[g]).dtype.kind == "i"
+    assert np.all(y - s @ x == np.round(y - s @ x))  # integer noise on integer answers
     blocks = [row[None, :] for row in s]
     est = po.gls_estimate(blocks, list(p.noise_variance), [np.array([v]) for v in y], po.marginal_matrix(SIZES, (0, 1)))
-    assert p.marginal(y, ("A", "B")).reshape(-1) == pytest.approx(est)
+    assert meas.estimate(("A", "B")).reshape(-1) == pytest.approx(est)
+    cov = po.gls_cov(blocks, list(p.noise_variance), po.marginal_matrix(SIZES, (0, 1)))
+    assert p.variance(("A", "B")).reshape(-1) == pytest.approx(np.diag(cov))
     with pytest.raises(WorkloadError, match="row space"):
-        plan_pure_matrix(fig1, 1.0, s[:2])  # ∅ and A coefficients cannot give AB
+        dm.plan(fig1, epsilon=1.0, delta=0, strategy=s[:2])  # ∅ and A coefficients cannot give AB
     with pytest.raises(PlanError, match="integer"):
-        plan_pure_matrix(fig1, 1.0, np.vstack([s, [1, np.sqrt(2), 0, 0, 0, 0, 0, 0]]))
+        dm.plan(fig1, epsilon=1.0, delta=0, strategy=np.vstack([s, [1, np.sqrt(2), 0, 0, 0, 0, 0, 0]]))
     with pytest.raises(PlanError, match="columns"):
-        plan_pure_matrix(fig1, 1.0, s[:, :4])
+        plan_pure_matrix(fig1, 1.0, s[:, :3])
 
 
 def test_integer_rows_rescales_exactly():

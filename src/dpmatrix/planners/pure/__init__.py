@@ -15,11 +15,25 @@ Modules (one idea each):
 * :mod:`.plan` — :func:`plan_pure` and the frozen :class:`PurePlan` (a
   :class:`~dpmatrix.planners.base.PlanBase`, reached by ``dm.plan(..., epsilon=, delta=0)``;
   measured by ``dm.measure`` through its ``mechanisms()`` and ``estimator()``).
-* :mod:`.matrix_strategy` — a user's explicit strategy matrix (small domains).
+* :mod:`.levels` — per-attribute level strategies (cells, b-ary trees, Haar) with optimized
+  level shares, for prefix / range / custom queries.
+* :mod:`.hierarchical` — :class:`HierarchicalPlan`: generalized marginal workloads measured with
+  those levels (GLS within each marginal; reached by ``dm.plan(..., epsilon=, delta=0)``).
+* :mod:`.matrix_strategy` — :class:`MatrixPurePlan`: a user's explicit strategy matrix (small
+  domains; ``dm.plan(..., strategy=<matrix>)``).
+* :mod:`.gaussian_variant` — the paper's (ε, δ) budgeting (square-root rule) of the same
+  strategies with Gaussian noise, for comparison with ResidualPlanner.
+* :mod:`.units` — the privacy units of a pure plan (ε spent, ρ = ε²/2, no μ).
 """
 
+from ...mechanisms.laplace import (
+    discrete_laplace_variance,
+    round_budgets,
+    sample_discrete_laplace_eps,
+)
+from .gaussian_variant import DatacubeGaussianPlan, plan_datacube_gaussian
 from .groups import StrategyGroup, pairwise_differences
-from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
+from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
 from .plan import PurePlan, plan_pure
 
@@ -33,4 +47,8 @@ __all__ = [
     "plan_pure",
     "MatrixPurePlan",
     "plan_pure_matrix",
+    "HierarchicalPlan",
+    "plan_hierarchical",
+    "DatacubeGaussianPlan",
+    "plan_datacube_gaussian",
 ]

@@ -1,355 +1,577 @@
-"""Hierarchical (b-ary tree) strategies for prefix / range / any per-attribute queries, pure ε-DP.
+"""Pure ε-DP plans of prefix / range / custom-query workloads with per-attribute level strategies.
 
-Per attribute ``i`` of query matrix ``Q_i`` (``n_i`` columns): a ``b``-ary tree with levels
-``ℓ = 0..L`` (``L = ⌈log_b n_i⌉``; level ``ℓ`` partitions ``0..n_i-1`` into contiguous blocks of
-``b^{L-ℓ}`` cells, the last possibly shorter; level 0 is the total, level ``L`` the cells).
-``H_i^ℓ`` (0/1, one 1 per column) is that level's block-sum matrix; identity-type attributes use
-the one "level" ``I``.
+Strategy (Cormode et al. §3 with one group per level tuple). For a workload marginal ``A`` each
+attribute ``i ∈ A`` carries a level strategy ``H_i^0..H_i^{L_i}`` (:mod:`.levels`: plain cells, a
+``b``-ary tree, or the Haar wavelet; attributes with plain-cell queries always use cells). Group
+``(A, ℓ)``, ``ℓ = (ℓ_i)_{i∈A}``, releases the integer rows ``⊗_{i∈A} H_i^{ℓ_i}`` applied to the
+``A``-table plus discrete Laplace noise of parameter ``ε_{A,ℓ}``.
 
-Strategy for a generalized marginal ``A`` (Kronecker-combined, Cormode et al. §3 with tree groups):
-one group per level tuple ``ℓ = (ℓ_i)_{i∈A}``, rows ``⊗_{i∈A} H_i^{ℓ_i}`` on the ``A``-table. Every
-column of such a group (as a full-domain block) has exactly one 1: column L1 norm ``C = 1`` —
-groupable (Definition 3.1). With uniform budgets the L1 sensitivity of marginal ``A``'s stack is
-``Π_{i∈A} (L_i + 1)``, the number of level tuples (the "levels per attribute product").
+Budgets (product form): ``ε_{A,ℓ} = ε_A Π_i η_{i,ℓ_i}`` with ``Σ_ℓ η_{i,ℓ} = 1``, so the groups
+of ``A`` spend ``ε_A`` and the plan ``Σ_A ε_A ≤ ε``: every level has column L1 norm ≤ 1 and
+the deepest cells reach 1 in every level tuple, so the max column L1 norm of the budget-scaled
+strategy is exactly ``Σ_{A,ℓ} ε_{A,ℓ}`` (:meth:`HierarchicalPlan.privacy_epsilon`). Continuous
+model ``2/ε²``: the precision of ``A``'s stack is ``(ε_A²/2) ⊗_i G_i`` and the sum / maximum of
+its query variances are ``(2/ε_A²) Π_i F_i`` / ``(2/ε_A²) Π_i M_i`` (:mod:`.levels`), so each
+attribute chooses its level strategy alone, and the marginals' budgets follow in closed form:
+``objective="sum"``: the cube-root rule (Corollary 3.3) on ``s_A = 2 w_A Π F_i``;
+``objective="max"``: ``min max_A w_A c_A/ε_A²`` s.t. ``Σ ε_A = ε`` equalizes the terms,
+``ε_A ∝ √(w_A c_A)`` with ``c_A = 2 Π M_i``. Budgets are rounded down to dyadic rationals
+(``Σ ≤ ε`` checked exactly).
 
-Budgets (product form): ``ε_{A,ℓ} = ε_A Π_{i∈A} η_{i,ℓ_i}`` with ``Σ_ℓ η_{i,ℓ} = 1``, so the stack
-of ``A`` spends ``Σ_ℓ ε_{A,ℓ} = ε_A Π_i Σ_ℓ η_{i,ℓ} = ε_A`` and the plan ``Σ_A ε_A ≤ ε``.
-With the continuous-model noise ``2/ε_{A,ℓ}²`` the precision is a Kronecker product, hence so is
-the GLS Gram of ``A``'s stack:
+Recovery (§3.2): GLS *within each marginal's stack*, with the product-form precisions
+``ω_ℓ = Π_i η_{i,ℓ_i}²`` as weights (so the Gram stays ``⊗ G_i`` and is inverted attribute by
+attribute): ``x̂_A = (⊗ G_i⁻¹) Σ_ℓ ω_ℓ (⊗ H_i^{ℓ_i})ᵀ y_ℓ``. This is the exact GLS for the
+continuous model; under the released discrete Laplace noise (exact variances ``v_ℓ``, not in
+product form) it stays unbiased and its covariance is computed exactly as the sandwich
 
-    S_Aᵀ Σ⁻¹ S_A = (ε_A²/2) ⊗_{i∈A} G_i,   G_i = Σ_ℓ η_{i,ℓ}² H_i^{ℓᵀ} H_i^ℓ   (n_i × n_i),
+    Cov(x̂_A) = Σ_ℓ ω_ℓ² v_ℓ ⊗_i G_i⁻¹ H_i^{ℓ_iᵀ} H_i^{ℓ_i} G_i⁻¹,
 
-and GLS recovery, its covariance ``(2/ε_A²) ⊗ G_i⁻¹`` and the total variance of all queries of
-``A``, ``(2/ε_A²) Π_i tr(Q_iᵀ Q_i G_i⁻¹)``, are per-attribute computations (no full-domain or
-dense-workload object). The per-attribute factor ``F_i(b, η) = tr(Q_iᵀQ_i G_i⁻¹) (Σ_ℓ η_ℓ)²`` is
-scale free, so the product-form optimum splits into independent 1-D problems: each attribute
-picks the branching ``b`` and level shares ``η_i`` minimizing ``F_i`` (L-BFGS-B from the uniform
-shares and from the cube-root rule on the per-level GLS weights, Corollary 3.3; never worse than
-uniform). The marginals' budgets ``ε_A`` follow the cube-root rule on ``s_A = 2 w_A Π_i F_i``.
+so the variance of any linear query is a mode product of a ``(L_1+1) × … `` coefficient tensor
+with per-attribute diagonals (no object of the full domain's size).
 
-Recovery is GLS *within* each marginal's stack (each generalized marginal is estimated from its
-own trees: consistent within a marginal, not across marginals — the cross-marginal GLS of
-:mod:`.subspaces` does not cover tree groups). The estimator weights the level tuples by the
-product-form precisions ``ω_ℓ = Π_i η_{i,ℓ_i}²`` (so its Gram stays ``⊗ G_i``); it is the exact
-GLS for the continuous model, and its variances under the released discrete Laplace noise
-(whose exact variances are not in product form) are computed exactly as a sandwich, per level
-tuple (:meth:`HierarchicalPlan.query_variance`). Not done: Haar strategies, cross-marginal GLS,
-``objective="max"`` budgets for trees, and the binary encoding of non-ordinal attributes.
+Consistency: each workload marginal's answers (and the cells of any marginal inside it) come from
+one estimate, so they are consistent with each other; two workload marginals that share
+attributes are estimated from their own groups and are NOT consistent with each other on their
+common sub-marginal (a joint GLS across marginals would need the full Gram
+``Σ_A ⊗_{i∈A} G_i ⊗_{i∉A} 11ᵀ``, which has no per-attribute inverse when a tree's blocks are
+uneven). A sub-marginal that is not in the workload is read from the workload marginal containing
+it with the smallest variance. The cell strategies of :mod:`.plan` (marginals, Fourier,
+optimized...) are consistent across marginals.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property, reduce
+from functools import cached_property
 from math import prod
 from typing import Any
 
 import numpy as np
-import scipy.optimize
+import pandas as pd
 
 from ...domain import Domain
-from ...errors import DataError, PlanError
-from ...mechanisms.laplace import (
-    discrete_laplace_variance,
-    round_budgets,
-    sample_discrete_laplace_many,
-)
+from ...errors import NotMeasuredError, PlanError
+from ...measure import measure as _measure
+from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
+from ...mechanisms.linear import LinearMechanism
+from ...reconstruct.estimator import EntryAnswer, Estimator
+from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
+from ..base import PlanBase
+from .levels import (
+    KINDS,
+    AttributeLevels,
+    best_levels,
+    interval_rows,
+    quadratic_diagonal,
+)
+from .units import PureUnits, check_epsilon
 
-__all__ = ["AttributeTree", "HierarchicalPlan", "best_tree", "plan_hierarchical", "tree_levels"]
+__all__ = ["HIERARCHICAL_FORMAT", "LEVEL_STRATEGIES", "HierarchicalPlan", "plan_hierarchical"]
+
+HIERARCHICAL_FORMAT = "dpmatrix.pure_levels_plan/1"
+
+#: strategies of generalized (prefix/range/custom) workloads → the level kinds they allow on
+#: attributes whose queries are not plain cells
+LEVEL_STRATEGIES = {"marginals": ("cells",), "hierarchical": ("tree",), "haar": ("haar",), "auto": KINDS}
 
 AttrSet = tuple[int, ...]
 
 
-def tree_levels(n: int, b: int) -> list[np.ndarray]:
-    """Block-sum matrices ``H^0..H^L`` of the ``b``-ary tree on ``n`` ordered cells (root first).
-
-    Examples
-    --------
-    >>> [h.tolist() for h in tree_levels(3, 2)]
-    [[[1, 1, 1]], [[1, 1, 0], [0, 0, 1]], [[1, 0, 0], [0, 1, 0], [0, 0, 1]]]
-    """
-    if n < 1 or b < 2:
-        raise PlanError(f"a tree needs n >= 1 cells and branching b >= 2, got n={n}, b={b}")
-    depth = 0
-    while b**depth < n:
-        depth += 1
-    out = []
-    for lev in range(depth + 1):
-        width = b ** (depth - lev)
-        blocks = -(-n // width)
-        h = np.zeros((blocks, n), dtype=np.int64)
-        h[np.arange(n) // width, np.arange(n)] = 1
-        out.append(h)
-    return out
-
-
-def _gram(levels, eta) -> np.ndarray:
-    return sum(e * e * (h.T @ h) for h, e in zip(levels, eta))
-
-
-def _factor(qtq: np.ndarray, levels, eta) -> float:
-    """``tr(QᵀQ G⁻¹) (Σ η)²`` (inf when ``G`` is singular on the queries' row space)."""
-    g = _gram(levels, eta)
-    try:
-        ginv = np.linalg.inv(g)
-    except np.linalg.LinAlgError:
-        return math.inf
-    if not np.allclose(g @ ginv, np.eye(g.shape[0]), atol=1e-8):
-        return math.inf
-    return float(np.trace(qtq @ ginv)) * float(np.sum(eta)) ** 2
-
-
-@dataclass(frozen=True)
-class AttributeTree:
-    """Per-attribute tree: branching ``b`` (0 = identity, one level), level shares ``η`` (sum 1)
-    and the scale-free variance factor ``F = tr(QᵀQ G⁻¹)`` at those shares."""
-
-    n: int
-    branching: int
-    shares: tuple[float, ...]
-    factor: float
-
-    def levels(self) -> list[np.ndarray]:
-        if self.branching == 0:
-            return [np.eye(self.n, dtype=np.int64)]
-        return tree_levels(self.n, self.branching)
-
-    def gram(self) -> np.ndarray:
-        return _gram(self.levels(), self.shares)
-
-
-def _optimize_shares(qtq: np.ndarray, levels) -> tuple[np.ndarray, float]:
-    k = len(levels)
-    # cube-root start: level weights from the uniform-share GLS (Corollary 3.3 on s_ℓ)
-    u = np.full(k, 1.0 / k)
-    ginv = np.linalg.inv(_gram(levels, u))
-    s = np.array([np.trace(qtq @ ginv @ (h.T @ h) @ ginv) * (1.0 / k) ** 2 for h in levels])
-    starts = [u]
-    if np.all(np.isfinite(s)) and s.sum() > 0:
-        starts.append(np.maximum(cube_root_split(s, np.ones(k), 1.0).eta, 1e-3 / k))
-    best = (u, _factor(qtq, levels, u))
-
-    def f(x):
-        return _factor(qtq, levels, np.abs(x) + 1e-12)
-
-    for x0 in starts:
-        r = scipy.optimize.minimize(f, x0, method="L-BFGS-B", bounds=[(1e-6, None)] * k,
-                                    options={"maxiter": 200})
-        x = np.abs(r.x)
-        x = x / x.sum()
-        v = _factor(qtq, levels, x)
-        if v < best[1]:
-            best = (x, v)
-    return best
-
-
-def _branchings(n: int) -> list[int]:
-    """Branchings tried by default: 2..16 and ``⌈n^{1/k}⌉`` (the smallest ``b`` of each depth)."""
-    out = set(range(2, min(n, 17)))
-    out |= {math.ceil(n ** (1 / k) - 1e-9) for k in range(1, max(2, n.bit_length()))}
-    return sorted(b for b in out if 2 <= b < n)
-
-
-def best_tree(q: np.ndarray, *, branchings: Sequence[int] | None = None,
-              allow_identity: bool = True) -> AttributeTree:
-    """The branching and level shares minimizing ``F`` for one attribute's query matrix ``q``.
-
-    Identity (one level, ``F = tr(QᵀQ)``) is a candidate unless ``allow_identity=False``, so a
-    tree is used only when it helps: under pure DP with the sum objective that is prefixes from
-    about 16 cells and all ranges from about 64 (the levels multiply the L1 sensitivity).
-
-    Examples
-    --------
-    >>> t = best_tree(np.eye(4))
-    >>> t.branching, t.factor
-    (0, 4.0)
-    """
-    q = np.asarray(q, dtype=float)
-    n = q.shape[1]
-    qtq = q.T @ q
-    best = AttributeTree(n, 0, (1.0,), float(np.trace(qtq)) if allow_identity else math.inf)
-    if n <= 1:
-        return AttributeTree(n, 0, (1.0,), float(np.trace(qtq)))
-    for b in branchings or _branchings(n):
-        levels = tree_levels(n, b)
-        eta, v = _optimize_shares(qtq, levels)
-        if v < best.factor * (1 - 1e-12):
-            best = AttributeTree(n, b, tuple(float(e) for e in eta), v)
-    return best
-
-
-def _kron(mats) -> np.ndarray:
-    return reduce(np.kron, mats, np.ones((1, 1)))
-
-
-def _apply(mats, table: np.ndarray) -> np.ndarray:
-    """``(⊗ mats) · vec(table)`` as a table (mode products, C order)."""
-    t = np.asarray(table, dtype=float)
+def mode_products(mats, t: np.ndarray) -> np.ndarray:
+    """``(⊗ mats) · vec(t)`` as a tensor: ``mats[k]`` applied along axis ``k`` (C order)."""
     for ax, m in enumerate(mats):
         t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
     return t
 
 
-@dataclass(frozen=True)
-class HierarchicalPlan:
-    """Pure ε-DP plan of a generalized marginal workload with per-attribute tree strategies.
+def _fraction_str(f: Fraction) -> str:
+    return f"{f.numerator}/{f.denominator}"
 
-    ``budgets[j][ℓ]`` is the exact (dyadic) discrete Laplace parameter of level tuple ``ℓ``
-    (``itertools.product`` order over the marginal's attributes) of workload marginal ``j``.
+
+@dataclass(frozen=True, eq=False)
+class HierarchicalPlan(PureUnits, PlanBase):
+    """Pure ε-DP plan of a generalized marginal workload with per-attribute level strategies.
+
+    Attributes
+    ----------
+    domain, workload
+        What is released (marginals whose attributes carry prefix/range/custom query types).
+    epsilon : float
+        The total budget asked; :meth:`privacy_epsilon` is what is spent (≤ it, exact).
+    per_attribute : tuple of tuple of AttributeLevels
+        ``per_attribute[j][k]``: level strategy of the ``k``-th attribute of workload marginal ``j``.
+    budgets : tuple of tuple of Fraction
+        ``budgets[j][t]``: exact discrete Laplace parameter of level tuple ``t`` of marginal ``j``
+        (``itertools.product`` order over the marginal's attributes' levels).
+    strategy : str
+        ``"cells"`` (each marginal's cells, estimated alone), ``"hierarchical"`` (trees),
+        ``"haar"``, or ``"mixed"`` (each attribute its best kind).
+    budgeting, objective, variance_model : str
+        ``"optimal"`` / ``"uniform"``; ``"sum"`` / ``"max"``; ``"discrete"`` (exact discrete
+        Laplace variances, what is released) / ``"continuous"`` (``2/ε²``).
+    comparison : tuple of dict
+        For ``strategy="auto"``: every candidate's objective.
     """
 
     domain: Domain
     workload: Workload
     epsilon: float
-    trees: tuple[tuple[AttributeTree, ...], ...]
+    per_attribute: tuple[tuple[AttributeLevels, ...], ...]
     budgets: tuple[tuple[Fraction, ...], ...]
     strategy: str = "hierarchical"
     budgeting: str = "optimal"
+    objective: str = "sum"
     variance_model: str = "discrete"
+    comparison: tuple[dict, ...] = field(default=(), compare=False)
 
-    # -- structure ----------------------------------------------------------------------------
-    def _level_tuples(self, j: int):
-        return list(itertools.product(*[range(len(t.levels())) for t in self.trees[j]]))
+    # -- structure ------------------------------------------------------------------------------
+    def level_tuples(self, j: int) -> list[tuple[int, ...]]:
+        """Level tuples of workload marginal ``j`` (the order of ``budgets[j]``)."""
+        return list(itertools.product(*[range(len(t.shares)) for t in self.per_attribute[j]]))
+
+    @property
+    def groups(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """``(marginal j, level tuple)`` of every group with a positive budget."""
+        return tuple((j, lev) for j in range(len(self.budgets))
+                     for lev, b in zip(self.level_tuples(j), self.budgets[j]) if b > 0)
+
+    def measured(self, j: int) -> bool:
+        """Whether workload marginal ``j`` is measured (its budget is positive)."""
+        return any(b > 0 for b in self.budgets[j])
 
     def _queries(self, j: int) -> list[np.ndarray]:
         s = self.workload.sets[j]
         return [np.asarray(self.workload.query_matrix(a, k), dtype=float)
                 for a, k in zip(s, self.workload.types(j))]
 
+    # -- privacy --------------------------------------------------------------------------------
     def privacy_epsilon(self) -> Fraction:
-        """``Σ_{A,ℓ} ε_{A,ℓ}``: every group has column L1 norm 1 on every cell."""
+        """``Σ_{A,ℓ} ε_{A,ℓ}``: the max column L1 norm of the budget-scaled strategy (module doc)."""
         return sum((b for bs in self.budgets for b in bs), Fraction(0))
 
-    def privacy_rho(self) -> float:
-        return float(self.privacy_epsilon()) ** 2 / 2
-
+    # -- variances ------------------------------------------------------------------------------
     def _noise_var(self, j: int) -> np.ndarray:
         e = np.array([float(b) for b in self.budgets[j]])
         if self.variance_model == "continuous":
             with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / e**2, np.inf)
+                return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
         return discrete_laplace_variance(e)
 
     @cached_property
     def _weights(self) -> tuple[np.ndarray, ...]:
-        """GLS weights: the precision of each level tuple *in product form* (continuous model of
-        the unrounded shares), so the Gram is ``⊗ G_i``."""
-        return tuple(np.array([prod(t.shares[k] ** 2 for t, k in zip(self.trees[j], lev))
-                               for lev in self._level_tuples(j)]) for j in range(len(self.trees)))
+        """GLS weight ``ω_ℓ = Π_i η_{i,ℓ_i}²`` of each level tuple (product form)."""
+        return tuple(np.array([prod(t.shares[k] ** 2 for t, k in zip(self.per_attribute[j], lev))
+                               for lev in self.level_tuples(j)]) for j in range(len(self.budgets)))
 
     @cached_property
-    def _ginv(self) -> tuple[tuple[np.ndarray, ...], ...]:
-        return tuple(tuple(np.linalg.inv(t.gram()) for t in ts) for ts in self.trees)
-
-    # -- variances -------------------------------------------------------------------------------
-    def query_variance(self, j: int) -> np.ndarray:
-        """Exact variance of every query of workload marginal ``j`` (rows of ``⊗ Q_i``).
-
-        Estimator ``x̂_A = (⊗G_i)⁻¹ Σ_ℓ ω_ℓ (⊗H^{ℓ})ᵀ y_ℓ`` with product weights ``ω_ℓ``; its
-        covariance is ``Σ_ℓ ω_ℓ² v_ℓ ⊗_i (G_i⁻¹ H_i^{ℓ_iᵀ} H_i^{ℓ_i} G_i⁻¹)`` for noise variances
-        ``v_ℓ`` (exact for the discrete noise; equals ``(ω-proportional) ⊗G_i⁻¹`` when
-        ``v_ℓ ∝ 1/ω_ℓ``). Query variances: ``Σ_ℓ ω_ℓ² v_ℓ ⊗_i diag(Q_i M_{iℓ} Q_iᵀ)``.
-        """
-        qs = self._queries(j)
-        ginv = self._ginv[j]
-        levels = [t.levels() for t in self.trees[j]]
-        per = [[np.einsum("ij,jk,ik->i", q, gi @ (h.T @ h) @ gi, q) for h in lv]
-               for q, gi, lv in zip(qs, ginv, levels)]
-        out = 0.0
-        for w, v, lev in zip(self._weights[j], self._noise_var(j), self._level_tuples(j)):
-            out = out + w * w * v * _kron([per[i][k][None, :] for i, k in enumerate(lev)])[0]
-        return np.asarray(out)
-
-    def total_variance(self) -> float:
-        """``Σ_A w_A Σ_{q of A} Var(q)``."""
-        return float(sum(w * self.query_variance(j).sum()
-                         for j, w in enumerate(self.workload.weights) if w > 0))
-
-    def max_variance(self) -> float:
-        return float(max(self.query_variance(j).max()
-                         for j, w in enumerate(self.workload.weights) if w > 0))
-
-    def table(self) -> list[dict[str, Any]]:
-        rows = []
-        for j, s in enumerate(self.workload.sets):
-            rows.append({"attributes": self.domain.names_of(s),
-                         "branching": [t.branching for t in self.trees[j]],
-                         "groups": len(self.budgets[j]),
-                         "epsilon": float(sum(self.budgets[j], Fraction(0))),
-                         "share": float(sum(self.budgets[j], Fraction(0))) / self.epsilon})
-        return rows
-
-    # -- measurement and reconstruction ---------------------------------------------------------
-    def measure(self, data, *, rng=None) -> tuple[tuple[np.ndarray, ...], ...]:
-        """Noisy integer tree counts ``(⊗H^ℓ)·(A-table) + DLap(ε_{A,ℓ})`` for every group.
-
-        ``data``: ``(n, d)`` integer record array (codes ``0..n_i-1``) or callable attrs → table.
-        ``rng``: None (OS CSPRNG), a RandomSource or a numpy Generator (tests only, NOT secure).
-        """
-        exact, budgets, sizes = [], [], []
-        for j, s in enumerate(self.workload.sets):
-            t = _table(self.domain, data, tuple(s))
-            levels = [tr.levels() for tr in self.trees[j]]
-            for lev, b in zip(self._level_tuples(j), self.budgets[j]):
-                y = _apply([levels[i][k] for i, k in enumerate(lev)], t).astype(np.int64).reshape(-1)
-                exact.append(y)
-                budgets.append(b)
-                sizes.append(y.size)
-        live = [k for k, b in enumerate(budgets) if b > 0]
-        noise = sample_discrete_laplace_many([budgets[k] for k in live], [sizes[k] for k in live], rng)
-        for k, z in zip(live, noise):
-            exact[k] = exact[k] + z
-        out, pos = [], 0
-        for j in range(len(self.trees)):
-            n = len(self.budgets[j])
-            out.append(tuple(exact[pos:pos + n]))
-            pos += n
+    def _coefficients(self) -> tuple[np.ndarray, ...]:
+        """``ω_ℓ² v_ℓ`` as a tensor of shape ``(L_1+1, …)`` per marginal (0 where ``ω = 0``)."""
+        out = []
+        for j in range(len(self.budgets)):
+            w, v = self._weights[j], self._noise_var(j)
+            c = np.where(w > 0, w * w * np.where(np.isfinite(v), v, 0.0), 0.0)
+            out.append(c.reshape([len(t.shares) for t in self.per_attribute[j]]))
         return tuple(out)
 
-    def estimate(self, outputs, j: int) -> np.ndarray:
-        """GLS estimate of the ``A_j``-table from its own tree counts (flat, C order)."""
-        s = self.workload.sets[j]
-        shape = tuple(self.domain.sizes[a] for a in s)
-        levels = [t.levels() for t in self.trees[j]]
-        acc = np.zeros(shape)
-        for w, lev, y in zip(self._weights[j], self._level_tuples(j), outputs[j]):
-            hs = [levels[i][k] for i, k in enumerate(lev)]
-            acc += w * _apply([h.T for h in hs], np.asarray(y, float).reshape([h.shape[0] for h in hs]))
-        return _apply(list(self._ginv[j]), acc).reshape(-1)
+    @cached_property
+    def _sandwich(self) -> dict[AttributeLevels, list[np.ndarray]]:
+        """``M_ℓ = G⁻¹ H^{ℓᵀ} H^ℓ G⁻¹`` of every distinct attribute strategy."""
+        out: dict[AttributeLevels, list[np.ndarray]] = {}
+        for ts in self.per_attribute:
+            for t in ts:
+                if t not in out:
+                    gi = t.gram_inverse
+                    out[t] = [gi @ (h.T @ h) @ gi for h in t.levels()]
+        return out
 
-    def answer(self, outputs, j: int) -> np.ndarray:
-        """Estimated answers of workload marginal ``j``'s queries (rows of ``⊗ Q_i``)."""
-        s = self.workload.sets[j]
-        shape = tuple(self.domain.sizes[a] for a in s)
-        return _apply(self._queries(j), self.estimate(outputs, j).reshape(shape)).reshape(-1)
+    def _require(self, j: int) -> None:
+        if not self.measured(j):
+            raise NotMeasuredError(
+                f"marginal {self.domain.names_of(self.workload.sets[j])} has weight 0 and is not measured"
+            )
+
+    def _kron_variance(self, j: int, rows: list[np.ndarray]) -> np.ndarray:
+        """Variances of the queries ``⊗_k rows[k]`` on marginal ``j``'s table (a tensor of shape
+        ``(rows[k].shape[0], …)``): ``Σ_ℓ ω_ℓ² v_ℓ ⊗_k diag(R_k M_{kℓ_k} R_kᵀ)`` as mode products
+        of the coefficient tensor."""
+        self._require(j)
+        diags = []
+        for t, r in zip(self.per_attribute[j], rows):
+            iv = interval_rows(r)
+            diags.append(np.array([quadratic_diagonal(r, m, iv) for m in self._sandwich[t]]).T)
+        return mode_products(diags, self._coefficients[j])
+
+    @cached_property
+    def _entry_variances(self) -> tuple[np.ndarray | None, ...]:
+        return tuple(self._kron_variance(j, self._queries(j)) if self.measured(j) else None
+                     for j in range(len(self.budgets)))
+
+    def entry_variance(self, j: int) -> np.ndarray:
+        """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
+        self._require(j)
+        return self._entry_variances[j].copy()
+
+    def _rows_for(self, j: int, key: AttrSet) -> list[np.ndarray]:
+        """Per-attribute maps from marginal ``j``'s table to the cells of ``key ⊆ A_j``."""
+        return [np.eye(self.domain.sizes[a]) if a in key else np.ones((1, self.domain.sizes[a]))
+                for a in self.workload.sets[j]]
+
+    def _cells_variance(self, j: int, key: AttrSet) -> np.ndarray:
+        v = self._kron_variance(j, self._rows_for(j, key))
+        return v.reshape(tuple(self.domain.sizes[a] for a in key))
+
+    @cached_property
+    def _source_cache(self) -> dict:
+        return {}
+
+    def source(self, key: AttrSet) -> int:
+        """The workload marginal the ``key``-marginal is estimated from: itself if it is a
+        measured workload marginal, else the measured one containing it with the smallest total
+        cell variance."""
+        key = tuple(key)
+        if key in self._source_cache:
+            return self._source_cache[key]
+        pos = self.workload._position.get(key)
+        if pos is not None and self.measured(pos):
+            j = pos
+        else:
+            cands = [j for j, s in enumerate(self.workload.sets) if set(key) <= set(s) and self.measured(j)]
+            if not cands:
+                raise NotMeasuredError(
+                    f"{list(self.domain.names_of(key))} is not inside a measured marginal of the workload"
+                )
+            j = min(cands, key=lambda c: float(self._cells_variance(c, key).sum()))
+        self._source_cache[key] = j
+        return j
+
+    def _variance(self, key: AttrSet) -> np.ndarray:
+        return self._cells_variance(self.source(key), key)
+
+    def _query_variance(self, key: AttrSet) -> np.ndarray:
+        return self.entry_variance(self.workload.index(key))
+
+    def lifted_variance(self, j: int, q: np.ndarray) -> float:
+        """Variance of ``⟨q, x̂_{A_j}⟩`` for a query ``q`` shaped like marginal ``j``'s table."""
+        self._require(j)
+        q = np.asarray(q, dtype=float)
+        total = 0.0
+        c = self._coefficients[j]
+        ms = [self._sandwich[t] for t in self.per_attribute[j]]
+        for lev in self.level_tuples(j):
+            if c[lev] == 0:
+                continue
+            total += float(c[lev]) * float(np.sum(q * mode_products([m[k] for m, k in zip(ms, lev)], q)))
+        return total
+
+    def covariance(self, attrs) -> np.ndarray:
+        """Dense covariance of the estimate of the marginal on ``attrs`` (C order; ≤ 4,096 cells)."""
+        key = self.domain.resolve(attrs)
+        j = self.source(key)
+        cells = self.domain.cells(key)
+        if cells > 4096:
+            raise PlanError(f"covariance of a {cells}-cell marginal is too large to build densely")
+        rows = self._rows_for(j, key)
+        c = self._coefficients[j]
+        ms = [self._sandwich[t] for t in self.per_attribute[j]]
+        out = np.zeros((cells, cells))
+        for lev in self.level_tuples(j):
+            if c[lev] == 0:
+                continue
+            k = np.ones((1, 1))
+            for r, m, l in zip(rows, ms, lev):
+                k = np.kron(k, r @ m[l] @ r.T)
+            out += float(c[lev]) * k
+        return out
+
+    def _positive(self) -> list[int]:
+        return [j for j, w in enumerate(self.workload.weights) if w > 0]
+
+    def total_variance(self) -> float:
+        """``Σ_A w_A Σ_{q of A} Var(q)`` over the positively weighted marginals."""
+        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum() for j in self._positive()))
+
+    def max_variance(self) -> float:
+        """Largest variance of a query of a positively weighted marginal."""
+        return float(max(self._entry_variances[j].max() for j in self._positive()))
+
+    def rmse(self) -> float:
+        """Root mean squared error over the queries of the positively weighted marginals."""
+        j = self._positive()
+        n = sum(self._entry_variances[i].size for i in j)
+        return math.sqrt(sum(float(self._entry_variances[i].sum()) for i in j) / n)
+
+    def _objective_value(self) -> tuple[str, float]:
+        return ("max_var", self.max_variance()) if self.objective == "max" else ("sum_var", self.total_variance())
+
+    def table(self) -> pd.DataFrame:
+        """One row per measured group: marginal, level strategies, level tuple, rows, budget
+        ``ε_g``, share of ε, per-row noise variance.
+
+        Returns
+        -------
+        pandas.DataFrame
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"a": 8}), [("a",)], query_types={"a": "prefix"})
+        >>> t = dm.plan(wk, epsilon=1, delta=0, strategy="haar").table()
+        >>> round(float(t["share"].sum()), 6) <= 1.0
+        True
+        """
+        rows = []
+        for j, s in enumerate(self.workload.sets):
+            var = self._noise_var(j)
+            ts = self.per_attribute[j]
+            for lev, b, v in zip(self.level_tuples(j), self.budgets[j], var):
+                if b <= 0:
+                    continue
+                rows.append({
+                    "attributes": ",".join(self.domain.names_of(s)),
+                    "levels": ",".join(t.label for t in ts),
+                    "level": ",".join(str(k) for k in lev),
+                    "rows": int(prod(t.levels()[k].shape[0] for t, k in zip(ts, lev))),
+                    "epsilon": float(b),
+                    "share": float(b) / self.epsilon,
+                    "noise_variance": float(v),
+                })  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def marginal_table(self) -> pd.DataFrame:
+        """One row per workload marginal: queries, weight, ε spent, total and max variance."""
+        rows = []
+        for j in range(len(self.workload)):
+            v = self._entry_variances[j]
+            rows.append({"marginal": ",".join(self.workload.names(j)),
+                         "levels": ",".join(t.label for t in self.per_attribute[j]),
+                         "queries": int(self.workload.n_queries[j]),
+                         "weight": float(self.workload.weights[j]),
+                         "epsilon": float(sum(self.budgets[j], Fraction(0))),
+                         "total_variance": math.inf if v is None else float(v.sum()),
+                         "max_variance": math.inf if v is None else float(v.max())})
+        return pd.DataFrame(rows)
+
+    # -- measurement ------------------------------------------------------------------------------
+    def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
+                noise: str | None = None, engine=None, store=None):
+        """Noisy integer level counts of every group (exact discrete Laplace, OS CSPRNG unless a
+        generator is given: then reproducible and NOT private), through :func:`dpmatrix.measure`.
+
+        Returns
+        -------
+        Measurements
+        """
+        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
+
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
+        """``(self, [LinearMechanism])``: group ``(j, ℓ)`` releases ``⊗ H^{ℓ}`` applied to marginal
+        ``j``'s integer table plus discrete Laplace noise of parameter ``ε_{j,ℓ}`` (key ``(j, ℓ)``)."""
+        if noise not in (None, "discrete_laplace"):
+            raise PlanError(
+                f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; noise={noise!r} "
+                "is a Gaussian (zCDP / (epsilon, delta)) option: plan with delta > 0 for it"
+            )
+        out = []
+        for j, s in enumerate(self.workload.sets):
+            levels = [t.levels() for t in self.per_attribute[j]]
+            for lev, b in zip(self.level_tuples(j), self.budgets[j]):
+                if b <= 0:
+                    continue
+                mats = tuple(levels[k][l] for k, l in enumerate(lev))
+                out.append(LinearMechanism((j, lev), tuple(s), _IntegerLevels(mats),
+                                           tuple(m.shape[0] for m in mats), "discrete_laplace", b))
+        return self, out
+
+    def estimator(self, noisy) -> "HierarchicalEstimator":
+        """GLS estimates (within each marginal) from the noisy group outputs ``noisy[(j, ℓ)]``."""
+        return HierarchicalEstimator(self, noisy)
+
+    # -- serialization ----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": HIERARCHICAL_FORMAT,
+            "planner": "pure",
+            "domain": self.domain.to_dict(),
+            "workload": self.workload.to_dict(),
+            "epsilon": self.epsilon,
+            "strategy": self.strategy,
+            "budgeting": self.budgeting,
+            "objective": self.objective,
+            "variance_model": self.variance_model,
+            "per_attribute": [[t.to_dict() for t in ts] for ts in self.per_attribute],
+            "budgets": [[_fraction_str(b) for b in bs] for bs in self.budgets],
+            "comparison": [dict(c) for c in self.comparison],
+            "residuals": [],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "HierarchicalPlan":
+        """The plan written by :meth:`to_dict` (structure and exact privacy re-checked).
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"a": 8}), [("a",)], query_types={"a": "range"})
+        >>> p = dm.plan(wk, epsilon=1, delta=0, strategy="hierarchical")
+        >>> HierarchicalPlan.from_dict(p.to_dict()).budgets == p.budgets
+        True
+        """
+        if d.get("format") != HIERARCHICAL_FORMAT:
+            raise PlanError(f"not a dpmatrix pure level-strategy plan (format {d.get('format')!r})")
+        dom = Domain.from_dict(d["domain"])
+        wk = Workload.from_dict(dom, d["workload"])
+        per = tuple(tuple(AttributeLevels.from_dict(t) for t in ts) for ts in d["per_attribute"])
+        budgets = tuple(tuple(Fraction(b) for b in bs) for bs in d["budgets"])
+        if len(per) != len(wk) or len(budgets) != len(wk):
+            raise PlanError("the stored plan's level strategies do not match its workload")
+        for s, ts, bs in zip(wk.sets, per, budgets):
+            if [t.n for t in ts] != [dom.sizes[a] for a in s] or len(bs) != prod(len(t.shares) for t in ts):
+                raise PlanError(f"the stored level strategies of {dom.names_of(s)} do not match the domain")
+            if any(b < 0 for b in bs):
+                raise PlanError("the stored plan has a negative budget")
+        plan = cls(domain=dom, workload=wk, epsilon=float(d["epsilon"]), per_attribute=per, budgets=budgets,
+                   strategy=str(d["strategy"]), budgeting=str(d["budgeting"]),
+                   objective=str(d.get("objective", "sum")), variance_model=str(d.get("variance_model", "discrete")),
+                   comparison=tuple(d.get("comparison", ())))
+        if plan.privacy_epsilon() > Fraction(plan.epsilon):
+            raise PlanError("stored plan spends more than its epsilon: refusing it")
+        return plan
 
 
-def _table(domain: Domain, data, attrs: AttrSet) -> np.ndarray:
-    if callable(data):
-        t = np.asarray(data(attrs))
-    else:
-        rec = np.asarray(data)
-        if rec.ndim != 2 or rec.shape[1] != len(domain) or not np.issubdtype(rec.dtype, np.integer):
-            raise DataError(f"data must be a callable or an (n, {len(domain)}) integer record array")
-        ns = tuple(domain.sizes[i] for i in attrs)
-        if rec.size and (rec.min() < 0 or np.any(rec.max(axis=0) >= np.asarray(domain.sizes))):
-            raise DataError("record codes must lie in 0..size-1 for every attribute")
-        idx = np.ravel_multi_index(tuple(rec[:, i] for i in attrs), ns) if attrs else np.zeros(len(rec), int)
-        t = np.bincount(idx, minlength=prod(ns)).reshape(ns)
-    if not np.issubdtype(t.dtype, np.integer):
-        raise DataError("marginal tables must hold integer counts")
-    return t
+class _IntegerLevels:
+    """The linear map of one group: integer mode products (exact int64 arithmetic)."""
+
+    def __init__(self, mats):
+        self.mats = mats
+
+    def __call__(self, table: np.ndarray) -> np.ndarray:
+        return mode_products(self.mats, np.asarray(table))
 
 
-def plan_hierarchical(workload: Workload, epsilon: float, *, variance_model: str = "discrete",
-                      budgeting: str = "optimal", branching: int | None = None) -> HierarchicalPlan:
-    """Plan a generalized marginal workload with per-attribute tree strategies (see module doc).
+class HierarchicalEstimator(Estimator):
+    """The :class:`~dpmatrix.reconstruct.estimator.Estimator` of a :class:`HierarchicalPlan`."""
+
+    def __init__(self, plan: HierarchicalPlan, noisy):
+        self.plan = plan
+        self.noisy = noisy
+        self._cells: dict[int, np.ndarray] = {}
+
+    def cells(self, j: int) -> np.ndarray:
+        """GLS estimate of workload marginal ``j``'s table from its own groups."""
+        if j not in self._cells:
+            p = self.plan
+            p._require(j)
+            ts = p.per_attribute[j]
+            levels = [t.levels() for t in ts]
+            acc = np.zeros(tuple(t.n for t in ts))
+            for w, lev, b in zip(p._weights[j], p.level_tuples(j), p.budgets[j]):
+                if b <= 0 or w == 0:
+                    continue
+                if (j, lev) not in self.noisy:
+                    raise NotMeasuredError(f"the measurements hold no output of group {(j, lev)}")
+                hs = [levels[k][l].astype(float) for k, l in enumerate(lev)]
+                y = np.asarray(self.noisy[(j, lev)], dtype=float).reshape([h.shape[0] for h in hs])
+                acc += w * mode_products([h.T for h in hs], y)
+            self._cells[j] = mode_products([t.gram_inverse for t in ts], acc)
+        return self._cells[j]
+
+    def estimate(self, key):
+        j = self.plan.source(key)
+        s = self.plan.workload.sets[j]
+        drop = tuple(k for k, a in enumerate(s) if a not in key)
+        t = self.cells(j)
+        return t.sum(axis=drop) if drop else t.copy()
+
+    def variance(self, key):
+        return self.plan._variance(key)
+
+    def covariance(self, key):
+        return self.plan.covariance(key)
+
+    def query_vector(self, key, q):
+        j = self.plan.source(key)
+        s = self.plan.workload.sets[j]
+        shape = tuple(self.plan.domain.sizes[a] if a in key else 1 for a in s)
+        qa = np.broadcast_to(np.asarray(q, dtype=float).reshape(shape), self.cells(j).shape)
+        return float(np.sum(qa * self.cells(j))), self.plan.lifted_variance(j, qa)
+
+    def entries(self):
+        return iter([j for j in range(len(self.plan.workload)) if self.plan.measured(j)])
+
+    def entry_of(self, key):
+        return self.plan.workload.index(key)
+
+    def entry(self, i):
+        p = self.plan
+        wk, dom = p.workload, p.domain
+        key = wk.sets[i]
+        qs = p._queries(i)
+        est = mode_products(qs, self.cells(i))
+        labels = []
+        for a, t, q in zip(key, wk.types(i), qs):
+            attr = dom.attributes[a]
+            plain = t == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
+            labels.append(None if plain else query_labels(attr, t, q))
+        names = dom.names_of(key)
+        return EntryAnswer(names, names, labels, est, p.entry_variance(i))
+
+
+# -------------------------------------------------------------------------------------------
+# Planning
+# -------------------------------------------------------------------------------------------
+
+
+def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branching: int | None):
+    cache: dict = {}
+    out = []
+    for j, s in enumerate(workload.sets):
+        row = []
+        for a, k in zip(s, workload.types(j)):
+            key = (a, k)
+            if key not in cache:
+                q = np.asarray(workload.query_matrix(a, k), dtype=float)
+                allowed = ("cells",) if k == "identity" else tuple(kinds)
+                try:
+                    cache[key] = best_levels(q, kinds=allowed, objective=objective, shares=shares,
+                                             branchings=None if branching is None else [int(branching)])
+                except PlanError:
+                    if "cells" in allowed:
+                        raise
+                    # e.g. a tree on 1 cell: that attribute keeps its cells
+                    cache[key] = best_levels(q, kinds=("cells",), objective=objective)
+            row.append(cache[key])
+        out.append(tuple(row))
+    return out
+
+
+def _strategy_name(per) -> str:
+    kinds = {t.kind for ts in per for t in ts} - {"cells"}
+    if not kinds:
+        return "cells"
+    if kinds == {"tree"}:
+        return "hierarchical"
+    if kinds == {"haar"}:
+        return "haar"
+    return "mixed"
+
+
+def plan_hierarchical(
+    workload: Workload,
+    epsilon: float,
+    *,
+    strategy: str = "auto",
+    budgeting: str = "optimal",
+    objective: str = "sum",
+    variance_model: str = "discrete",
+    branching: int | None = None,
+) -> HierarchicalPlan:
+    """Plan a generalized marginal workload with per-attribute level strategies (module doc).
 
     Parameters
     ----------
@@ -357,14 +579,19 @@ def plan_hierarchical(workload: Workload, epsilon: float, *, variance_model: str
         Marginals whose attributes carry query types (identity, prefix, range, a matrix).
     epsilon : float
         Total pure-DP budget.
+    strategy : {"auto", "hierarchical", "haar", "marginals"}, keyword-only
+        The level kind allowed on attributes with prefix/range/custom queries: b-ary trees
+        (branching chosen per attribute, or ``branching``), the Haar wavelet, plain cells, or
+        (``"auto"``) whichever of the three gives that attribute the smallest factor.
+    budgeting : {"optimal", "uniform"}, keyword-only
+        Optimized level shares and closed-form marginal budgets, or one equal budget for every
+        group (``ε / number of groups``; the kind then chosen at equal shares).
+    objective : {"sum", "max"}, keyword-only
+        What the shares and budgets minimize: weighted sum, or largest weighted query variance.
     variance_model : {"discrete", "continuous"}, keyword-only
         Exact discrete Laplace variances of the rounded budgets, or the paper's ``2/ε²``.
-    budgeting : {"optimal", "uniform"}, keyword-only
-        Optimal: per-attribute optimized level shares and cube-root marginal budgets. Uniform:
-        equal budget for every group (``ε / Σ_A Π_i (L_i+1)``) with the same branching.
     branching : int, keyword-only
-        Force this branching on every attribute whose query type is not ``"identity"`` (default:
-        each attribute picks the branching, or plain cells, with the smallest factor ``F``).
+        Force this tree branching (with ``strategy="hierarchical"``).
 
     Returns
     -------
@@ -373,46 +600,41 @@ def plan_hierarchical(workload: Workload, epsilon: float, *, variance_model: str
     Examples
     --------
     >>> from dpmatrix.domain import Domain
-    >>> dom = Domain.from_sizes([16])
-    >>> wl = Workload(dom, [("a0",)], query_types={"a0": "prefix"})
-    >>> p = plan_hierarchical(wl, 1.0)   # prefixes on 16 cells: a tree beats the cells
-    >>> p.trees[0][0].branching > 0, float(p.privacy_epsilon()) <= 1.0
-    (True, True)
+    >>> wl = Workload(Domain.from_sizes([16]), [("a0",)], query_types={"a0": "prefix"})
+    >>> p = plan_hierarchical(wl, 1.0, strategy="haar")
+    >>> p.per_attribute[0][0].kind, float(p.privacy_epsilon()) <= 1.0
+    ('haar', True)
     """
-    eps = float(epsilon)
-    trees, weights = [], []
-    cache: dict = {}
-    for j, s in enumerate(workload.sets):
-        row = []
-        for a, k in zip(s, workload.types(j)):
-            q = np.asarray(workload.query_matrix(a, k), dtype=float)
-            key = (q.shape, q.tobytes())
-            if key not in cache:
-                if branching is not None and k != "identity":
-                    cache[key] = best_tree(q, branchings=[int(branching)], allow_identity=False)
-                else:
-                    cache[key] = best_tree(q)
-            row.append(cache[key])
-        trees.append(tuple(row))
-        weights.append(float(workload.weights[j]))
-    w = np.array(weights)
-    n_groups = [prod(len(t.levels()) for t in ts) for ts in trees]
+    eps = check_epsilon(epsilon)
+    if strategy not in LEVEL_STRATEGIES:
+        raise PlanError(f"unknown strategy {strategy!r} for prefix/range/custom queries; choose one of "
+                        f"{sorted(LEVEL_STRATEGIES)}")
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+    if variance_model not in ("discrete", "continuous"):
+        raise PlanError(f"variance_model must be 'discrete' or 'continuous', got {variance_model!r}")
+    if budgeting not in ("optimal", "uniform"):
+        raise PlanError(f"budgeting must be 'optimal' or 'uniform', got {budgeting!r}")
+    if branching is not None and strategy != "hierarchical":
+        raise PlanError("branching= is an option of strategy='hierarchical'")
+    per = _choose_levels(workload, LEVEL_STRATEGIES[strategy], objective, budgeting, branching)
+    w = np.asarray(workload.weights, dtype=float)
+    n_groups = np.array([prod(len(t.shares) for t in ts) for ts in per], dtype=float)
     if budgeting == "uniform":
-        trees = [tuple(AttributeTree(t.n, t.branching, tuple([1.0 / len(t.levels())] * len(t.levels())),
-                                     t.factor) for t in ts) for ts in trees]
-        eps_a = np.array([eps * g / sum(n_groups) for g in n_groups]) * (w > 0)
-    elif budgeting == "optimal":
-        s = np.array([2 * x * prod(t.factor for t in ts) for x, ts in zip(w, trees)])
+        eps_a = eps * n_groups * (w > 0) / float(n_groups[w > 0].sum())
+    elif objective == "sum":
+        s = np.array([2 * x * prod(t.factor for t in ts) for x, ts in zip(w, per)])
         eps_a = cube_root_split(s, np.ones(len(s)), eps).eta
     else:
-        raise PlanError(f"budgeting must be 'optimal' or 'uniform', got {budgeting!r}")
+        r = np.sqrt([2 * x * prod(t.factor for t in ts) for x, ts in zip(w, per)])
+        eps_a = eps * r / r.sum()
     eta, idx = [], []
-    for j, ts in enumerate(trees):
+    for j, ts in enumerate(per):
         for lev in itertools.product(*[range(len(t.shares)) for t in ts]):
             eta.append(eps_a[j] * prod(t.shares[k] for t, k in zip(ts, lev)))
             idx.append(j)
     flat = round_budgets(eta, [1] * len(eta), eps)
-    budgets = tuple(tuple(b for b, i in zip(flat, idx) if i == j) for j in range(len(trees)))
-    return HierarchicalPlan(domain=workload.domain, workload=workload, epsilon=eps,
-                            trees=tuple(trees), budgets=budgets, budgeting=budgeting,
-                            variance_model=variance_model)
+    budgets = tuple(tuple(b for b, i in zip(flat, idx) if i == j) for j in range(len(per)))
+    return HierarchicalPlan(domain=workload.domain, workload=workload, epsilon=eps, per_attribute=tuple(per),
+                            budgets=budgets, strategy=_strategy_name(per), budgeting=budgeting,
+                            objective=objective, variance_model=variance_model)

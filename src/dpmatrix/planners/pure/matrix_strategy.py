@@ -1,31 +1,58 @@
 """A user's explicit strategy matrix under pure ε-DP (small domains only; explicit by request).
 
-The strategy ``S`` (``m × N`` on the full domain, C order) must have integer rows after an exact
-per-row rescaling (a row ``r`` with entries ``c·k_j``, ``k_j`` integers, is replaced by ``k``; the
-noise is added to integer answers — real-valued rows that do not rescale are refused by name).
-Budgets: program (1)–(3) of Cormode et al. with the least-squares recovery ``R = Q S⁺``
-(``b_r = 2 Σ_q w_q R_qr²``) solved by :func:`dpmatrix.solvers.budget_split.convex_budget_split`
-(``budgeting="optimal"``) or one budget ``ε / max_j Σ_r |S_rj|`` for every row (``"uniform"``).
-Recovery is GLS with the exact discrete Laplace variances; the workload must lie in ``S``'s
-row space.
+The strategy ``S`` (``m × N``) acts on the cells of the measured table: the union ``U`` of the
+workload's attributes (``N = Π_{i∈U} n_i``, as :func:`dpmatrix.evaluate`), or the whole domain
+when ``S`` has that many columns; cells in C order (first attribute slowest). Each row must have
+integer entries after an exact per-row rescaling (a row ``c·(k_1, …, k_N)`` with integers
+``k_j`` is replaced by ``k``: the noise is added to integer answers); real-valued rows that do
+not rescale are refused by name (no floating-point Laplace).
+
+Budgets: program (1)–(3) of Cormode et al. with the least-squares recovery ``R = Q S⁺`` (``Q``
+every workload query — cells, prefixes, ranges … — on ``U``): ``objective="sum"`` minimizes
+``Σ_r b_r/ε_r²``, ``b_r = 2 Σ_q w_q R_qr²``
+(:func:`~dpmatrix.solvers.budget_split.convex_budget_split`), ``"max"`` minimizes
+``max_q w_q Σ_r 2 R_qr²/ε_r²`` (:func:`~dpmatrix.solvers.budget_split.convex_max_budget_split`),
+subject to ``Σ_r |S_rj| ε_r ≤ ε`` for every column ``j``; ``budgeting="uniform"`` gives every row
+``ε / max_j Σ_r |S_rj|``. Budgets are rounded down to dyadic rationals and the max column L1
+norm of the budget-scaled strategy is checked in exact arithmetic
+(:meth:`MatrixPurePlan.privacy_epsilon`).
+
+Recovery is GLS with the exact discrete Laplace variances, ``x̂ = (SᵀΣ⁻¹S)⁺ SᵀΣ⁻¹ y``; every
+workload query must lie in the row space of the measured rows (a :class:`WorkloadError` names
+it otherwise), and is then answered without bias with variance ``q (SᵀΣ⁻¹S)⁺ qᵀ``. All
+answers come from one ``x̂``: they are consistent.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, reduce
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from ...errors import PlanError, WorkloadError
-from ...solvers.budget_split import convex_budget_split
+from ...domain import Domain
+from ...errors import NotMeasuredError, PlanError, WorkloadError
+from ...linalg.marginal_map import marginal_map
+from ...measure import measure as _measure
+from ...mechanisms.laplace import discrete_laplace_variance, dyadic_floor
+from ...mechanisms.linear import LinearMechanism
+from ...reconstruct.estimator import EntryAnswer, Estimator
+from ...reconstruct.measurements import query_labels
+from ...solvers.budget_split import convex_budget_split, convex_max_budget_split
 from ...workload import Workload
-from .plan import check_epsilon
-from ...mechanisms.laplace import dyadic_floor, discrete_laplace_variance, sample_discrete_laplace_eps
+from ..base import PlanBase
+from .units import PureUnits, check_epsilon
 
-__all__ = ["MatrixPurePlan", "plan_pure_matrix", "integer_rows"]
+__all__ = ["MATRIX_FORMAT", "MatrixPurePlan", "integer_rows", "plan_pure_matrix"]
+
+MATRIX_FORMAT = "dpmatrix.pure_matrix_plan/1"
+#: relative tolerance of the row-space test
+_SPAN_TOL = 1e-8
 
 
 def integer_rows(strategy: np.ndarray, *, tol: float = 1e-12, max_den: int = 4096) -> np.ndarray:
@@ -65,132 +92,367 @@ def integer_rows(strategy: np.ndarray, *, tol: float = 1e-12, max_den: int = 409
     return out
 
 
-@dataclass(frozen=True)
-class MatrixPurePlan:
-    """Explicit pure-DP plan: integer strategy rows, per-row budgets, GLS variances."""
+def _kron(mats) -> np.ndarray:
+    return reduce(np.kron, mats, np.ones((1, 1)))
+
+
+def _fraction_str(f: Fraction) -> str:
+    return f"{f.numerator}/{f.denominator}"
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixPurePlan(PureUnits, PlanBase):
+    """Explicit pure-DP plan: integer strategy rows on the cells of ``attrs``, per-row budgets,
+    GLS answers with exact variances.
+
+    Attributes
+    ----------
+    workload : Workload
+    epsilon : float
+        Budget asked; :meth:`privacy_epsilon` is what is spent (exact).
+    attrs : tuple of int
+        The measured table's attributes (sorted).
+    strategy_matrix : numpy.ndarray
+        Integer rows (read-only), ``m × Π_{i∈attrs} n_i``.
+    budgets : tuple of Fraction
+        Discrete Laplace parameter of each row (0: not measured).
+    budgeting, objective : str
+    """
 
     workload: Workload
     epsilon: float
-    strategy_matrix: np.ndarray
+    attrs: tuple[int, ...]
+    strategy_matrix: np.ndarray = field(repr=False)
     budgets: tuple[Fraction, ...]
-    budgeting: str
+    budgeting: str = "optimal"
+    objective: str = "sum"
+    strategy: str = "matrix"
 
-    def lower_bound(self) -> None:
-        """``None``: the singular value bound applies to Gaussian plans only (see
-        :meth:`dpmatrix.planners.pure.plan.PurePlan.lower_bound`)."""
-        return None
+    @property
+    def domain(self) -> Domain:
+        return self.workload.domain
 
-    def optimality_ratio(self) -> None:
-        """``None``: not applicable to pure ε-DP plans."""
-        return None
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.domain.sizes[a] for a in self.attrs)
 
+    # -- privacy ----------------------------------------------------------------------------------
+    def privacy_epsilon(self) -> Fraction:
+        """``max_j Σ_r |S_rj| ε_r`` in exact arithmetic (the columns within 10⁻⁹ of the float
+        maximum are summed exactly; float sums are exact to far better than that)."""
+        s = np.abs(self.strategy_matrix)
+        e = np.array([float(b) for b in self.budgets])
+        col = e @ s
+        top = np.flatnonzero(col >= col.max() * (1 - 1e-9))
+        live = [r for r, b in enumerate(self.budgets) if b > 0]
+        return max(sum((int(s[r, j]) * self.budgets[r] for r in live), Fraction(0)) for j in top)
+
+    # -- linear algebra ---------------------------------------------------------------------------
     @cached_property
     def noise_variance(self) -> np.ndarray:
+        """Per-row noise variance (exact discrete Laplace; inf for a row with budget 0)."""
         return discrete_laplace_variance(np.array([float(b) for b in self.budgets]))
 
     @cached_property
-    def _q(self) -> dict:
-        return {tuple(a): _marginal_matrix(self.workload.domain.sizes, tuple(a)) for a in self.workload.sets}
+    def _precision(self) -> np.ndarray:
+        v = self.noise_variance
+        return np.where(np.isfinite(v), 1.0 / np.where(np.isfinite(v), v, 1.0), 0.0)
 
     @cached_property
     def _cov_x(self) -> np.ndarray:
+        """``(SᵀΣ⁻¹S)⁺`` (rows with budget 0 have precision 0)."""
         s = self.strategy_matrix.astype(float)
-        p = np.where(np.isfinite(self.noise_variance), 1.0 / self.noise_variance, 0.0)
-        return np.linalg.pinv(s.T @ (p[:, None] * s), hermitian=True)
+        return np.linalg.pinv(s.T @ (self._precision[:, None] * s), hermitian=True, rcond=1e-12)
+
+    @cached_property
+    def _projector(self) -> np.ndarray:
+        """Projector on the row space of the measured rows."""
+        s = self.strategy_matrix.astype(float)[self._precision > 0]
+        return np.linalg.pinv(s, rcond=1e-12) @ s
+
+    def _outside(self, q: np.ndarray) -> np.ndarray:
+        """Rows of ``q`` outside the measured rows' row space."""
+        r = np.linalg.norm(q - q @ self._projector, axis=1)
+        return r > _SPAN_TOL * np.maximum(np.linalg.norm(q, axis=1), 1.0)
+
+    def _lift(self, key) -> np.ndarray:
+        """Cells of ``attrs`` → cells of the marginal on ``key``."""
+        if not set(key) <= set(self.attrs):
+            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside the measured "
+                                   f"table {list(self.domain.names_of(self.attrs))}")
+        return marginal_map(self.shape, tuple(self.attrs.index(a) for a in key))
+
+    def entry_matrix(self, j: int) -> np.ndarray:
+        """Workload marginal ``j``'s queries (rows of ``⊗ W_i``) on the cells of ``attrs``."""
+        s = self.workload.sets[j]
+        w = _kron([np.asarray(self.workload.query_matrix(a, k), dtype=float) for a, k in zip(s, self.workload.types(j))])
+        return w @ self._lift(s)
+
+    def _entry_shape(self, j: int) -> tuple[int, ...]:
+        s = self.workload.sets[j]
+        return tuple(self.workload.query_matrix(a, k).shape[0] for a, k in zip(s, self.workload.types(j)))
+
+    def _diag(self, q: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,jk,ik->i", q, self._cov_x, q)
+
+    @cached_property
+    def _entry_variances(self) -> tuple[np.ndarray, ...]:
+        return tuple(self._diag(self.entry_matrix(j)).reshape(self._entry_shape(j)) for j in range(len(self.workload)))
+
+    def entry_variance(self, j: int) -> np.ndarray:
+        """Exact variance of every query of workload marginal ``j``."""
+        return self._entry_variances[j].copy()
+
+    def _variance(self, key) -> np.ndarray:
+        t = self._lift(key)
+        if self._outside(t).any():
+            raise NotMeasuredError(f"the strategy cannot answer every cell of {list(self.domain.names_of(key))} "
+                                   "(outside its row space); ask for the workload's queries")
+        return self._diag(t).reshape(tuple(self.domain.sizes[a] for a in key))
+
+    def _query_variance(self, key) -> np.ndarray:
+        return self.entry_variance(self.workload.index(key))
 
     def covariance(self, attrs) -> np.ndarray:
-        a = tuple(sorted(self.workload.domain.resolve(attrs)))
-        q = _marginal_matrix(self.workload.domain.sizes, a)
-        return q @ self._cov_x @ q.T
+        """Dense covariance of the estimate of the marginal on ``attrs`` (C order)."""
+        key = self.domain.resolve(attrs)
+        self._variance(key)
+        t = self._lift(key)
+        return t @ self._cov_x @ t.T
 
-    def variance(self, attrs) -> np.ndarray:
-        return np.diag(self.covariance(attrs)).copy()
+    def _positive(self) -> list[int]:
+        return [j for j, w in enumerate(self.workload.weights) if w > 0]
 
     def total_variance(self) -> float:
-        return float(sum(w * self.variance(a).sum() for w, a in zip(self.workload.weights, self.workload.sets)))
+        """``Σ_W w_W Σ_{q of W} Var(q)``."""
+        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum() for j in self._positive()))
 
     def max_variance(self) -> float:
-        return float(max(self.variance(a).max() for w, a in zip(self.workload.weights, self.workload.sets) if w > 0))
+        """Largest variance of a query of a positively weighted marginal."""
+        return float(max(self._entry_variances[j].max() for j in self._positive()))
 
-    def privacy_epsilon(self) -> Fraction:
-        cols = np.abs(self.strategy_matrix)
-        return max(sum((int(cols[r, j]) * b for r, b in enumerate(self.budgets)), Fraction(0))
-                   for j in range(cols.shape[1]))
+    def rmse(self) -> float:
+        js = self._positive()
+        return math.sqrt(sum(float(self._entry_variances[j].sum()) for j in js)
+                         / sum(self._entry_variances[j].size for j in js))
 
-    def measure(self, x: np.ndarray, *, rng=None) -> np.ndarray:
-        """Noisy ``S x + DLap(ε_r)`` for the full integer data vector ``x`` (length ``N``)."""
-        x = np.asarray(x)
-        exact = self.strategy_matrix @ x.astype(np.int64)
-        noise = np.array([sample_discrete_laplace_eps(b, 1, rng)[0] if b > 0 else 0 for b in self.budgets])
-        return exact + noise
+    def _objective_value(self) -> tuple[str, float]:
+        return ("max_var", self.max_variance()) if self.objective == "max" else ("sum_var", self.total_variance())
 
-    def marginal(self, y: np.ndarray, attrs) -> np.ndarray:
-        a = tuple(sorted(self.workload.domain.resolve(attrs)))
-        s = self.strategy_matrix.astype(float)
-        p = np.where(np.isfinite(self.noise_variance), 1.0 / self.noise_variance, 0.0)
-        xhat = self._cov_x @ (s.T @ (p * np.asarray(y, dtype=float)))
-        return (_marginal_matrix(self.workload.domain.sizes, a) @ xhat).reshape(
-            tuple(self.workload.domain.sizes[i] for i in a))
+    @cached_property
+    def _row_groups(self) -> tuple[tuple[Fraction, tuple[int, ...]], ...]:
+        by: dict[Fraction, list[int]] = {}
+        for r, b in enumerate(self.budgets):
+            if b > 0:
+                by.setdefault(b, []).append(r)
+        return tuple((b, tuple(rows)) for b, rows in by.items())
+
+    @property
+    def groups(self) -> tuple[tuple[Fraction, tuple[int, ...]], ...]:
+        """``(budget, rows)``: the measured rows grouped by equal budget (one mechanism each)."""
+        return self._row_groups
+
+    def table(self) -> pd.DataFrame:
+        """One row per group of rows with one budget: rows, ``ε_r``, noise variance."""
+        return pd.DataFrame([{"rows": len(rows), "first_row": rows[0], "epsilon": float(b),
+                              "noise_variance": float(discrete_laplace_variance(np.array([float(b)]))[0])}
+                             for b, rows in self._row_groups])
+
+    # -- measurement ------------------------------------------------------------------------------
+    def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
+                noise: str | None = None, engine=None, store=None):
+        """Noisy integer answers of every row (exact discrete Laplace) through :func:`dpmatrix.measure`."""
+        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
+
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
+        """``(self, [LinearMechanism])``: the rows of each budget group ``g`` applied to the
+        flattened table on ``attrs`` plus discrete Laplace noise of that budget (key ``g``)."""
+        if noise not in (None, "discrete_laplace"):
+            raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
+                            f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
+        out = []
+        for g, (b, rows) in enumerate(self._row_groups):
+            m = self.strategy_matrix[list(rows)]
+            out.append(LinearMechanism(g, self.attrs, _IntegerRows(m), (len(rows),), "discrete_laplace", b))
+        return self, out
+
+    def estimator(self, noisy) -> "MatrixEstimator":
+        return MatrixEstimator(self, noisy)
+
+    # -- serialization ----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": MATRIX_FORMAT, "planner": "pure", "domain": self.domain.to_dict(),
+                "workload": self.workload.to_dict(), "epsilon": self.epsilon,
+                "attributes": list(self.domain.names_of(self.attrs)),
+                "strategy": self.strategy_matrix.tolist(), "budgets": [_fraction_str(b) for b in self.budgets],
+                "budgeting": self.budgeting, "objective": self.objective, "residuals": []}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "MatrixPurePlan":
+        """The plan written by :meth:`to_dict` (shape and exact privacy re-checked)."""
+        if d.get("format") != MATRIX_FORMAT:
+            raise PlanError(f"not a dpmatrix pure strategy-matrix plan (format {d.get('format')!r})")
+        dom = Domain.from_dict(d["domain"])
+        wk = Workload.from_dict(dom, d["workload"])
+        attrs = dom.resolve(d["attributes"])
+        s = np.asarray(d["strategy"], dtype=np.int64)
+        budgets = tuple(Fraction(b) for b in d["budgets"])
+        if s.ndim != 2 or s.shape[1] != dom.cells(attrs) or len(budgets) != s.shape[0] or any(b < 0 for b in budgets):
+            raise PlanError("the stored strategy matrix does not match its domain or budgets")
+        s.setflags(write=False)
+        plan = cls(wk, float(d["epsilon"]), attrs, s, budgets, str(d.get("budgeting", "optimal")),
+                   str(d.get("objective", "sum")))
+        if plan.privacy_epsilon() > Fraction(plan.epsilon):
+            raise PlanError("stored plan spends more than its epsilon: refusing it")
+        return plan
 
 
-def _marginal_matrix(sizes, attrs) -> np.ndarray:
-    out = np.ones((1, 1))
-    for i, n in enumerate(sizes):
-        out = np.kron(out, np.eye(n) if i in attrs else np.ones((1, n)))
-    return out
+class _IntegerRows:
+    def __init__(self, m: np.ndarray):
+        self.m = m
+
+    def __call__(self, table: np.ndarray) -> np.ndarray:
+        return self.m @ np.asarray(table).reshape(-1)
+
+
+class MatrixEstimator(Estimator):
+    """GLS estimates of a :class:`MatrixPurePlan` from ``noisy[g]`` (one output per budget group)."""
+
+    def __init__(self, plan: MatrixPurePlan, noisy):
+        self.plan = plan
+        y = np.zeros(plan.strategy_matrix.shape[0])
+        for g, (_, rows) in enumerate(plan.groups):
+            if g not in noisy:
+                raise NotMeasuredError(f"the measurements hold no output of row group {g}")
+            y[list(rows)] = np.asarray(noisy[g], dtype=float).reshape(-1)
+        s = plan.strategy_matrix.astype(float)
+        self.cells = plan._cov_x @ (s.T @ (plan._precision * y))  # x̂ on the cells of attrs
+
+    def estimate(self, key):
+        self.plan._variance(key)  # refuses cells outside the row space
+        return (self.plan._lift(key) @ self.cells).reshape(tuple(self.plan.domain.sizes[a] for a in key))
+
+    def variance(self, key):
+        return self.plan._variance(key)
+
+    def covariance(self, key):
+        return self.plan.covariance(key)
+
+    def query_vector(self, key, q):
+        row = q.reshape(-1) @ self.plan._lift(key)
+        if self.plan._outside(row[None, :])[0]:
+            raise NotMeasuredError("the strategy cannot answer this query (outside its row space)")
+        return float(row @ self.cells), float(self.plan._diag(row[None, :])[0])
+
+    def entries(self):
+        return iter(range(len(self.plan.workload)))
+
+    def entry_of(self, key):
+        return self.plan.workload.index(key)
+
+    def entry(self, i):
+        p = self.plan
+        wk, dom = p.workload, p.domain
+        key = wk.sets[i]
+        est = (p.entry_matrix(i) @ self.cells).reshape(p._entry_shape(i))
+        labels = []
+        for a, t in zip(key, wk.types(i)):
+            attr = dom.attributes[a]
+            plain = t == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
+            labels.append(None if plain else query_labels(attr, t, wk.query_matrix(a, t)))
+        names = dom.names_of(key)
+        return EntryAnswer(names, names, labels, est, p.entry_variance(i))
 
 
 def plan_pure_matrix(
     workload: Workload, epsilon: float, strategy: np.ndarray, *, budgeting: str = "optimal",
-    max_cells: int = 4096,
+    objective: str = "sum", max_cells: int = 4096,
 ) -> MatrixPurePlan:
-    """Plan a pure ε-DP release with a user strategy matrix on the full (small) domain.
+    """Plan a pure ε-DP release with a user strategy matrix (module docstring).
 
     Parameters
     ----------
     workload : Workload
+        Marginals, with any query types.
     epsilon : float
     strategy : array_like, shape (m, N)
-        Rows on the full domain (C order, attribute 0 slowest).
+        Rows on the cells of the union of the workload's attributes (or of the whole domain),
+        C order (first attribute slowest); each row integer up to a common factor.
     budgeting : {"optimal", "uniform"}, keyword-only
+    objective : {"sum", "max"}, keyword-only
+        What the optimal budgets minimize.
     max_cells : int, keyword-only
-        Refuse domains with more cells (everything here is dense).
+        Refuse measured tables with more cells (everything here is dense).
 
     Returns
     -------
     MatrixPurePlan
-    """
 
+    Raises
+    ------
+    PlanError
+        A matrix of the wrong shape, not finite, with a zero row, or with real-valued rows that do
+        not rescale to integers.
+    WorkloadError
+        A workload query outside the strategy's row space.
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 4}), [("a",)], query_types={"a": "prefix"})
+    >>> p = plan_pure_matrix(wk, 1.0, np.tril(np.ones((4, 4))), budgeting="uniform")
+    >>> float(p.privacy_epsilon()) <= 1.0, p.budgets[0] == p.budgets[3]
+    (True, True)
+    """
     eps = check_epsilon(epsilon)
-    n = math.prod(workload.domain.sizes)
-    if n > max_cells:
-        raise PlanError(f"explicit strategy matrices need a domain of at most {max_cells} cells, got {n}")
-    s = np.asarray(strategy)
-    if s.ndim != 2 or s.shape[1] != n:
-        raise PlanError(f"the strategy matrix must have {n} columns (the full domain), got shape {s.shape}")
-    if not np.all(np.isfinite(s.astype(float))):
+    if budgeting not in ("optimal", "uniform"):
+        raise PlanError(f"budgeting must be 'optimal' or 'uniform', got {budgeting!r}")
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+    dom = workload.domain
+    union = tuple(sorted(set().union(*[set(s) for s in workload.sets])))
+    try:
+        s = np.asarray(strategy, dtype=float)
+    except (TypeError, ValueError):
+        raise PlanError("the strategy must be a numeric matrix") from None
+    full = tuple(range(len(dom)))
+    n_union, n_full = dom.cells(union), dom.cells(full)
+    if s.ndim != 2 or s.shape[1] not in (n_union, n_full):
+        raise PlanError(f"the strategy matrix must have {n_union} columns (the cells of "
+                        f"{list(dom.names_of(union))}, C order) or {n_full} (the whole domain), got shape {s.shape}")
+    attrs = union if s.shape[1] == n_union else full
+    if s.shape[1] > max_cells:
+        raise PlanError(f"explicit strategy matrices need at most {max_cells} cells, got {s.shape[1]}")
+    if not np.all(np.isfinite(s)):
         raise PlanError("the strategy matrix has NaN or infinite entries")
     si = integer_rows(s)
-    q = np.vstack([_marginal_matrix(workload.domain.sizes, tuple(a)) for a in workload.sets])
-    sf = si.astype(float)
-    if not np.allclose(q @ np.linalg.pinv(sf) @ sf, q, atol=1e-8):
-        raise WorkloadError("the strategy cannot answer the workload: a workload row is not in its row space")
+    si.setflags(write=False)
+    probe = MatrixPurePlan(workload, eps, attrs, si, tuple(Fraction(1) for _ in range(si.shape[0])))
+    mats = [probe.entry_matrix(j) for j in range(len(workload))]
+    for j, m in enumerate(mats):
+        if workload.weights[j] > 0 and probe._outside(m).any():
+            raise WorkloadError(
+                f"the strategy cannot answer the workload: {int(probe._outside(m).sum())} queries of the "
+                f"marginal {list(dom.names_of(workload.sets[j]))} are not in its row space"
+            )
+    q = np.vstack(mats)
+    w = np.concatenate([np.full(m.shape[0], wt) for m, wt in zip(mats, workload.weights)])
     cols = np.abs(si).sum(axis=0)
     if budgeting == "uniform":
         eta = np.full(si.shape[0], eps / cols.max())
-    elif budgeting == "optimal":
-        r = q @ np.linalg.pinv(sf)
-        w = np.concatenate([np.full(workload.domain.cells(a), wt) for a, wt in zip(workload.sets, workload.weights)])
-        b = 2 * (w[:, None] * r**2).sum(axis=0)
-        eta = convex_budget_split(np.abs(si), b, eps).eta
     else:
-        raise PlanError(f"budgeting must be 'optimal' or 'uniform', got {budgeting!r}")
+        r = q[w > 0] @ np.linalg.pinv(si.astype(float), rcond=1e-12)
+        if objective == "sum":
+            eta = convex_budget_split(np.abs(si), 2 * (w[w > 0][:, None] * r**2).sum(axis=0), eps).eta
+        else:
+            eta = convex_max_budget_split(np.abs(si), 2 * w[w > 0][:, None] * r**2, eps).eta
     # dyadic budgets rounded down, then the column sums are checked in exact arithmetic
     budgets = tuple(dyadic_floor(float(e)) for e in eta)
-    plan = MatrixPurePlan(workload, eps, si, budgets, budgeting)
     for _ in range(64):
+        plan = MatrixPurePlan(workload, eps, attrs, si, budgets, budgeting, objective)
         if plan.privacy_epsilon() <= Fraction(eps):
+            if plan._outside(q[w > 0]).any():  # rows the budgets dropped were needed
+                raise PlanError("the optimal budgets leave a workload query unanswerable; use budgeting='uniform'")
             return plan
         budgets = tuple(dyadic_floor(float(b) * (1 - 2.0**-30)) for b in budgets)
-        plan = MatrixPurePlan(workload, eps, si, budgets, budgeting)
     raise PlanError("could not round the budgets to rationals within epsilon")  # pragma: no cover

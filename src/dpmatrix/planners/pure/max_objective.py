@@ -25,6 +25,7 @@ import numpy as np
 
 from ...errors import PlanError
 from ...solvers.max_variance_split import MaxVarianceSplit, max_variance_split
+from .query_factors import fourier_term
 from .strategies import GroupedStrategy
 
 __all__ = ["direct_cell_coefficients", "max_variance_budgets"]
@@ -33,33 +34,38 @@ AttrSet = tuple[int, ...]
 
 
 def direct_cell_coefficients(
-    strategy: GroupedStrategy, sizes: Sequence[int], sets: Sequence[AttrSet]
+    strategy: GroupedStrategy, sizes: Sequence[int], sets: Sequence[AttrSet], forms=None
 ) -> np.ndarray:
     """``c_Wg``: the per-cell variance of workload marginal ``W`` per unit ``1/ε_g²`` under the
-    direct recovery of ``strategy`` (rows: ``sets``; columns: ``strategy.groups``)."""
+    direct recovery of ``strategy`` (rows: ``sets``; columns: ``strategy.groups``). With
+    ``forms`` (prefix / range / custom queries, :mod:`.query_factors`): an upper bound on the
+    largest query variance, the products of the per-attribute maxima (``‖q‖² ≤ Π max t``;
+    ``Π_B c Π d ≤ Π_B max c Π max d``), exact when one query maximizes every factor."""
     cells = lambda a: float(prod(sizes[i] for i in a))
+    forms = [None] * len(sets) if forms is None else list(forms)
     c = np.zeros((len(sets), len(strategy.groups)))
     index = {g.attrs: j for j, g in enumerate(strategy.groups)}
-    for r, w in enumerate(sets):
+    for r, (w, f) in enumerate(zip(sets, forms)):
         w = tuple(w)
+        norm = 1.0 if f is None else prod(x.total_max for x in f)  # max ‖q‖² (1 for a cell)
         if strategy.name == "fourier":
             for j, g in enumerate(strategy.groups):
                 if set(g.attrs) <= set(w):
-                    c[r, j] = 2 * prod(sizes[i] - 1 for i in g.attrs) / cells(w) ** 2
+                    c[r, j] = 2 * fourier_term(w, f, sizes, g.attrs, maximum=True)
             continue
         if strategy.name == "marginals" and w in index:
-            c[r, index[w]] = 2.0
+            c[r, index[w]] = 2.0 * norm
             continue
         supers = [j for j, g in enumerate(strategy.groups) if set(w) <= set(g.attrs)]
         if not supers:
             raise PlanError(f"strategy {strategy.name!r} has no group that answers marginal {w}")
         j = min(supers, key=lambda k: strategy.groups[k].cells)
-        c[r, j] = 2 * strategy.groups[j].cells / cells(w)
+        c[r, j] = 2 * norm * strategy.groups[j].cells / cells(w)
     return c
 
 
 def max_variance_budgets(
-    strategy: GroupedStrategy, sizes: Sequence[int], sets: Sequence[AttrSet], epsilon: float
+    strategy: GroupedStrategy, sizes: Sequence[int], sets: Sequence[AttrSet], epsilon: float, forms=None
 ) -> MaxVarianceSplit:
     """Budgets of ``strategy``'s groups minimizing the largest direct-recovery cell variance.
 
@@ -87,5 +93,5 @@ def max_variance_budgets(
     >>> [round(float(e), 3) for e in r.eta]   # equal variances 2/ε² on both: equal budgets
     [0.5, 0.5]
     """
-    c = direct_cell_coefficients(strategy, sizes, sets)
+    c = direct_cell_coefficients(strategy, sizes, sets, forms)
     return max_variance_split(c, strategy.sensitivity, epsilon)

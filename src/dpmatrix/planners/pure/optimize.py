@@ -29,6 +29,7 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from ...errors import PlanError
+from .query_factors import fourier_term
 from .subspaces import downward_closure
 
 __all__ = ["MarginalWeights", "optimize_marginal_budgets", "candidate_marginals", "random_starts_for"]
@@ -46,21 +47,24 @@ class MarginalWeights:
     starts: tuple[float, ...]
 
 
-def _system(sizes, sets, weights, candidates, per_marginal: bool = False):
+def _system(sizes, sets, weights, candidates, per_marginal: bool = False, forms=None):
     """``T_B`` (or, with ``per_marginal``, the sparse ``W × B`` matrix of per-cell coefficients
-    ``Π_{i∈B}(n_i-1)/n_W²``) and the sparse ``B × A`` incidence ``[B ⊆ A]/n_A``."""
+    ``Π_{i∈B}(n_i-1)/n_W²``) and the sparse ``B × A`` incidence ``[B ⊆ A]/n_A``. With ``forms``
+    (prefix / range / custom queries, :mod:`.query_factors`) the weights are those of the summed
+    query variances, and the per-marginal coefficients those of an upper bound on the largest
+    query variance (the product of the per-attribute maxima)."""
+    forms = [None] * len(sets) if forms is None else list(forms)
     subsets = downward_closure(sets)
     row = {b: i for i, b in enumerate(subsets)}
     t = np.zeros(len(subsets))
     wr, wc, wv = [], [], []
-    for j, (s, w) in enumerate(zip(sets, weights)):
-        nw = prod(sizes[i] for i in s)
+    for j, (s, w, f) in enumerate(zip(sets, weights, forms)):
         for k in range(len(s) + 1):
             for b in combinations(s, k):
-                t[row[b]] += w * prod(sizes[i] - 1 for i in b) / nw
+                t[row[b]] += w * fourier_term(s, f, sizes, b)
                 wr.append(j)
                 wc.append(row[b])
-                wv.append(prod(sizes[i] - 1 for i in b) / nw**2)
+                wv.append(fourier_term(s, f, sizes, b, maximum=True))
     ri, ci, v = [], [], []
     for j, a in enumerate(candidates):
         na = float(prod(sizes[i] for i in a))
@@ -123,6 +127,7 @@ def optimize_marginal_budgets(
     objective: str = "sum",
     random_starts: int = 0,
     seed: int = 0,
+    forms=None,
 ) -> MarginalWeights:
     """Minimize the GLS objective over budgets of candidate marginals (see module docstring).
 
@@ -141,6 +146,9 @@ def optimize_marginal_budgets(
         workload marginals, ``max_W Σ_{B⊆W} Π_B(n_i-1)/(n_W² Λ_B)``, minimized through the smooth
         surrogate ``‖v‖_64`` (within a factor ``|W|^{1/64}`` of the max); the reported
         ``objective`` is then the exact max cell variance (continuous model).
+    forms : sequence, keyword-only
+        Per workload marginal, the :class:`~.query_factors.AttributeForms` of its attributes'
+        query matrices (prefix / range / custom queries); ``None``: plain cells.
     random_starts, seed : int, keyword-only
         Additional starts with i.i.d. uniform(0, 1) budgets (HDMM's initialization) drawn from
         ``numpy.random.default_rng(seed)`` — the plan is a deterministic function of its inputs.
@@ -156,11 +164,11 @@ def optimize_marginal_budgets(
     cands = tuple(candidates) if candidates is not None else downward_closure(sets)
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
-    t, m = _system(sizes, sets, weights, cands)
+    t, m = _system(sizes, sets, weights, cands, forms=forms)
     mt = m.T.tocsr()
     live = t > 0
     if objective == "max":
-        cm, _ = _system(sizes, sets, weights, cands, per_marginal=True)
+        cm, _ = _system(sizes, sets, weights, cands, per_marginal=True, forms=forms)
         cm = cm[np.asarray(weights) > 0]
         cmt = cm.T.tocsr()
         pw = 64.0

@@ -9,6 +9,13 @@ and the privacy sum is checked in exact arithmetic; (3) discrete Laplace noise w
 residual subspace with the *exact* discrete Laplace variances ``1/(2 sinh²(ε_g/2))`` as weights
 (:mod:`.subspaces`): consistent marginals, exact variances known before any data is touched.
 
+Prefix / range / custom query types: the same strategies; every query ``⊗ W_i`` of a marginal is
+answered from its GLS cells (consistent across marginals), its exact variance computed per
+subspace without a dense query matrix (:meth:`SubspaceGLS.kron_query_variance`), and the budgets
+weigh each group by the queries it serves (:mod:`.query_factors`). The per-attribute tree / Haar
+strategies (:mod:`.hierarchical`) are planned alongside by ``strategy="auto"``; a user's matrix
+goes to :mod:`.matrix_strategy`.
+
 Privacy: every group's rows have the same column L1 norm ``C_g`` on every cell of the full domain
 (marginal cells: 1; residual blocks: ``Π(n_i-1)``), so the strategy's sensitivity under the
 budget scaling is exactly ``max_cell Σ_g ε_g C_g = Σ_g ε_g C_g`` (Definition 3.1; the tests check
@@ -17,6 +24,7 @@ it against the explicit max column L1 norm of the ε_g-scaled stacked matrix).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -27,23 +35,27 @@ import numpy as np
 import pandas as pd
 
 from ...domain import Domain
-from ...errors import BudgetError, PlanError
+from ...errors import PlanError
 from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
 from ...privacy import Budget
 from ...reconstruct.estimator import EntryAnswer, Estimator
+from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
 from ..base import PlanBase
 from . import strategies as _strategies
 from .groups import StrategyGroup
-from .hierarchical import plan_hierarchical
+from .hierarchical import HierarchicalPlan, plan_hierarchical
+from .matrix_strategy import plan_pure_matrix
 from .max_objective import max_variance_budgets
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
+from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
+from .units import check_epsilon
 
-__all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT"]
+__all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT", "check_epsilon"]
 
 FORMAT = "dpmatrix.pureplan/1"
 
@@ -62,7 +74,8 @@ class PurePlan(PlanBase):
     Attributes
     ----------
     domain, workload
-        What is released (plain marginals of ``workload``).
+        What is released (marginals of ``workload``; prefix / range / custom query types are
+        answered from the GLS cells).
     epsilon : float
         The total budget; :meth:`privacy_epsilon` is the exact ``Σ_g C_g ε_g ≤ epsilon``.
     strategy, budgeting : str
@@ -121,7 +134,8 @@ class PurePlan(PlanBase):
 
     @cached_property
     def _cell_variances(self) -> np.ndarray:
-        return np.array([self._gls.cell_variance(s) for s in self._sets])
+        return np.array([self._gls.cell_variance(s) if w > 0 or self._gls.answerable(s) else np.inf
+                         for s, w in zip(self._sets, self.workload.weights)])
 
     def _resolve(self, attrs) -> AttrSet:
         return tuple(sorted(self.domain.resolve(attrs)))
@@ -138,8 +152,28 @@ class PurePlan(PlanBase):
     def _variance(self, key) -> np.ndarray:
         return np.full(tuple(self.domain.sizes[i] for i in key), self.cell_variance(key))
 
+    def _query_mats(self, j: int) -> list[np.ndarray]:
+        s, wk = self._sets[j], self.workload
+        return [np.asarray(wk.query_matrix(a, k), dtype=float) for a, k in zip(s, wk.types(j))]
+
+    @cached_property
+    def _entry_cache(self) -> dict:
+        return {}
+
+    def entry_variance(self, j: int) -> np.ndarray:
+        """Exact variance of every query of workload marginal ``j`` (shaped like its table of
+        queries: cells for plain marginals, ``⊗ W_i`` rows for prefix / range / custom types)."""
+        if self.workload.is_plain:
+            return self._variance(self._sets[j])
+        if j not in self._entry_cache:
+            self._entry_cache[j] = self._gls.kron_query_variance(self._sets[j], self._query_mats(j))
+        return self._entry_cache[j].copy()
+
     def _query_variance(self, key) -> np.ndarray:
-        return self._variance(key)
+        pos = self.workload._position.get(tuple(key))
+        if self.workload.is_plain or pos is None:
+            return self._variance(key)
+        return self.entry_variance(pos)
 
     def covariance(self, attrs, other=None) -> np.ndarray:
         """Dense covariance of the ``attrs``-marginal estimate (C order of its table), or the
@@ -153,25 +187,37 @@ class PurePlan(PlanBase):
 
     def query_variance(self, attrs, queries: np.ndarray | None = None) -> np.ndarray:
         """Variances of linear queries (rows of ``queries``) on the ``attrs``-marginal table;
-        ``queries=None`` gives the per-cell variances."""
+        ``queries=None`` gives the variances of the workload's queries on it (the cells for a
+        plain marginal, or a marginal outside the workload)."""
         a = self._resolve(attrs)
         if queries is None:
-            return self._variance(a)
+            return self._query_variance(a)
         gls = SubspaceGLS.build(self.domain.sizes, self.groups, self.noise_variance, [a])
         return gls.query_variance(a, queries)
 
+    def _live(self) -> list[int]:
+        return [j for j, w in enumerate(self.workload.weights) if w > 0]
+
     def total_variance(self) -> float:
-        """``Σ_W w_W · n_W · Var(cell of W)``: the weighted sum of all workload cell variances."""
+        """``Σ_W w_W · n_W · Var(cell of W)``: the weighted sum of all workload cell variances
+        (prefix / range / custom types: ``Σ_W w_W Σ_{q of W} Var(q)``)."""
+        if not self.workload.is_plain:
+            return float(sum(self.workload.weights[j] * self.entry_variance(j).sum() for j in self._live()))
         cells = np.array([self.domain.cells(s) for s in self._sets], dtype=float)
         return float((self.workload.weights * cells * self._cell_variances).sum())
 
     def rmse(self) -> float:
-        """Root mean squared error over all cells of all workload marginals (unweighted)."""
+        """Root mean squared error over all cells (queries) of all workload marginals (unweighted)."""
+        if not self.workload.is_plain:
+            ev = [self.entry_variance(j) for j in self._live()]
+            return math.sqrt(sum(float(v.sum()) for v in ev) / sum(v.size for v in ev))
         cells = np.array([self.domain.cells(s) for s in self._sets], dtype=float)
         return math.sqrt(float((cells * self._cell_variances).sum() / cells.sum()))
 
     def max_variance(self) -> float:
-        """Largest cell variance over the (positively weighted) workload marginals."""
+        """Largest cell (query) variance over the (positively weighted) workload marginals."""
+        if not self.workload.is_plain:
+            return float(max(self.entry_variance(j).max() for j in self._live()))
         return float(self._cell_variances[self.workload.weights > 0].max())
 
     # -- privacy ------------------------------------------------------------------------------
@@ -378,21 +424,34 @@ class PureEstimator(Estimator):
         return est, float(self.plan.query_variance(key, q.reshape(1, -1))[0])
 
     def entries(self):
-        return iter(range(len(self.plan.workload)))
+        gls = self.plan._gls
+        return iter([j for j, s in enumerate(self.plan._sets) if gls.answerable(s)])
 
     def entry_of(self, key):
         return self.plan.workload.index(key)
 
     def entry(self, i):
-        key = tuple(self.plan.workload.sets[i])
+        wk = self.plan.workload
+        key = tuple(wk.sets[i])
         dom = self.plan.domain
-        labels = []
-        for a in key:
-            attr = dom.attributes[a]
-            shown = attr.labels is not None or getattr(attr, "bins", None) is not None
-            labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
         names = dom.names_of(key)
-        return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
+        if wk.is_plain:
+            labels = []
+            for a in key:
+                attr = dom.attributes[a]
+                shown = attr.labels is not None or getattr(attr, "bins", None) is not None
+                labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
+            return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
+        mats = self.plan._query_mats(i)
+        est = self.estimate(key)
+        for ax, m in enumerate(mats):  # ⊗ W_i applied axis by axis
+            est = np.moveaxis(np.tensordot(m, est, axes=([1], [ax])), 0, ax)
+        labels = []
+        for a, t, m in zip(key, wk.types(i), mats):
+            attr = dom.attributes[a]
+            plain = t == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
+            labels.append(None if plain else query_labels(attr, t, m))
+        return EntryAnswer(names, names, labels, est, self.plan.entry_variance(i))
 
 
 class _NamedEstimator:
@@ -409,17 +468,7 @@ class _NamedEstimator:
 # -------------------------------------------------------------------------------------------
 
 
-def check_epsilon(epsilon) -> float:
-    try:
-        e = float(epsilon)
-    except (TypeError, ValueError):
-        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}") from None
-    if isinstance(epsilon, bool) or not math.isfinite(e) or e <= 0:
-        raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}")
-    return e
-
-
-def _fixed(name: str, sizes, sets, weights, max_identity_cells: int):
+def _fixed(name: str, sizes, sets, weights, max_identity_cells: int, forms=None):
     if name == "identity":
         st = _strategies.identity(sizes, sets, weights)
         if st.groups[0].cells > max_identity_cells:
@@ -428,6 +477,8 @@ def _fixed(name: str, sizes, sets, weights, max_identity_cells: int):
                 f"cells > max_identity_cells={max_identity_cells}; choose another strategy"
             )
         return st
+    if name == "fourier":
+        return _strategies.fourier(sizes, sets, weights, forms)
     return getattr(_strategies, name)(sizes, sets, weights)
 
 
@@ -450,16 +501,22 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objecti
     sizes = workload.domain.sizes
     sets = [tuple(s) for s in workload.sets]
     w = np.asarray(workload.weights, dtype=float)
+    # prefix / range / custom queries: the weights of the summed query variances (query_factors);
+    # plain cells: forms None, the paper's formulas
+    forms = None if workload.is_plain else list(query_forms(workload))
+    # identity / marginals / clustering answer W by summing cells: its cells weigh w_W Π T_i / n_W
+    wc = w if forms is None else w * np.array([cell_weight(f, tuple(sizes[i] for i in s)) for f, s in zip(forms, sets)])
+    live_forms = None if forms is None else [f for f, x in zip(forms, w) if x > 0]
     if name == "optimized":
         if budgeting == "uniform":
             raise PlanError("strategy='optimized' chooses its own budgets; drop budgeting='uniform'")
-        live = [(s, x) for s, x in zip(sets, w) if x > 0]
-        lsets, lw = [s for s, _ in live], np.array([x for _, x in live])
+        live = [(s, x, y) for s, x, y in zip(sets, w, wc) if x > 0]
+        lsets, lw, lwc = [s for s, _, _ in live], np.array([x for _, x, _ in live]), np.array([y for _, _, y in live])
         # candidates: every subset of the workload's attributes (few attributes) or its downward
         # closure, plus the greedy clustering's centroids, so that the search contains Q⁺ and C⁺
-        fixed = [_strategies.marginals(sizes, lsets, lw)]
+        fixed = [_strategies.marginals(sizes, lsets, lwc)]
         try:
-            fixed.append(_strategies.clustering(sizes, lsets, lw))
+            fixed.append(_strategies.clustering(sizes, lsets, lwc))
         except PlanError:  # too many marginals for the cubic greedy: closure only
             pass
         cands = candidate_marginals(lsets)
@@ -473,7 +530,7 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objecti
                 start[pos[g.attrs]] = e
             starts.append(start)
         res = optimize_marginal_budgets(sizes, lsets, lw, eps, candidates=cands, starts=starts,
-                                        objective=objective,
+                                        objective=objective, forms=live_forms,
                                         random_starts=random_starts_for(len(cands)))
         keep = res.eta > 1e-6 * res.eta.max()
         groups = [StrategyGroup(c, tuple(sizes[i] for i in c)) for c in cands]
@@ -482,9 +539,9 @@ def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objecti
         if not all(plan._gls.answerable(s) for s in lsets):  # pruning lost a subspace: keep all
             plan = _make(workload, eps, name, "optimized", groups, res.eta, model)
         return plan
-    st = _fixed(name, sizes, sets, w, max_identity_cells)
+    st = _fixed(name, sizes, sets, w if name == "fourier" else wc, max_identity_cells, forms)
     if budgeting == "optimal" and objective == "max":
-        split = max_variance_budgets(st, sizes, [s for s, x in zip(sets, w) if x > 0], eps)
+        split = max_variance_budgets(st, sizes, [s for s, x in zip(sets, w) if x > 0], eps, live_forms)
     elif budgeting == "optimal":
         split = cube_root_split(2 * st.direct_weight, st.sensitivity, eps)
     elif budgeting == "uniform":
@@ -512,11 +569,16 @@ def plan_pure(
         Plain marginals (identity query type on every attribute) with weights.
     epsilon : float
         Total pure-DP budget (finite, > 0).
-    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical"}
+    strategy : {"auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical", "haar"} or array
         ``"auto"`` plans every strategy (optimal budgets, plus the uniform variants for the
         comparison) and keeps the one with the smallest ``objective``. Workloads with
-        prefix/range/matrix query types go to ``"hierarchical"`` (:mod:`.hierarchical`, a
-        :class:`~.hierarchical.HierarchicalPlan`), the only strategy that answers them.
+        prefix/range/matrix query types take the same cell strategies (their queries answered
+        from the consistent GLS cells; budgets weighted by the queries, :mod:`.query_factors`)
+        and the per-attribute level strategies ``"hierarchical"`` (trees) and ``"haar"``
+        (:mod:`.hierarchical`, a :class:`~.hierarchical.HierarchicalPlan`, each marginal
+        estimated from its own groups); ``"auto"`` compares them all. A matrix is a user
+        strategy on the cells of the union of the workload's attributes
+        (:func:`~.matrix_strategy.plan_pure_matrix`).
     budgeting : {"optimal", "uniform"}
         Cube-root rule (Corollary 3.3) or equal budgets per unit of sensitivity.
     objective : {"sum", "max"}
@@ -531,7 +593,7 @@ def plan_pure(
 
     Returns
     -------
-    PurePlan
+    PurePlan, HierarchicalPlan or MatrixPurePlan
 
     Examples
     --------
@@ -546,22 +608,19 @@ def plan_pure(
     eps = check_epsilon(epsilon)
     if not isinstance(workload, Workload):
         raise PlanError(f"plan_pure needs a Workload, got {type(workload).__name__}")
-    if not workload.is_plain:
-        if strategy not in ("auto", "hierarchical"):
-            raise PlanError(
-                f"strategy {strategy!r} answers plain marginals only; prefix/range/matrix query "
-                "types need strategy='hierarchical' (or 'auto')"
-            )
-        return plan_hierarchical(workload, eps, variance_model=variance_model, budgeting=budgeting)
-    if strategy == "hierarchical":
-        raise PlanError("strategy='hierarchical' is for prefix/range/matrix query types; this "
-                        "workload has plain marginals only (use 'marginals' or 'auto')")
-    if objective not in ("sum", "max"):
-        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+    if not isinstance(strategy, str):  # a user's strategy matrix (explicit, small domains)
+        if objective not in ("sum", "max"):
+            raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+        return plan_pure_matrix(workload, eps, strategy, budgeting=budgeting, objective=objective)
     if variance_model not in ("discrete", "continuous"):
         raise PlanError(f"variance_model must be 'discrete' or 'continuous', got {variance_model!r}")
-    if isinstance(strategy, np.ndarray):
-        raise PlanError("user strategy matrices: use plan_pure_matrix (explicit small domains)")
+    if not workload.is_plain:
+        return _plan_generalized(workload, eps, strategy, budgeting, objective, variance_model, max_identity_cells)
+    if strategy in ("hierarchical", "haar"):
+        raise PlanError(f"strategy={strategy!r} is for prefix/range/custom query types; this workload "
+                        "has plain marginals only (use 'marginals' or 'auto')")
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if strategy != "auto":
         if strategy not in STRATEGIES:
             raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of {STRATEGIES}")
@@ -583,3 +642,49 @@ def plan_pure(
     return PurePlan(**{**{f: getattr(best, f) for f in
                           ("domain", "workload", "epsilon", "strategy", "budgeting", "groups",
                            "budgets", "variance_model")}, "comparison": tuple(rows)})
+
+
+def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_model, max_identity_cells):
+    """Prefix / range / custom query types. The cell strategies (identity, marginals, fourier,
+    clustering, optimized: a :class:`PurePlan` whose queries are answered from its consistent
+    GLS cells) and the per-attribute level strategies (hierarchical, haar: a
+    :class:`~.hierarchical.HierarchicalPlan`); ``"auto"`` plans them all (and the per-attribute
+    best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison."""
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
+    if strategy in ("hierarchical", "haar"):
+        return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, objective=objective,
+                                 variance_model=variance_model)
+    if strategy != "auto":
+        if strategy not in STRATEGIES:
+            raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of "
+                            f"{STRATEGIES + ('hierarchical', 'haar')}")
+        return _plan_one(workload, eps, strategy, budgeting, variance_model, max_identity_cells, objective)
+    key = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
+    rows, best = [], None
+    candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
+    candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
+    candidates += [("per-attribute best", "optimal")]
+    skipped: set[str] = set()
+    for name, bud in candidates:
+        if name in skipped:
+            continue
+        try:
+            if name in ("hierarchical", "haar", "per-attribute best"):
+                p = plan_hierarchical(workload, eps, strategy="auto" if name == "per-attribute best" else name,
+                                      budgeting=bud, objective=objective, variance_model=variance_model)
+            else:
+                p = _plan_one(workload, eps, name, "optimal" if bud == "optimized" else bud, variance_model,
+                              max_identity_cells, objective)
+        except PlanError as exc:
+            rows.append({"strategy": name, "budgeting": bud, "skipped": str(exc)})
+            skipped.add(name)
+            continue
+        row = {"strategy": name, "budgeting": bud, "total_variance": p.total_variance(),
+               "max_variance": p.max_variance(), "rmse": p.rmse(), "groups": len(p.groups)}
+        if isinstance(p, HierarchicalPlan):
+            row["levels"] = ";".join(",".join(t.label for t in ts) for ts in p.per_attribute)
+        rows.append(row)
+        if best is None or key(p) < key(best) * (1 - 1e-12):
+            best = p
+    return dataclasses.replace(best, comparison=tuple(rows))

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...errors import PlanError
 from .groups import StrategyGroup
+from .query_factors import fourier_term
 from .subspaces import downward_closure
 
 __all__ = ["GroupedStrategy", "identity", "marginals", "fourier", "clustering"]
@@ -75,19 +76,23 @@ def marginals(sizes: Sequence[int], sets: Sequence[AttrSet], weights) -> Grouped
     return GroupedStrategy("marginals", groups, s)
 
 
-def fourier(sizes: Sequence[int], sets: Sequence[AttrSet], weights) -> GroupedStrategy:
-    """Residual (Fourier for binary attributes) blocks of every subset of a workload marginal."""
-    live = _live(sets, weights)
-    closure = downward_closure(s for s, _ in live)
+def fourier(sizes: Sequence[int], sets: Sequence[AttrSet], weights, forms=None) -> GroupedStrategy:
+    """Residual (Fourier for binary attributes) blocks of every subset of a workload marginal.
+
+    ``forms`` (one tuple of :class:`~.query_factors.AttributeForms` per marginal, for prefix /
+    range / custom queries) weighs subspace ``B`` of ``W`` by its share of ``W``'s summed query
+    variance (:func:`~.query_factors.fourier_term`); ``None``: plain cells."""
+    forms = [None] * len(sets) if forms is None else list(forms)
+    live = [(tuple(s), float(w), f) for s, w, f in zip(sets, weights, forms) if w > 0]
+    closure = downward_closure(s for s, _, _ in live)
     index = {b: i for i, b in enumerate(closure)}
     s = np.zeros(len(closure))
     from itertools import combinations
 
-    for w_set, w in live:
-        nw = prod(sizes[i] for i in w_set)
+    for w_set, w, f in live:
         for k in range(len(w_set) + 1):
             for b in combinations(w_set, k):
-                s[index[b]] += w * prod(sizes[i] - 1 for i in b) / nw
+                s[index[b]] += w * fourier_term(w_set, f, sizes, b)
     groups = tuple(_group(sizes, b, "residual") for b in closure)
     return GroupedStrategy("fourier", groups, s)
 

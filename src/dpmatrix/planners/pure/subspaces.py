@@ -196,6 +196,24 @@ class SubspaceGLS:
             out += (t.reshape(q.shape[0], -1) * q).sum(axis=1) / (nw * self._lam(b, attrs))
         return out
 
+    def kron_query_variance(self, attrs: AttrSet, mats: Sequence[np.ndarray]) -> np.ndarray:
+        """Variances of the queries ``⊗_k mats[k]`` (one matrix per attribute of ``attrs``) on the
+        ``attrs``-marginal, as a tensor of shape ``(rows of mats[0], …)``:
+        ``Σ_{B⊆W} (1/(n_W Λ_B)) ⊗_k v_k^B`` with ``v_k^B = diag(W_k (I - J/n) W_kᵀ)`` for
+        ``k ∈ B`` and ``diag(W_k J/n W_kᵀ)`` otherwise (no dense query matrix is built)."""
+        attrs = tuple(attrs)
+        nw = prod(self.sizes[i] for i in attrs)
+        mats = [np.asarray(m, dtype=float) for m in mats]
+        mean = [m.sum(axis=1) ** 2 / m.shape[1] for m in mats]
+        centred = [(m * m).sum(axis=1) - d for m, d in zip(mats, mean)]
+        out = np.zeros(tuple(m.shape[0] for m in mats))
+        for b in _subsets(attrs):
+            t = np.array(1.0 / (nw * self._lam(b, attrs)))
+            for a, c, d in zip(attrs, centred, mean):
+                t = np.multiply.outer(t, c if a in b else d)
+            out = out + t
+        return out
+
     # -- reconstruction --------------------------------------------------------------------
 
     def estimator(self, outputs: Sequence[np.ndarray]) -> "_Estimator":
