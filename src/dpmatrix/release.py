@@ -1058,6 +1058,16 @@ class Release:
         Returns
         -------
         pyarrow.Table
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd, tempfile, dpmatrix as dm
+        >>> dom = dm.Domain.from_dict({"a": 2, "b": {"labels": ["x", "y", "z"]}})
+        >>> plan = dm.plan(dm.Workload(dom, [("a", "b")]), rho=1.0)
+        >>> meas = plan.measure(pd.DataFrame({"a": [0, 1], "b": ["z", "x"]}), rng=np.random.default_rng(0))
+        >>> t = dm.load_release(dm.write_release(meas, tempfile.mkdtemp() + "/rel")).read_table(("a", "b"))
+        >>> t.column_names[:3], t.column("a").to_pylist()[:3], t.column("b").to_pylist()[:3]
+        (['a', 'b', 'estimate'], [0, 0, 0], ['x', 'y', 'z'])
         """
         _, e = self._saved(attrs)
         fmt = format or self.formats[0]
