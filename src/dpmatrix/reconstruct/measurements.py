@@ -422,11 +422,21 @@ class Measurements:
         bar.update(max(len(self.plan.workload) - done, 0))
 
     def _noisy_stack(self, positions: np.ndarray, sets) -> np.ndarray:
-        """Noisy vectors of the closure members at ``positions`` (one shape), stacked."""
+        """Noisy vectors of the closure members at ``positions`` (one shape), stacked, as
+        floats."""
         stack = getattr(self.noisy, "stack", None)
         if stack is not None:  # on-disk store: contiguous runs in one read
             return stack(positions)
-        return np.stack([self.noisy[sets[i]] for i in positions.tolist()])
+        vectors = self._noisy_by_position
+        return np.array([vectors[i] for i in positions.tolist()], dtype=float)
+
+    @cached_property
+    def _noisy_by_position(self) -> list:
+        """The in-memory noisy vectors in closure order (``None`` where nothing was measured):
+        references, looked up once, so that a reconstruction pass indexes a list instead of
+        hashing an attribute tuple per marginal."""
+        get = self.noisy.get
+        return [get(s) for s in self.plan.closure.sets]
 
     def postprocess(self, **options):
         """Non-negative, mutually consistent marginals fitted to these measurements by
