@@ -41,18 +41,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import WorkloadError
 from ..mechanisms.residual import apply_pinv
 
-__all__ = ["MarginalBlock", "plain_batches", "plain_blocks", "plain_estimate", "plain_variance"]
+__all__ = ["MarginalBlock", "plain_batches", "plain_blocks", "plain_estimate", "plain_block_batches", "plain_variance"]
 
-# cells of workload marginals reconstructed together (about 8 MB of estimates)
+# cells of workload marginals reconstructed together by plain_batches (8 MB of estimates)
 BATCH_CELLS = 1 << 20
-# cells combined at once inside a block (about 0.5 MB of table: the pieces stay in cache)
+# cells of workload marginals whose bookkeeping plain_blocks does together (no table memory)
+PREPARE_CELLS = 1 << 23
+# cells combined at once (about 0.5 MB of tables: the pieces of a chunk stay in cache)
 CHUNK_CELLS = 1 << 16
-# cells of the reused buffer of plain_blocks (4 MB)
-BLOCK_CELLS = 1 << 19
-# cells of the tables whose noisy vectors are read and faces completed together
-GROUP_CELLS = 1 << 19
+# cells of the reused buffer of plain_blocks (0.5 MB: written and read while in cache)
+BLOCK_CELLS = 1 << 16
 # expanded lower-order residuals kept for sharing, in floats (about 400 MB)
 CACHE_FLOATS = 50_000_000
 
@@ -320,24 +321,20 @@ def _omega(meas, positions: np.ndarray, sets) -> np.ndarray:
 
 
 class _Work:
-    """Work arrays of a pass for each table shape, reused throughout: the faces of a group of
-    :data:`GROUP_CELLS` cells and the padded ``P`` (zero outside its ω part) of a chunk of
-    :data:`CHUNK_CELLS` cells."""
+    """Work arrays of a pass for each table shape, reused by every chunk of at most
+    :data:`CHUNK_CELLS` cells: the padded ``P`` (zero outside its ω part) and the faces."""
 
-    def __init__(self, group_cells: int, chunk_cells: int):
-        self.group_cells = group_cells
+    def __init__(self, chunk_cells: int):
         self.chunk_cells = chunk_cells
-        self.arrays: dict[tuple[int, ...], tuple[int, int, np.ndarray, list[np.ndarray]]] = {}
+        self.arrays: dict[tuple[int, ...], tuple[int, np.ndarray, list[np.ndarray]]] = {}
 
-    def get(self, shape: tuple[int, ...]) -> tuple[int, int, np.ndarray, list[np.ndarray]]:
-        """``(tables per group, tables per chunk, P, faces)``; a group is whole chunks."""
+    def get(self, shape: tuple[int, ...]) -> tuple[int, np.ndarray, list[np.ndarray]]:
+        """``(tables per chunk, P, faces)``."""
         got = self.arrays.get(shape)
         if got is None:
-            cells = max(1, math.prod(shape))
-            step = max(1, self.chunk_cells // cells)
-            group = max(step, self.group_cells // cells // step * step)
-            faces = [np.empty((group,) + _face_shape(shape, j)) for j in range(len(shape))]
-            got = self.arrays[shape] = (group, step, np.zeros((step,) + shape), faces)
+            step = max(1, self.chunk_cells // max(1, math.prod(shape)))
+            faces = [np.empty((step,) + _face_shape(shape, j)) for j in range(len(shape))]
+            got = self.arrays[shape] = (step, np.zeros((step,) + shape), faces)
         return got
 
 
@@ -351,6 +348,7 @@ class _Prepared:
     top: np.ndarray  # closure positions of the marginals themselves
     faces: list  # per face j: (buffer of lower-order parts, row of each marginal's part)
     variance: np.ndarray
+    runs: tuple | None  # where the noisy vectors are stored, if the mapping tells (StackedAnswers.runs)
 
 
 def _prepare(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded, faces: _Pieces) -> _Prepared | None:
@@ -386,35 +384,42 @@ def _prepare(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded
 
         rest = tuple(c for c in top if c != j)
         found.append(faces.find((shape, j), _face_shape(shape, j), idx[rest], compute))
-    return _Prepared(ok, rows, idx[top], found, _variances(plan, rows, idx, shape))
+    runs = getattr(meas.noisy, "runs", None)
+    return _Prepared(ok, rows, idx[top], found, _variances(plan, rows, idx, shape),
+                     None if runs is None else runs(idx[top]))  # fmt: skip
 
 
 def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int, out_of) -> Iterator[tuple[int, int, np.ndarray]]:
     """The estimates of a prepared block, ``per`` tables at a time: ``(a, b, tables a..b−1)``
     written into ``out_of(a, b)``, chunk by chunk: the arithmetic of a chunk stays in the
     processor's cache (its pieces are read, combined and written once) and uses the pass's
-    work arrays."""
+    work arrays. Noisy vectors stored back to back are read as a view (no copy)."""
     rec = _recipe(shape)
-    _, step, pad, bufs = work.get(shape)
+    step, pad, bufs = work.get(shape)
+    step = min(step, per)
     sets = meas.plan.closure.sets
     m = len(prep.top)
+    runs = prep.runs
     for a in range(0, m, per):
         b = min(m, a + per)
         out = out_of(a, b)
         for c in range(a, b, step):
             e = min(b, c + step)
-            omega = _omega(meas, prep.top[c:e], sets)
-            faces = [np.take(q, rows[c:e], axis=0, out=buf[: e - c]) for (q, rows), buf in zip(prep.faces, bufs)]
+            if runs is not None and runs[2][c] == runs[2][e - 1]:
+                omega = meas.noisy.rows(int(runs[0][c]), int(runs[1][c]), e - c)
+            else:
+                omega = _omega(meas, prep.top[c:e], sets)
+            faces = [q.take(rows[c:e], axis=0, out=buf[: e - c]) for (q, rows), buf in zip(prep.faces, bufs)]
             _tables(omega, faces, rec, out[c - a : e - a], pad[: e - c])
         yield a, b, out
 
 
-def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None):
-    """``(batch number, MarginalBlock)`` for consecutive runs of workload marginals of about
-    ``limit`` cells (one batch), prepared per arity and shape of a run. With ``block_cells``
-    the blocks are chunks of at most that many cells (or one table) written into one reused
-    buffer, valid until the next block; without, one block per arity and shape of the batch, in
-    fresh arrays."""
+def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None) -> Iterator[tuple[int, MarginalBlock]]:
+    """``(batch number, MarginalBlock)`` for consecutive runs (batches) of workload marginals of
+    about ``limit`` cells, prepared per arity and shape of a batch. With ``block_cells`` the
+    blocks hold at most that many cells (or one table) written into one reused buffer, valid
+    until the next block; without, one block per arity and shape of the batch, in fresh
+    arrays."""
     plan = meas.plan
     wk = plan.workload
     sizes = np.asarray(plan.domain.sizes, dtype=np.int64)
@@ -427,7 +432,7 @@ def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None)
         row_of[pos] = np.arange(len(pos))
     expanded = _Expanded(meas, cache_floats)
     faces = _Pieces(len(plan.closure), CACHE_FLOATS if cache_floats is None else cache_floats)
-    work = _Work(CHUNK_CELLS, CHUNK_CELLS)
+    work = _Work(CHUNK_CELLS)
     buffer = None if block_cells is None else np.empty(block_cells)
     cum = np.cumsum(wk.cells)
     start = batch_no = 0
@@ -459,14 +464,16 @@ def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None)
                         pass
                     yield batch_no, MarginalBlock(positions, prep.rows, shape, est, prep.variance)
                     continue
+                per = max(1, block_cells // max(1, cells))  # tables per block
+                step = work.get(shape)[0]
+                if per > step:
+                    per -= per % step  # whole chunks
 
                 def out_of(a, b, shape=shape, cells=cells):
                     if (b - a) * cells > buffer.size:
                         return np.empty((b - a,) + shape)  # one table larger than the buffer
                     return buffer[: (b - a) * cells].reshape((b - a,) + shape)
 
-                step = work.get(shape)[1]
-                per = max(step, block_cells // max(1, cells) // step * step)
                 for a, b, est in _chunks(meas, prep, shape, work, per, out_of):
                     yield batch_no, MarginalBlock(positions[a:b], prep.rows[a:b], shape, est, prep.variance[a:b])
         batch_no += 1
@@ -503,7 +510,7 @@ def plain_batches(
     >>> meas = plan.measure(pd.DataFrame({"a0": [0, 1], "a1": [2, 0], "a2": [1, 1]}),
     ...                     rng=np.random.default_rng(0))
     >>> [(b.shape, len(b.positions)) for batch in plain_batches(meas) for b in batch]
-    [((2, 3), 1), ((2, 2), 1), ((3, 2), 1)]
+    [((2, 2), 1), ((2, 3), 1), ((3, 2), 1)]
     """
     limit = BATCH_CELLS if max_cells is None else int(max_cells)
     out: list[MarginalBlock] = []
@@ -545,8 +552,8 @@ def plain_blocks(
         Cells per block, the size of the reused buffer (default :data:`BLOCK_CELLS`; a small
         buffer stays in the processor's cache, a large one gives fewer, longer blocks).
     max_cells : int, optional
-        Workload cells prepared together (default :data:`BATCH_CELLS`): the lower-order pieces
-        are shared within such a run.
+        Workload cells whose bookkeeping is done together (default :data:`PREPARE_CELLS`;
+        it holds no tables, only their positions and variances).
     cache_floats : int, optional
         Budget of the shared lower-order residuals (default :data:`CACHE_FLOATS`).
 
@@ -562,16 +569,30 @@ def plain_blocks(
     ...                     rng=np.random.default_rng(0))
     >>> for blk in plain_blocks(meas):
     ...     print(blk.shape, blk.attrs.tolist(), blk.estimate.shape, blk.variance.shape)
-    (2, 3) [[0, 1]] (1, 2, 3) (1, 1, 1)
     (2, 2) [[0, 2]] (1, 2, 2) (1, 1, 1)
+    (2, 3) [[0, 1]] (1, 2, 3) (1, 1, 1)
     (3, 2) [[1, 2]] (1, 3, 2) (1, 1, 1)
     """
-    limit = BATCH_CELLS if max_cells is None else int(max_cells)
+    limit = PREPARE_CELLS if max_cells is None else int(max_cells)
     cells = BLOCK_CELLS if block_cells is None else int(block_cells)
     if limit < 1 or cells < 1:
-        raise ValueError("max_cells and block_cells must be positive")
+        raise WorkloadError(f"max_cells and block_cells must be positive, got {limit} and {cells}")
     for _, blk in _blocks(meas, limit, cache_floats, cells):
         yield blk
+
+
+def plain_block_batches(
+    meas, *, max_cells: int | None = None, cache_floats: int | None = None, block_cells: int | None = None
+) -> Iterator[Iterator[MarginalBlock]]:
+    """:func:`plain_blocks` grouped by runs of consecutive workload marginals of about
+    ``max_cells`` cells (default :data:`BATCH_CELLS`): yields, for each run, an iterator of its
+    blocks, which together cover the run's answerable marginals (for callers that put a run back
+    in workload order, as ``Measurements.iter_marginals`` does). The blocks share one reused
+    buffer, as in :func:`plain_blocks`."""
+    limit = BATCH_CELLS if max_cells is None else int(max_cells)
+    cells = BLOCK_CELLS if block_cells is None else int(block_cells)
+    for _, run in itertools.groupby(_blocks(meas, limit, cache_floats, cells), key=lambda item: item[0]):
+        yield (blk for _, blk in run)
 
 
 def plain_estimate(meas, key: tuple[int, ...]) -> np.ndarray:
