@@ -15,12 +15,22 @@ does not span), and the table is::
 
     x̂_M = F_1 ⊕ F_2 ⊕ … ⊕ F_k + (−1)^k P_M        (⊕: broadcast sum)
 
-— ``k`` broadcast passes over the table, whatever the number of subsets, with the faces built
-from the small lower-order residuals (expanded once per subset and shared by every marginal that
-contains it) and from sums of ``ω_M`` over its axes. Marginals of one arity and shape are
-processed together (a batch of stacked arrays), in batches of a bounded number of cells; the
-noisy vectors are read per batch (from memory or from the on-disk store,
-:mod:`dpmatrix.reconstruct.store`), so memory stays bounded.
+— ``k`` broadcast passes over the table, whatever the number of subsets. A face's lower-order
+part (``Σ r_A / Π n`` over the ``A ⊊ M`` sent to it) depends on ``M∖{j}`` and ``n_j`` only: it is
+built once per pass from the expanded lower-order residuals (each expanded once) and shared by
+every marginal that has that face. The rest of a face is ``coef_T · Σ_T P`` for the sets ``T`` of
+axes whose first axis is ``j`` (``coef_T = (−1)^{k+|T|} / Π_{c∈T} n_c``), each sum of ``P`` over
+``T`` taken from a smaller one.
+
+The tables are made in chunks of about :data:`CHUNK_CELLS` cells of one shape, in the processor's
+cache: the noisy vectors are copied once into a zero-bordered work array ``P``, summed along each
+axis, the faces completed, and the tables written as ``P`` plus ``k`` broadcast faces — the same
+``k`` passes as the plain-numpy floor of ``benchmarks/bench_broadcast.py``. The noisy vectors of
+a chunk are read without a copy when they are stored back to back (measurement stores them so,
+:mod:`dpmatrix.reconstruct.stacked`; the on-disk store reads them in long runs,
+:mod:`dpmatrix.reconstruct.store`). :func:`plain_blocks` writes the tables into one reused
+buffer; only the bookkeeping of a run of marginals (positions, variances) and the shared pieces
+are kept, so memory stays bounded whatever the number of marginals.
 
 The variances are the closed form of Theorem 4.4, ``Σ_{A⊆M} σ²_A ⊗_{i∈A} d_in ⊗_{j∉A} d_out``;
 for Algorithm 4's bases ``d_in = (n−1)/n`` and ``d_out = 1/n²`` are constant (computed in closed
@@ -397,7 +407,6 @@ def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int
     rec = _recipe(shape)
     step, pad, bufs = work.get(shape)
     step = min(step, per)
-    sets = meas.plan.closure.sets
     m = len(prep.top)
     runs = prep.runs
     for a in range(0, m, per):
@@ -408,7 +417,7 @@ def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int
             if runs is not None and runs[2][c] == runs[2][e - 1]:
                 omega = meas.noisy.rows(int(runs[0][c]), int(runs[1][c]), e - c)
             else:
-                omega = _omega(meas, prep.top[c:e], sets)
+                omega = _omega(meas, prep.top[c:e], meas.plan.closure.sets)
             faces = [q.take(rows[c:e], axis=0, out=buf[: e - c]) for (q, rows), buf in zip(prep.faces, bufs)]
             _tables(omega, faces, rec, out[c - a : e - a], pad[: e - c])
         yield a, b, out
