@@ -50,8 +50,11 @@ class StackedAnswers(dict):
         self._keys: list[list] = []  # per buffer: the key stored in each used row
         self._open: dict[tuple, int] = {}  # (shape, dtype) -> buffer being filled
         self._where: tuple[np.ndarray, np.ndarray] | None = None  # per closure position: (buffer, row)
+        self._edited = False  # a key was replaced or removed: the index must check every row
 
     def __setitem__(self, key, value) -> None:
+        if key in self:
+            self._edited = True
         arr = np.asarray(value)
         kind = (arr.shape, arr.dtype.str)
         b = self._open.get(kind)
@@ -73,19 +76,19 @@ class StackedAnswers(dict):
 
     def __delitem__(self, key) -> None:
         super().__delitem__(key)
-        self._where = None
+        self._where, self._edited = None, True
 
     def pop(self, key, *default):
-        self._where = None
+        self._where, self._edited = None, True
         return super().pop(key, *default)
 
     def popitem(self):
-        self._where = None
+        self._where, self._edited = None, True
         return super().popitem()
 
     def clear(self) -> None:
         super().clear()
-        self._where = None
+        self._where, self._edited = None, True
 
     def update(self, *args, **kwargs) -> None:
         for key, value in dict(*args, **kwargs).items():
@@ -105,18 +108,25 @@ class StackedAnswers(dict):
             n = len(self._closure)
             buf_of = np.full(n, -1, dtype=np.int64)
             row_of = np.full(n, -1, dtype=np.int64)
+            current = {}
+            if self._edited:  # the row each live key was stored in last
+                for b, keys in enumerate(self._keys):
+                    for row, key in enumerate(keys):
+                        current[key] = (b, row)
+                current = {key: at for key, at in current.items() if dict.__contains__(self, key)}
             for b, keys in enumerate(self._keys):
                 if not keys:
                     continue
                 k = len(keys[0])
                 rows = np.arange(len(keys))
-                live = np.array([super(StackedAnswers, self).__contains__(key) for key in keys], dtype=bool)
                 if k:
                     pos = self._closure.indices(np.asarray(keys, dtype=np.int64).reshape(len(keys), k))
                 else:
                     pos = np.full(len(keys), self._closure.index(()), dtype=np.int64)
-                ok = live & (pos >= 0)
-                buf_of[pos[ok]] = b  # a key stored twice: its later row wins
+                ok = pos >= 0
+                if self._edited:
+                    ok &= np.array([current.get(key) == (b, row) for row, key in enumerate(keys)], dtype=bool)
+                buf_of[pos[ok]] = b
                 row_of[pos[ok]] = rows[ok]
             self._where = (buf_of, row_of)
         return self._where
