@@ -64,7 +64,7 @@ PREPARE_CELLS = 1 << 23
 CHUNK_CELLS = 1 << 16
 # cells of the reused buffer of plain_blocks (0.5 MB: written and read while in cache)
 BLOCK_CELLS = 1 << 16
-# expanded lower-order residuals kept for sharing, in floats (about 400 MB)
+# expanded lower-order residuals and lower-order faces kept for sharing, in floats (400 MB)
 CACHE_FLOATS = 50_000_000
 
 
@@ -439,8 +439,9 @@ def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None)
     for k, (pos, _) in groups.items():
         arity[pos] = k
         row_of[pos] = np.arange(len(pos))
-    expanded = _Expanded(meas, cache_floats)
-    faces = _Pieces(len(plan.closure), CACHE_FLOATS if cache_floats is None else cache_floats)
+    budget = CACHE_FLOATS if cache_floats is None else cache_floats  # shared by the two caches
+    expanded = _Expanded(meas, max(1, budget // 2))
+    faces = _Pieces(len(plan.closure), max(1, budget - budget // 2))
     work = _Work(CHUNK_CELLS)
     buffer = None if block_cells is None else np.empty(block_cells)
     cum = np.cumsum(wk.cells)
@@ -506,7 +507,7 @@ def plain_batches(
     max_cells : int, optional
         Cells per batch (default :data:`BATCH_CELLS`): bounds the memory in use.
     cache_floats : int, optional
-        Budget of the shared lower-order residuals (default :data:`CACHE_FLOATS`).
+        Floats of shared lower-order pieces kept (default :data:`CACHE_FLOATS`).
 
     Returns
     -------
@@ -564,7 +565,7 @@ def plain_blocks(
         Workload cells whose bookkeeping is done together (default :data:`PREPARE_CELLS`;
         it holds no tables, only their positions and variances).
     cache_floats : int, optional
-        Budget of the shared lower-order residuals (default :data:`CACHE_FLOATS`).
+        Floats of shared lower-order pieces kept (default :data:`CACHE_FLOATS`).
 
     Returns
     -------
