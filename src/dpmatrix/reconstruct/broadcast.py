@@ -214,6 +214,7 @@ class _Recipe:
 
     shape: tuple[int, ...]
     inner: tuple  # index of ``P``'s ω part: the entries 1: of every axis
+    borders: tuple  # indices of the rest of ``P`` (index 0 on axis c, 1: before it), which is zero
     steps: tuple[_SumStep, ...]
 
 
@@ -243,38 +244,40 @@ def _recipe(shape: tuple[int, ...]) -> _Recipe:
             face=T[0],
             coef=(-1.0) ** (k + len(T)) / float(math.prod(shape[c] for c in T)),
         ))  # fmt: skip
-    rec = _Recipe(shape, (slice(None),) + (slice(1, None),) * k, tuple(steps))
+    borders = tuple((slice(None),) + (slice(1, None),) * c + (0,) for c in full)
+    rec = _Recipe(shape, (slice(None),) + (slice(1, None),) * k, borders, tuple(steps))
     if len(_RECIPES) < 256:
         _RECIPES[shape] = rec
     return rec
 
 
-def _tables(omega: np.ndarray, faces: list[np.ndarray], rec: _Recipe, out: np.ndarray, pad: np.ndarray) -> np.ndarray:
+def _tables(omega: np.ndarray, faces: list[np.ndarray], rec: _Recipe, out: np.ndarray) -> np.ndarray:
     """The tables of a chunk, ``F_1 ⊕ … ⊕ F_k + (−1)^k P`` (the module docstring), into ``out``.
 
     ``omega`` is ``(m,) + (n−1,…)`` (read only) and ``faces`` their faces' lower-order parts,
-    ``(m,)`` + face shape (completed in place). ``pad`` is a work array ``(m,) + shape`` that is
-    zero at index 0 of every axis and stays so: with ``ω`` copied into the rest it is ``P``.
-    Then ``coef_T · Σ_T P`` is added to face ``T[0]`` for every nonempty set ``T`` of axes, each
-    sum taken from a smaller one (sums along an axis use ``einsum``, whose loop adds along the
-    axis in order for every fibre whatever the other axes are: a table computed alone or in a
-    chunk gets the same bits), and the tables are ``k`` passes of broadcast sums (as in the
-    plain-numpy floor of the benchmark)."""
+    ``(m,)`` + face shape (completed in place). ``P`` is first written into ``out`` itself (``ω``
+    at the entries 1: of every axis, zeros elsewhere). Then ``coef_T · Σ_T P`` is added to face
+    ``T[0]`` for every nonempty set ``T`` of axes, each sum taken from a smaller one (sums along
+    an axis use ``einsum``, whose loop adds along the axis in order for every fibre whatever the
+    other axes are: a table computed alone or in a chunk gets the same bits), and the tables are
+    ``k`` in-place passes of broadcast sums (as in the plain-numpy floor of the benchmark)."""
     m, k = omega.shape[0], len(rec.shape)
     if k == 0:
         out[...] = omega.reshape(m)
         return out
-    np.copyto(pad[rec.inner], omega)
+    for border in rec.borders:
+        out[border] = 0.0
+    np.copyto(out[rec.inner], omega)
     sums: list[np.ndarray] = []
     for st in rec.steps:
-        sums.append(np.einsum(st.subscripts, pad if st.parent < 0 else sums[st.parent]).reshape((m,) + st.keep))
+        sums.append(np.einsum(st.subscripts, out if st.parent < 0 else sums[st.parent]).reshape((m,) + st.keep))
     for st, s in zip(rec.steps, sums):  # (scaled in place once every sum is taken)
         np.multiply(s, st.coef, out=s)
         np.add(faces[st.face], s, out=faces[st.face])
     if k % 2:
-        np.subtract(faces[0], pad, out=out)
+        np.subtract(faces[0], out, out=out)
     else:
-        np.add(pad, faces[0], out=out)
+        np.add(out, faces[0], out=out)
     for f in faces[1:]:
         out += f
     return out
@@ -331,20 +334,19 @@ def _omega(meas, positions: np.ndarray, sets) -> np.ndarray:
 
 
 class _Work:
-    """Work arrays of a pass for each table shape, reused by every chunk of at most
-    :data:`CHUNK_CELLS` cells: the padded ``P`` (zero outside its ω part) and the faces."""
+    """Work arrays of a pass for each table shape (the faces of a chunk of at most
+    :data:`CHUNK_CELLS` cells), reused by every chunk."""
 
     def __init__(self, chunk_cells: int):
         self.chunk_cells = chunk_cells
-        self.arrays: dict[tuple[int, ...], tuple[int, np.ndarray, list[np.ndarray]]] = {}
+        self.arrays: dict[tuple[int, ...], tuple[int, list[np.ndarray]]] = {}
 
-    def get(self, shape: tuple[int, ...]) -> tuple[int, np.ndarray, list[np.ndarray]]:
-        """``(tables per chunk, P, faces)``."""
+    def get(self, shape: tuple[int, ...]) -> tuple[int, list[np.ndarray]]:
+        """``(tables per chunk, faces)``."""
         got = self.arrays.get(shape)
         if got is None:
             step = max(1, self.chunk_cells // max(1, math.prod(shape)))
-            faces = [np.empty((step,) + _face_shape(shape, j)) for j in range(len(shape))]
-            got = self.arrays[shape] = (step, np.zeros((step,) + shape), faces)
+            got = self.arrays[shape] = (step, [np.empty((step,) + _face_shape(shape, j)) for j in range(len(shape))])
         return got
 
 
@@ -405,7 +407,7 @@ def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int
     processor's cache (its pieces are read, combined and written once) and uses the pass's
     work arrays. Noisy vectors stored back to back are read as a view (no copy)."""
     rec = _recipe(shape)
-    step, pad, bufs = work.get(shape)
+    step, bufs = work.get(shape)
     step = min(step, per)
     m = len(prep.top)
     runs = prep.runs
@@ -419,7 +421,7 @@ def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int
             else:
                 omega = _omega(meas, prep.top[c:e], meas.plan.closure.sets)
             faces = [q.take(rows[c:e], axis=0, out=buf[: e - c]) for (q, rows), buf in zip(prep.faces, bufs)]
-            _tables(omega, faces, rec, out[c - a : e - a], pad[: e - c])
+            _tables(omega, faces, rec, out[c - a : e - a])
         yield a, b, out
 
 
@@ -619,4 +621,4 @@ def plain_estimate(meas, key: tuple[int, ...]) -> np.ndarray:
     for j in range(k):
         lower = {cols: meas.residual(tuple(key[c] for c in cols))[None] for cols in order if _face_of(cols, k) == j}
         faces.append(_lower_face(lower, shape, j, 1))
-    return _tables(omega, faces, _recipe(shape), np.empty((1,) + shape), np.zeros((1,) + shape))[0]
+    return _tables(omega, faces, _recipe(shape), np.empty((1,) + shape))[0]
