@@ -48,15 +48,15 @@ def floor_pass(d: int, n: int, seed: int = 0) -> tuple[int, float]:
 
 
 def ours_pass(meas) -> tuple[int, float]:
-    """(cells, seconds) of dpmatrix's streamed reconstruction as arrays (estimates + variances
-    of every workload marginal, :func:`dpmatrix.reconstruct.broadcast.plain_batches`)."""
-    from dpmatrix.reconstruct.broadcast import plain_batches
+    """(cells, seconds) of dpmatrix's streamed reconstruction as arrays: the estimates and
+    variances of every workload marginal, in blocks written into one reused buffer
+    (:func:`dpmatrix.reconstruct.broadcast.plain_blocks`, the API a release writer consumes)."""
+    from dpmatrix.reconstruct.broadcast import plain_blocks
 
     t0 = time.perf_counter()
     cells = 0
-    for batch in plain_batches(meas):
-        for blk in batch:
-            cells += blk.estimate.size
+    for blk in plain_blocks(meas):
+        cells += blk.estimate.size
     return cells, time.perf_counter() - t0
 
 

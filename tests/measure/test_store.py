@@ -76,8 +76,8 @@ def test_store_file_holds_only_the_noisy_values(tmp_path):
 
 
 def test_reconstruction_reads_contiguous_runs(tmp_path, monkeypatch):
-    # a batch's marginals of one size are written back to back in closure order, so stacked
-    # reads need far fewer positioned reads than marginals
+    # a batch's marginals of one shape are written back to back in workload order, the order
+    # reconstruction reads them in, so stacked reads need far fewer positioned reads than marginals
     _, df, plan = _setup(d=9, n=3)
     meas = plan.measure(df, rng=np.random.default_rng(0), store=tmp_path / "s")
     calls = []
@@ -88,7 +88,7 @@ def test_reconstruction_reads_contiguous_runs(tmp_path, monkeypatch):
         return real(fd, buffers, offset)
 
     monkeypatch.setattr(store_mod.os, "preadv", counting)
-    three = [i for i, s in enumerate(plan.closure.sets) if len(s) == 3]
+    three = [plan.closure.index(s) for s in plan.workload.sets if len(s) == 3]
     stack = meas.noisy.stack(three)
     assert stack.shape == (len(three), 2, 2, 2)
     assert len(calls) < len(three) / 4

@@ -18,6 +18,7 @@ from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError
 from ..mechanisms.residual import apply_sub
 from ..reconstruct.measurements import Measurements
+from ..reconstruct.stacked import StackedAnswers
 from ..reconstruct.store import MeasurementStore
 from ..workload import AttrSet
 from .counting import count_batches
@@ -180,7 +181,8 @@ def measure(
     eng = engine_for(data, plan.domain, engine=engine)
     top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
     if store is None or store is False:
-        noisy: dict[AttrSet, np.ndarray] | MeasurementStore = {}
+        # a dict whose vectors lie back to back: reconstruction reads them without a copy
+        noisy: dict[AttrSet, np.ndarray] | MeasurementStore = StackedAnswers(plan.closure)
     else:
         noisy = MeasurementStore(plan, store)
     done: set[AttrSet] = set()
@@ -269,8 +271,9 @@ def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noi
             out[j] = omega[row]
     order = range(len(items))  # a dict keeps the order of the one-set-at-a-time algorithm
     if isinstance(noisy, MeasurementStore):
-        # closure order: a store on disk then holds each batch's marginals of one size back to
-        # back, which reconstruction reads in one go
-        order = sorted(order, key=lambda j: items[j][3])
+        # by size and shape, then in the batch's order (the workload's, for the largest sets):
+        # reconstruction reads the marginals of one shape in workload order, in long runs
+        sizes = plan.domain.sizes
+        order = sorted(order, key=lambda j: (-len(items[j][2]), tuple(sizes[a] for a in items[j][2]), j))
     for j in order:
         noisy[items[j][2]] = out[j]

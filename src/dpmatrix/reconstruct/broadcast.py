@@ -15,12 +15,22 @@ does not span), and the table is::
 
     x̂_M = F_1 ⊕ F_2 ⊕ … ⊕ F_k + (−1)^k P_M        (⊕: broadcast sum)
 
-— ``k`` broadcast passes over the table, whatever the number of subsets, with the faces built
-from the small lower-order residuals (expanded once per subset and shared by every marginal that
-contains it) and from sums of ``ω_M`` over its axes. Marginals of one arity and shape are
-processed together (a batch of stacked arrays), in batches of a bounded number of cells; the
-noisy vectors are read per batch (from memory or from the on-disk store,
-:mod:`dpmatrix.reconstruct.store`), so memory stays bounded.
+— ``k`` broadcast passes over the table, whatever the number of subsets. A face's lower-order
+part (``Σ r_A / Π n`` over the ``A ⊊ M`` sent to it) depends on ``M∖{j}`` and ``n_j`` only: it is
+built once per pass from the expanded lower-order residuals (each expanded once) and shared by
+every marginal that has that face. The rest of a face is ``coef_T · Σ_T P`` for the sets ``T`` of
+axes whose first axis is ``j`` (``coef_T = (−1)^{k+|T|} / Π_{c∈T} n_c``), each sum of ``P`` over
+``T`` taken from a smaller one.
+
+The tables are made in chunks of about :data:`CHUNK_CELLS` cells of one shape, in the processor's
+cache: the noisy vectors are copied once into a zero-bordered work array ``P``, summed along each
+axis, the faces completed, and the tables written as ``P`` plus ``k`` broadcast faces — the same
+``k`` passes as the plain-numpy floor of ``benchmarks/bench_broadcast.py``. The noisy vectors of
+a chunk are read without a copy when they are stored back to back (measurement stores them so,
+:mod:`dpmatrix.reconstruct.stacked`; the on-disk store reads them in long runs,
+:mod:`dpmatrix.reconstruct.store`). :func:`plain_blocks` writes the tables into one reused
+buffer; only the bookkeeping of a run of marginals (positions, variances) and the shared pieces
+are kept, so memory stays bounded whatever the number of marginals.
 
 The variances are the closed form of Theorem 4.4, ``Σ_{A⊆M} σ²_A ⊗_{i∈A} d_in ⊗_{j∉A} d_out``;
 for Algorithm 4's bases ``d_in = (n−1)/n`` and ``d_out = 1/n²`` are constant (computed in closed
@@ -41,15 +51,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import WorkloadError
 from ..mechanisms.residual import apply_pinv
 
-__all__ = ["MarginalBlock", "plain_batches", "plain_estimate", "plain_variance"]
+__all__ = ["MarginalBlock", "plain_batches", "plain_blocks", "plain_estimate", "plain_block_batches", "plain_variance"]
 
-# cells of workload marginals reconstructed together (about 8 MB of estimates)
+# cells of workload marginals reconstructed together by plain_batches (8 MB of estimates)
 BATCH_CELLS = 1 << 20
-# cells combined at once inside a block (about 0.5 MB of table: the pieces stay in cache)
+# cells of workload marginals whose bookkeeping plain_blocks does together (no table memory)
+PREPARE_CELLS = 1 << 23
+# cells combined at once (about 0.5 MB of tables: the pieces of a chunk stay in cache)
 CHUNK_CELLS = 1 << 16
-# expanded lower-order residuals kept for sharing, in floats (about 400 MB)
+# cells of the reused buffer of plain_blocks (0.5 MB: written and read while in cache)
+BLOCK_CELLS = 1 << 16
+# expanded lower-order residuals and lower-order faces kept for sharing, in floats (400 MB)
 CACHE_FLOATS = 50_000_000
 
 
@@ -79,40 +94,43 @@ class MarginalBlock:
     variance: np.ndarray
 
 
-class _Expanded:
-    """Expanded residuals ``r_A`` of lower-order closure members, one buffer per shape, gathered
-    by closure position; emptied when they would exceed :data:`CACHE_FLOATS`."""
+class _Pieces:
+    """Arrays of lower-order pieces found by closure position: one buffer per kind of piece
+    (``key``), each piece computed once and kept until the pieces would exceed ``max_floats``
+    (then everything is dropped and recomputed on demand). A caller holds the buffer it was
+    given: later growth or clearing replaces the cache's buffers, never their contents."""
 
-    def __init__(self, meas, max_floats: int | None = None):
-        self.meas = meas
-        self.max_floats = CACHE_FLOATS if max_floats is None else max_floats
-        self.n = len(meas.plan.closure)
+    def __init__(self, n_positions: int, max_floats: int):
+        self.n = n_positions
+        self.max_floats = max_floats
         self._clear()
 
     def _clear(self) -> None:
-        self.slots: dict[tuple[int, ...], np.ndarray] = {}
-        self.bufs: dict[tuple[int, ...], list] = {}  # shape -> [array, rows used]
+        self.slots: dict = {}
+        self.bufs: dict = {}  # key -> [array, rows used]
         self.floats = 0
 
-    def gather(self, ci: np.ndarray, attrs0: tuple[int, ...]) -> np.ndarray:
-        """Stacked ``r_A`` of the closure members ``ci`` (all of the shape of ``attrs0``)."""
-        plan = self.meas.plan
-        bases = tuple(plan.bases[a] for a in attrs0)
-        shape = tuple(b.n for b in bases)
+    def find(self, key, shape: tuple[int, ...], positions: np.ndarray, compute) -> tuple[np.ndarray, np.ndarray]:
+        """``(buffer, rows)``: the pieces of ``positions`` are ``buffer[rows]``. A missing piece
+        is made by ``compute(need, where)`` (``need`` distinct positions, ``where`` the index in
+        ``positions`` of each one's first occurrence), which returns them stacked."""
         cells = math.prod(shape)
-        slot = self.slots.get(shape)
+        slot = self.slots.get(key)
         if slot is None:
-            slot = self.slots[shape] = np.full(self.n, -1, dtype=np.int64)
-        need = np.unique(ci[slot[ci] < 0])
-        if need.size:
+            slot = self._new_slots(key)
+        missing = slot[positions] < 0
+        if missing.any():
+            at = np.flatnonzero(missing)
+            need, first = np.unique(positions[at], return_index=True)
             if self.floats + need.size * cells > self.max_floats:
                 self._clear()  # start afresh: everything this call needs is recomputed
-                slot = self.slots[shape] = np.full(self.n, -1, dtype=np.int64)
-                need = np.unique(ci)
-            got = apply_pinv(bases, self.meas._noisy_stack(need, plan.closure.sets))
-            buf = self.bufs.get(shape)
+                slot = self._new_slots(key)
+                need, at = np.unique(positions, return_index=True)
+                first = np.arange(need.size)
+            got = compute(need, at[first])
+            buf = self.bufs.get(key)
             if buf is None:
-                buf = self.bufs[shape] = [np.empty((max(need.size, 64),) + shape), 0]
+                buf = self.bufs[key] = [np.empty((max(need.size, 64),) + shape), 0]
             arr, used = buf
             if used + need.size > len(arr):
                 grown = np.empty((max(2 * len(arr), used + need.size),) + shape)
@@ -122,7 +140,33 @@ class _Expanded:
             slot[need] = np.arange(used, used + need.size)
             buf[1] = used + need.size
             self.floats += need.size * cells
-        return self.bufs[shape][0][slot[ci]]
+        return self.bufs[key][0], slot[positions]
+
+    def _new_slots(self, key) -> np.ndarray:
+        slot = self.slots[key] = np.full(self.n, -1, dtype=np.int64)
+        self.floats += self.n  # the index counts too (one int64 per closure member)
+        return slot
+
+
+class _Expanded:
+    """Expanded residuals ``r_A = (⊗ G_i) ω_A`` of lower-order closure members, one buffer per
+    shape, gathered by closure position (:class:`_Pieces`)."""
+
+    def __init__(self, meas, max_floats: int | None = None):
+        self.meas = meas
+        self.pieces = _Pieces(len(meas.plan.closure), CACHE_FLOATS if max_floats is None else max_floats)
+
+    def gather(self, ci: np.ndarray, attrs0: tuple[int, ...]) -> np.ndarray:
+        """Stacked ``r_A`` of the closure members ``ci`` (all of the shape of ``attrs0``)."""
+        plan = self.meas.plan
+        bases = tuple(plan.bases[a] for a in attrs0)
+        shape = tuple(b.n for b in bases)
+
+        def compute(need, _where):
+            return apply_pinv(bases, self.meas._noisy_stack(need, plan.closure.sets))
+
+        buf, rows = self.pieces.find(shape, shape, ci, compute)
+        return buf[rows]
 
 
 def _face_of(cols: tuple[int, ...], k: int) -> int:
@@ -130,73 +174,112 @@ def _face_of(cols: tuple[int, ...], k: int) -> int:
     return next(c for c in range(k) if c not in cols)
 
 
-def _lower_faces(lower: dict, shape: tuple[int, ...], m: int) -> list[np.ndarray]:
+def _face_shape(shape: tuple[int, ...], j: int) -> tuple[int, ...]:
+    return tuple(1 if c == j else n for c, n in enumerate(shape))
+
+
+def _lower_face(lower: dict, shape: tuple[int, ...], j: int, m: int) -> np.ndarray:
     """``F_j``'s lower-order part, ``Σ r_A / Π_{M∖A} n`` over the subsets ``A`` sent to face
     ``j`` (those holding the axes before ``j`` and not ``j``: it depends on ``M∖{j}`` only, so
-    it is computed once per distinct face and shared by every marginal that has it)."""
+    it is computed once per distinct face and shared by every marginal that has it). ``lower``
+    maps those subsets' axes (in :func:`_subset_order`) to their stacked ``r_A``."""
     k = len(shape)
-    full = tuple(range(k))
-    faces = [np.zeros((m,) + tuple(1 if c == j else shape[c] for c in full)) for j in range(k)]
+    face = np.zeros((m,) + _face_shape(shape, j))
     for cols, r_a in lower.items():
-        expand = (m,) + tuple(shape[c] if c in cols else 1 for c in full)
-        scale = float(math.prod(shape[c] for c in full if c not in cols))
-        faces[_face_of(cols, k)] += r_a.reshape(expand) / scale
-    return faces
-
-
-def _faces(omega: np.ndarray, faces: list[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
-    """The ``k`` faces of a batch (see the module docstring): ``omega`` is ``(m,) + (n−1,…)``,
-    ``faces`` their lower-order parts (:func:`_lower_faces`, fresh arrays: updated in place)
-    to which the sums of ``ω`` over the axes are added."""
-    k = len(shape)
-    full = tuple(range(k))
-    # sums of ω over every nonempty set T of axes (keepdims), from smaller ones
-    sums: dict[tuple[int, ...], np.ndarray] = {(): omega}
-    for r in range(1, k + 1):
-        for T in itertools.combinations(full, r):
-            sums[T] = _axis_sum(sums[T[:-1]], 1 + T[-1])
-    for T, s in sums.items():
-        if not T:
-            continue
-        support = tuple(c for c in full if c not in T)
-        coef = (-1.0) ** (k + len(T)) / float(math.prod(shape[c] for c in T))
-        view = faces[T[0]][(slice(None),) + tuple(slice(1, None) if c in support else slice(None) for c in full)]
-        view += coef * s  # padded ω: the support axes' leading entry stays untouched (zero)
-    return faces
+        expand = (m,) + tuple(shape[c] if c in cols else 1 for c in range(k))
+        scale = float(math.prod(shape[c] for c in range(k) if c not in cols))
+        face += r_a.reshape(expand) / scale
+    return face
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def _axis_sum(x: np.ndarray, axis: int) -> np.ndarray:
-    """``x`` summed along ``axis`` (kept, size 1). ``einsum``'s loop adds along the axis in order
-    for every fibre, whatever the other axes are: a table summed alone or in a batch gets the
-    same bits (and it is several times faster than ``np.add.reduce`` on short inner axes)."""
-    if x.ndim > len(_LETTERS):  # pragma: no cover - 26-way marginals
-        return np.add.reduce(x, axis=axis, keepdims=True)
-    sub = _LETTERS[: x.ndim]
-    return np.expand_dims(np.einsum(f"{sub}->{sub.replace(sub[axis], '')}", x), axis)
+@dataclass(frozen=True)
+class _SumStep:
+    """One sum of ``P`` over a set ``T`` of axes (from the sum over ``T`` without its last axis),
+    and where ``coef · Σ_T P`` goes: face ``T[0]`` (``P`` is zero at index 0 of every axis, so the
+    sum is already zero there on the axes it keeps, as ``ω`` padded)."""
+
+    parent: int  # index of the step summed from (−1: ``P`` itself)
+    subscripts: str  # einsum subscripts removing the axis
+    keep: tuple[int, ...]  # the kept-dims shape of the sum without the batch axis
+    face: int
+    coef: float
 
 
-def _assemble(omega: np.ndarray, faces: list[np.ndarray], shape: tuple[int, ...], out=None) -> np.ndarray:
-    """``F_1 ⊕ … ⊕ F_k + (−1)^k P``: the tables of a batch, ``(m,) + shape`` (into ``out``)."""
-    m, k = omega.shape[0], len(shape)
-    if out is None:
-        out = np.empty((m,) + shape)
+@dataclass(frozen=True)
+class _Recipe:
+    """Everything about a table shape the per-chunk arithmetic needs, computed once."""
+
+    shape: tuple[int, ...]
+    inner: tuple  # index of ``P``'s ω part: the entries 1: of every axis
+    borders: tuple  # indices of the rest of ``P`` (index 0 on axis c, 1: before it), which is zero
+    steps: tuple[_SumStep, ...]
+
+
+_RECIPES: dict[tuple[int, ...], _Recipe] = {}
+
+
+def _recipe(shape: tuple[int, ...]) -> _Recipe:
+    """The sums of ``ω`` over every nonempty set ``T`` of axes (each from a smaller one), with
+    their coefficients ``(−1)^{k+|T|} / Π_{c∈T} n_c`` and faces (see the module docstring)."""
+    rec = _RECIPES.get(shape)
+    if rec is not None:
+        return rec
+    k = len(shape)
+    full = tuple(range(k))
+    if k + 1 > len(_LETTERS):  # pragma: no cover - 26-way marginals
+        raise ValueError("marginals of more than 25 attributes are not supported by the broadcast path")
+    sub = _LETTERS[: k + 1]
+    order = [T for r in range(1, k + 1) for T in itertools.combinations(full, r)]
+    at = {T: i for i, T in enumerate(order)}
+    steps = []
+    for T in order:
+        removed = sub[1 + T[-1]]
+        steps.append(_SumStep(
+            parent=at.get(T[:-1], -1),
+            subscripts=f"{sub}->{sub.replace(removed, '')}",
+            keep=tuple(1 if c in T else shape[c] for c in full),
+            face=T[0],
+            coef=(-1.0) ** (k + len(T)) / float(math.prod(shape[c] for c in T)),
+        ))  # fmt: skip
+    borders = tuple((slice(None),) + (slice(1, None),) * c + (0,) for c in full)
+    rec = _Recipe(shape, (slice(None),) + (slice(1, None),) * k, borders, tuple(steps))
+    if len(_RECIPES) < 256:
+        _RECIPES[shape] = rec
+    return rec
+
+
+def _tables(omega: np.ndarray, faces: list[np.ndarray], rec: _Recipe, out: np.ndarray) -> np.ndarray:
+    """The tables of a chunk, ``F_1 ⊕ … ⊕ F_k + (−1)^k P`` (the module docstring), into ``out``.
+
+    ``omega`` is ``(m,) + (n−1,…)`` (read only) and ``faces`` their faces' lower-order parts,
+    ``(m,)`` + face shape (completed in place). ``P`` is first written into ``out`` itself (``ω``
+    at the entries 1: of every axis, zeros elsewhere). Then ``coef_T · Σ_T P`` is added to face
+    ``T[0]`` for every nonempty set ``T`` of axes, each sum taken from a smaller one (sums along
+    an axis use ``einsum``, whose loop adds along the axis in order for every fibre whatever the
+    other axes are: a table computed alone or in a chunk gets the same bits), and the tables are
+    ``k`` in-place passes of broadcast sums (as in the plain-numpy floor of the benchmark)."""
+    m, k = omega.shape[0], len(rec.shape)
     if k == 0:
         out[...] = omega.reshape(m)
         return out
-    if k == 1:
-        out[...] = faces[0]
-    else:
-        np.add(faces[0], faces[1], out=out)
-        for f in faces[2:]:
-            out += f
-    inner = out[(slice(None),) + (slice(1, None),) * k]
+    for border in rec.borders:
+        out[border] = 0.0
+    np.copyto(out[rec.inner], omega)
+    sums: list[np.ndarray] = []
+    for st in rec.steps:
+        sums.append(np.einsum(st.subscripts, out if st.parent < 0 else sums[st.parent]).reshape((m,) + st.keep))
+    for st, s in zip(rec.steps, sums):  # (scaled in place once every sum is taken)
+        np.multiply(s, st.coef, out=s)
+        np.add(faces[st.face], s, out=faces[st.face])
     if k % 2:
-        inner -= omega
+        np.subtract(faces[0], out, out=out)
     else:
-        inner += omega
+        np.add(out, faces[0], out=out)
+    for f in faces[1:]:
+        out += f
     return out
 
 
@@ -243,15 +326,49 @@ def _subset_order(k: int) -> list[tuple[int, ...]]:
 
 
 def _omega(meas, positions: np.ndarray, sets) -> np.ndarray:
-    """Stacked noisy vectors of the closure members at ``positions`` (read only here: a single
-    in-memory vector is used as it is, without the copy a stack would make)."""
+    """Stacked noisy vectors of the closure members at ``positions``, as floats (read only
+    here: a single in-memory vector is used as it is, without the copy a stack would make)."""
     if len(positions) == 1 and getattr(meas.noisy, "stack", None) is None:
         return np.asarray(meas.noisy[sets[int(positions[0])]], dtype=float)[None]
     return meas._noisy_stack(positions, sets)
 
 
-def _block(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded):
-    """Estimates and variances of the marginals ``rows`` (one shape): ``(answerable, est, var)``."""
+class _Work:
+    """Work arrays of a pass for each table shape (the faces of a chunk of at most
+    :data:`CHUNK_CELLS` cells), reused by every chunk."""
+
+    def __init__(self, chunk_cells: int):
+        self.chunk_cells = chunk_cells
+        self.arrays: dict[tuple[int, ...], tuple[int, list[np.ndarray]]] = {}
+
+    def get(self, shape: tuple[int, ...]) -> tuple[int, list[np.ndarray]]:
+        """``(tables per chunk, faces)``."""
+        got = self.arrays.get(shape)
+        if got is None:
+            step = max(1, self.chunk_cells // max(1, math.prod(shape)))
+            got = self.arrays[shape] = (step, [np.empty((step,) + _face_shape(shape, j)) for j in range(len(shape))])
+        return got
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """The bookkeeping of a block, done once: which marginals are answerable, the closure
+    positions of their noisy vectors, where their lower-order faces are, and the variances."""
+
+    ok: np.ndarray
+    rows: np.ndarray
+    top: np.ndarray  # closure positions of the marginals themselves
+    faces: list  # per face j: (buffer of lower-order parts, row of each marginal's part)
+    variance: np.ndarray
+    runs: tuple | None  # where the noisy vectors are stored, if the mapping tells (StackedAnswers.runs)
+
+
+def _prepare(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded, faces: _Pieces) -> _Prepared | None:
+    """:class:`_Prepared` for the marginals ``rows`` (one shape); None if none is answerable.
+
+    Face ``j``'s lower-order part depends on ``M∖{j}`` only (and on ``n_j``): it is made once
+    per pass for each such set (``faces``, keyed by the shape and ``j``) and shared by every
+    marginal that has it."""
     plan = meas.plan
     closure = plan.closure
     g, k = rows.shape
@@ -263,30 +380,115 @@ def _block(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded):
         ok &= idx[cols] >= 0
         ok[ok] &= plan.measured[idx[cols][ok]]
     if not ok.any():
-        return ok, None, None
+        return None
     if not ok.all():
         rows = rows[ok]
         idx = {cols: v[ok] for cols, v in idx.items()}
     top = tuple(range(k))
-    m = len(rows)
-    # the lower-order part of each face, once per distinct face (shared by the marginals)
-    shared = []
+    found = []
     for j in range(k):
+        terms = [cols for cols in order[:-1] if _face_of(cols, k) == j]
+
+        def compute(need, where, j=j, terms=terms):
+            lower = {cols: expanded.gather(idx[cols][where], tuple(int(a) for a in rows[0, list(cols)]))
+                     for cols in terms}  # fmt: skip
+            return _lower_face(lower, shape, j, len(need))
+
         rest = tuple(c for c in top if c != j)
-        _, first, inv = np.unique(idx[rest], return_index=True, return_inverse=True)
-        lower = {cols: expanded.gather(idx[cols][first], tuple(int(a) for a in rows[0, list(cols)]))
-                 for cols in order[:-1] if _face_of(cols, k) == j}  # fmt: skip
-        shared.append((_lower_faces(lower, shape, len(first))[j], np.asarray(inv).reshape(-1)))
-    est = np.empty((m,) + shape)
-    # the arithmetic runs on chunks that stay in the processor's cache (the pieces of a chunk
-    # are read, combined and written once); the block's bookkeeping is done once per block
-    step = max(1, CHUNK_CELLS // max(1, math.prod(shape)))
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        omega = _omega(meas, idx[top][a:b], closure.sets)
-        faces = [q[inv[a:b]] for q, inv in shared]
-        _assemble(omega, _faces(omega, faces, shape), shape, out=est[a:b])
-    return ok, est, _variances(plan, rows, idx, shape)
+        found.append(faces.find((shape, j), _face_shape(shape, j), idx[rest], compute))
+    runs = getattr(meas.noisy, "runs", None)
+    return _Prepared(ok, rows, idx[top], found, _variances(plan, rows, idx, shape),
+                     None if runs is None else runs(idx[top]))  # fmt: skip
+
+
+def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int, out_of) -> Iterator[tuple[int, int, np.ndarray]]:
+    """The estimates of a prepared block, ``per`` tables at a time: ``(a, b, tables a..b−1)``
+    written into ``out_of(a, b)``, chunk by chunk: the arithmetic of a chunk stays in the
+    processor's cache (its pieces are read, combined and written once) and uses the pass's
+    work arrays. Noisy vectors stored back to back are read as a view (no copy)."""
+    rec = _recipe(shape)
+    step, bufs = work.get(shape)
+    step = min(step, per)
+    m = len(prep.top)
+    runs = prep.runs
+    for a in range(0, m, per):
+        b = min(m, a + per)
+        out = out_of(a, b)
+        for c in range(a, b, step):
+            e = min(b, c + step)
+            if runs is not None and runs[2][c] == runs[2][e - 1]:
+                omega = meas.noisy.rows(int(runs[0][c]), int(runs[1][c]), e - c)
+            else:
+                omega = _omega(meas, prep.top[c:e], meas.plan.closure.sets)
+            faces = [q.take(rows[c:e], axis=0, out=buf[: e - c]) for (q, rows), buf in zip(prep.faces, bufs)]
+            _tables(omega, faces, rec, out[c - a : e - a])
+        yield a, b, out
+
+
+def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None) -> Iterator[tuple[int, MarginalBlock]]:
+    """``(batch number, MarginalBlock)`` for consecutive runs (batches) of workload marginals of
+    about ``limit`` cells, prepared per arity and shape of a batch. With ``block_cells`` the
+    blocks hold at most that many cells (or one table) written into one reused buffer, valid
+    until the next block; without, one block per arity and shape of the batch, in fresh
+    arrays."""
+    plan = meas.plan
+    wk = plan.workload
+    sizes = np.asarray(plan.domain.sizes, dtype=np.int64)
+    n = len(wk)
+    arity = np.empty(n, dtype=np.int64)
+    row_of = np.empty(n, dtype=np.int64)
+    groups = wk._groups
+    for k, (pos, _) in groups.items():
+        arity[pos] = k
+        row_of[pos] = np.arange(len(pos))
+    budget = CACHE_FLOATS if cache_floats is None else cache_floats  # shared by the two caches
+    expanded = _Expanded(meas, max(1, budget // 2))
+    faces = _Pieces(len(plan.closure), max(1, budget - budget // 2))
+    work = _Work(CHUNK_CELLS)
+    buffer = None if block_cells is None else np.empty(block_cells)
+    cum = np.cumsum(wk.cells)
+    start = batch_no = 0
+    while start < n:
+        stop = int(np.searchsorted(cum, (cum[start - 1] if start else 0) + limit, "right"))
+        stop = min(max(stop, start + 1), n)
+        batch = np.arange(start, stop)
+        start = stop
+        for k in np.unique(arity[batch]).tolist():
+            members = batch[arity[batch] == k]
+            rows = groups[k][1][row_of[members]]
+            shapes = sizes[rows] if k else np.zeros((len(members), 0), dtype=np.int64)
+            if (shapes == shapes[:1]).all():  # one shape (e.g. every attribute of one size)
+                uniq, inv = shapes[:1], np.zeros(len(members), dtype=np.int64)
+            else:
+                uniq, inv = np.unique(shapes, axis=0, return_inverse=True)
+                inv = np.asarray(inv).reshape(-1)
+            for u in range(len(uniq)):
+                sel = np.flatnonzero(inv == u) if len(uniq) > 1 else np.arange(len(members))
+                shape = tuple(int(v) for v in uniq[u])
+                prep = _prepare(meas, rows[sel], shape, expanded, faces)
+                if prep is None:
+                    continue
+                m, cells = len(prep.top), math.prod(shape)
+                positions = members[sel][prep.ok]
+                if buffer is None:
+                    est = np.empty((m,) + shape)
+                    for _ in _chunks(meas, prep, shape, work, m, lambda a, b: est[a:b]):
+                        pass
+                    yield batch_no, MarginalBlock(positions, prep.rows, shape, est, prep.variance)
+                    continue
+                per = max(1, block_cells // max(1, cells))  # tables per block
+                step = work.get(shape)[0]
+                if per > step:
+                    per -= per % step  # whole chunks
+
+                def out_of(a, b, shape=shape, cells=cells):
+                    if (b - a) * cells > buffer.size:
+                        return np.empty((b - a,) + shape)  # one table larger than the buffer
+                    return buffer[: (b - a) * cells].reshape((b - a,) + shape)
+
+                for a, b, est in _chunks(meas, prep, shape, work, per, out_of):
+                    yield batch_no, MarginalBlock(positions[a:b], prep.rows[a:b], shape, est, prep.variance[a:b])
+        batch_no += 1
 
 
 def plain_batches(
@@ -297,6 +499,8 @@ def plain_batches(
     Yields, for consecutive runs of workload marginals holding about ``max_cells`` cells, the
     list of their :class:`MarginalBlock` (one per arity and shape; together they cover the run's
     answerable marginals — a zero-weight marginal whose residuals were not measured is left out).
+    Every block's arrays are its own (see :func:`plain_blocks` for blocks written into one
+    reused buffer).
 
     Parameters
     ----------
@@ -305,7 +509,7 @@ def plain_batches(
     max_cells : int, optional
         Cells per batch (default :data:`BATCH_CELLS`): bounds the memory in use.
     cache_floats : int, optional
-        Budget of the shared lower-order residuals (default :data:`CACHE_FLOATS`).
+        Floats of shared lower-order pieces kept (default :data:`CACHE_FLOATS`).
 
     Returns
     -------
@@ -318,42 +522,89 @@ def plain_batches(
     >>> meas = plan.measure(pd.DataFrame({"a0": [0, 1], "a1": [2, 0], "a2": [1, 1]}),
     ...                     rng=np.random.default_rng(0))
     >>> [(b.shape, len(b.positions)) for batch in plain_batches(meas) for b in batch]
-    [((2, 3), 1), ((2, 2), 1), ((3, 2), 1)]
+    [((2, 2), 1), ((2, 3), 1), ((3, 2), 1)]
     """
-    plan = meas.plan
-    wk = plan.workload
-    sizes = np.asarray(plan.domain.sizes, dtype=np.int64)
     limit = BATCH_CELLS if max_cells is None else int(max_cells)
-    n = len(wk)
-    arity = np.empty(n, dtype=np.int64)
-    row_of = np.empty(n, dtype=np.int64)
-    groups = wk._groups
-    for k, (pos, _) in groups.items():
-        arity[pos] = k
-        row_of[pos] = np.arange(len(pos))
-    expanded = _Expanded(meas, cache_floats)
-    cum = np.cumsum(wk.cells)
-    start = 0
-    while start < n:
-        stop = int(np.searchsorted(cum, (cum[start - 1] if start else 0) + limit, "right"))
-        stop = min(max(stop, start + 1), n)
-        batch = np.arange(start, stop)
-        start = stop
-        out: list[MarginalBlock] = []
-        for k in np.unique(arity[batch]).tolist():
-            members = batch[arity[batch] == k]
-            rows = groups[k][1][row_of[members]]
-            shapes = sizes[rows] if k else np.zeros((len(members), 0), dtype=np.int64)
-            uniq, inv = np.unique(shapes, axis=0, return_inverse=True)
-            inv = np.asarray(inv).reshape(-1)
-            for u in range(len(uniq)):
-                sel = np.flatnonzero(inv == u)
-                shape = tuple(int(v) for v in uniq[u])
-                ok, est, var = _block(meas, rows[sel], shape, expanded)
-                if est is None:
-                    continue
-                out.append(MarginalBlock(members[sel][ok], rows[sel][ok], shape, est, var))
+    out: list[MarginalBlock] = []
+    current = 0
+    for batch_no, blk in _blocks(meas, limit, cache_floats, None):
+        if batch_no != current:
+            yield out
+            out, current = [], batch_no
+        out.append(blk)
+    if out:
         yield out
+
+
+def plain_blocks(
+    meas, *, block_cells: int | None = None, max_cells: int | None = None, cache_floats: int | None = None
+) -> Iterator[MarginalBlock]:
+    """Every answerable marginal of a plain workload as blocks of stacked tables written into
+    one reused buffer: the fastest way to stream all the tables (e.g. to a release writer).
+
+    Each :class:`MarginalBlock` holds marginals of one arity and shape: ``estimate[i]`` is the
+    table of the marginal on ``attrs[i]`` (workload position ``positions[i]``) by Algorithm 2,
+    ``x̂_M = Σ_{A⊆M} r_A / Π_{j∈M∖A} n_j`` (Theorem 4.4), computed as ``k`` broadcast sums of
+    faces (the module docstring), and ``variance[i]`` its exact per-cell variance in closed form
+    (one number per table: shape ``(m,) + (1,)*k``). Blocks come in the order of the runs of
+    about ``max_cells`` workload cells (within a run, by arity, then shape, then workload
+    position) and cover every answerable workload marginal once; the values are those of
+    :func:`plain_batches` and of ``Measurements.estimate`` / ``variance``, bit for bit.
+
+    **A block's estimates are a view of one buffer of** ``block_cells`` **floats that the next
+    block overwrites**: use (or copy) a block before asking for the next one. A marginal larger
+    than the buffer comes alone, in a fresh array. Memory stays bounded by ``max_cells`` and
+    ``block_cells`` (plus the shared lower-order residuals), whatever the number of marginals.
+
+    Parameters
+    ----------
+    meas : Measurements
+        Measurements of a plan with ``plan.is_plain`` (in memory or in an on-disk store).
+    block_cells : int, optional
+        Cells per block, the size of the reused buffer (default :data:`BLOCK_CELLS`; a small
+        buffer stays in the processor's cache, a large one gives fewer, longer blocks).
+    max_cells : int, optional
+        Workload cells whose bookkeeping is done together (default :data:`PREPARE_CELLS`;
+        it holds no tables, only their positions and variances).
+    cache_floats : int, optional
+        Floats of shared lower-order pieces kept (default :data:`CACHE_FLOATS`).
+
+    Returns
+    -------
+    iterator of MarginalBlock
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, dpmatrix as dm
+    >>> plan = dm.plan(dm.Workload.marginals(dm.Domain.from_sizes([2, 3, 2]), 2), pcost=1.0)
+    >>> meas = plan.measure(pd.DataFrame({"a0": [0, 1], "a1": [2, 0], "a2": [1, 1]}),
+    ...                     rng=np.random.default_rng(0))
+    >>> for blk in plain_blocks(meas):
+    ...     print(blk.shape, blk.attrs.tolist(), blk.estimate.shape, blk.variance.shape)
+    (2, 2) [[0, 2]] (1, 2, 2) (1, 1, 1)
+    (2, 3) [[0, 1]] (1, 2, 3) (1, 1, 1)
+    (3, 2) [[1, 2]] (1, 3, 2) (1, 1, 1)
+    """
+    limit = PREPARE_CELLS if max_cells is None else int(max_cells)
+    cells = BLOCK_CELLS if block_cells is None else int(block_cells)
+    if limit < 1 or cells < 1:
+        raise WorkloadError(f"max_cells and block_cells must be positive, got {limit} and {cells}")
+    for _, blk in _blocks(meas, limit, cache_floats, cells):
+        yield blk
+
+
+def plain_block_batches(
+    meas, *, max_cells: int | None = None, cache_floats: int | None = None, block_cells: int | None = None
+) -> Iterator[Iterator[MarginalBlock]]:
+    """:func:`plain_blocks` grouped by runs of consecutive workload marginals of about
+    ``max_cells`` cells (default :data:`BATCH_CELLS`): yields, for each run, an iterator of its
+    blocks, which together cover the run's answerable marginals (for callers that put a run back
+    in workload order, as ``Measurements.iter_marginals`` does). The blocks share one reused
+    buffer, as in :func:`plain_blocks`."""
+    limit = BATCH_CELLS if max_cells is None else int(max_cells)
+    cells = BLOCK_CELLS if block_cells is None else int(block_cells)
+    for _, run in itertools.groupby(_blocks(meas, limit, cache_floats, cells), key=lambda item: item[0]):
+        yield (blk for _, blk in run)
 
 
 def plain_estimate(meas, key: tuple[int, ...]) -> np.ndarray:
@@ -365,5 +616,9 @@ def plain_estimate(meas, key: tuple[int, ...]) -> np.ndarray:
     if key not in meas.noisy:
         meas.residual(key)  # raises the NotMeasuredError that says what to do
     omega = np.asarray(meas.noisy[key], dtype=float)[None]
-    lower = {cols: meas.residual(tuple(key[c] for c in cols))[None] for cols in _subset_order(k)[:-1]}
-    return _assemble(omega, _faces(omega, _lower_faces(lower, shape, 1), shape), shape)[0]
+    order = _subset_order(k)[:-1]
+    faces = []
+    for j in range(k):
+        lower = {cols: meas.residual(tuple(key[c] for c in cols))[None] for cols in order if _face_of(cols, k) == j}
+        faces.append(_lower_face(lower, shape, j, 1))
+    return _tables(omega, faces, _recipe(shape), np.empty((1,) + shape))[0]

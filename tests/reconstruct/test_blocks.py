@@ -1,0 +1,111 @@
+"""Streaming every table in blocks written into one reused buffer (issue 18 item 1).
+
+The reference is :func:`oracle.algorithm2_reconstruct` (explicit ``Sub⁺`` and ``1/n`` matrices and
+Kronecker products, never dpmatrix) applied to the noisy vectors, and
+:func:`oracle.theorem44_cell_variance` for the variances. Block, chunk and bookkeeping sizes are
+made tiny so that blocks split a shape, chunks split a block, a table larger than the buffer
+comes alone and the shared lower-order pieces are evicted and recomputed.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpmatrix as dm
+import oracle
+from dpmatrix.reconstruct import broadcast as B
+
+
+def _random_plan(seed: int):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 6))
+    sizes = [int(s) for s in rng.integers(2, 5, size=d)]
+    dom = dm.Domain.from_sizes(sizes)
+    pool = [s for r in range(4) for s in itertools.combinations(range(d), r)]
+    pick = rng.choice(len(pool), size=min(len(pool), int(rng.integers(2, 10))), replace=False)
+    sets = [pool[i] for i in sorted(pick)]
+    weights = rng.choice([0.0, 1.0, 2.5], size=len(sets), p=[0.15, 0.6, 0.25])
+    if not weights.any():
+        weights[0] = 1.0
+    wk = dm.Workload(dom, [tuple(dom.names[a] for a in s) for s in sets], weights=weights.tolist())
+    plan = dm.plan(wk, pcost=float(rng.uniform(0.5, 5)), objective="sum_var")
+    df = pd.DataFrame({n: rng.integers(0, s, 40) for n, s in zip(dom.names, sizes)})
+    return sizes, plan, plan.measure(df, rng=rng)
+
+
+def _answerable(plan, meas):
+    return [i for i, s in enumerate(plan.workload.sets) if all(k in meas.noisy for k in oracle.closure([s]))]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_blocks_equal_dense_algorithm2(seed, monkeypatch):
+    sizes, plan, meas = _random_plan(seed)
+    monkeypatch.setattr(B, "CHUNK_CELLS", 5)  # several chunks per block
+    omegas = {key: np.asarray(v, dtype=float).reshape(-1) for key, v in meas.noisy.items()}
+    sigma2 = {key: float(plan.sigma2[plan.closure.index(key)]) for key in meas.noisy}
+    seen, buffers = [], []
+    block_cells = 12
+    for blk in B.plain_blocks(meas, block_cells=block_cells, max_cells=30, cache_floats=5):
+        m, cells = len(blk.positions), int(np.prod(blk.shape))
+        assert blk.estimate.shape == (m,) + blk.shape and blk.variance.shape == (m,) + (1,) * len(blk.shape)
+        assert m * cells <= block_cells or m == 1  # a table larger than the buffer comes alone
+        if m * cells <= block_cells:
+            buffers.append(blk.estimate)
+        for j, pos in enumerate(blk.positions.tolist()):
+            key = tuple(int(a) for a in blk.attrs[j])
+            assert key == plan.workload.sets[pos]
+            want = oracle.algorithm2_reconstruct(sizes, key, omegas)
+            np.testing.assert_allclose(blk.estimate[j].reshape(-1), want, rtol=1e-12, atol=1e-9)
+            var = oracle.theorem44_cell_variance(sizes, key, sigma2)
+            np.testing.assert_allclose(np.broadcast_to(blk.variance[j], blk.shape), var, rtol=1e-13)
+            # streamed or asked alone: the same bits
+            np.testing.assert_array_equal(meas.estimate(key), blk.estimate[j])
+            np.testing.assert_array_equal(meas.variance(key), np.broadcast_to(blk.variance[j], blk.shape))
+            seen.append(pos)
+    assert sorted(seen) == _answerable(plan, meas)  # every answerable marginal once
+    # the blocks that fit are views of one buffer, reused from block to block
+    for a, b in zip(buffers, buffers[1:]):
+        assert np.shares_memory(a, b)
+
+
+def test_blocks_equal_batches_and_iter_blocks():
+    _, plan, meas = _random_plan(3)
+    batched = {int(p): (blk.estimate[j].copy(), blk.variance[j].copy())
+               for batch in B.plain_batches(meas) for blk in batch for j, p in enumerate(blk.positions)}  # fmt: skip
+    for stream in (B.plain_blocks(meas), meas.iter_blocks(block_cells=7)):
+        got = {}
+        for blk in stream:
+            for j, p in enumerate(blk.positions.tolist()):
+                got[p] = (blk.estimate[j].copy(), blk.variance[j].copy())
+        assert got.keys() == batched.keys()
+        for p, (est, var) in got.items():
+            np.testing.assert_array_equal(est, batched[p][0])
+            np.testing.assert_array_equal(var, batched[p][1])
+
+
+def test_block_batches_cover_the_runs_of_plain_batches():
+    _, plan, meas = _random_plan(5)
+    runs = [sorted(int(p) for blk in batch for p in blk.positions) for batch in B.plain_batches(meas, max_cells=9)]
+    got = [sorted(int(p) for blk in run for p in blk.positions)
+           for run in B.plain_block_batches(meas, max_cells=9, block_cells=4)]  # fmt: skip
+    assert got == runs
+
+
+def test_iter_blocks_is_for_plain_marginals():
+    dom = dm.Domain.from_dict({"x": {"size": 4, "kind": "ordinal"}, "y": 3})
+    wk = dm.Workload(dom, [("x", "y")], query_types={"x": "prefix"})
+    plan = dm.plan(wk, pcost=2.0, objective="sum_var")
+    rng = np.random.default_rng(0)
+    meas = plan.measure(pd.DataFrame({"x": rng.integers(0, 4, 30), "y": rng.integers(0, 3, 30)}), rng=rng)
+    with pytest.raises(dm.errors.PlanError, match="iter_marginals"):
+        meas.iter_blocks()
+
+
+def test_block_sizes_must_be_positive():
+    _, _, meas = _random_plan(1)
+    with pytest.raises(dm.errors.WorkloadError):
+        next(B.plain_blocks(meas, block_cells=0))
