@@ -310,7 +310,9 @@ def test_format_1_release_still_loads(tmp_path, capsys):
         for fmt in ("parquet", "csv"):
             got = rel.table(names, fmt)
             np.testing.assert_allclose(got["estimate"].to_numpy(), want["estimate"].to_numpy(), rtol=1e-15)
-        np.testing.assert_array_equal(rel.read_table(names).column("estimate").to_numpy(), want["estimate"].to_numpy())
+        # saved by b65d2cc's kernel, recomputed by today's: equal up to the summation order
+        np.testing.assert_allclose(rel.read_table(names).column("estimate").to_numpy(), want["estimate"].to_numpy(),
+                                   rtol=1e-14)
     assert main(["query", str(old), "--marginal", "age,sex", "--format", "csv"]) == 0
     assert len(pd.read_csv(io.StringIO(capsys.readouterr().out))) == 3 * 2
     # and it is a release that a new one may replace
