@@ -129,7 +129,7 @@ class Domain:
     table and the Kronecker order of every query matrix.
     """
 
-    __slots__ = ("_attrs", "_index")
+    __slots__ = ("_attrs", "_index", "_names", "_sizes")
 
     def __init__(self, attributes: Mapping[str, int] | Iterable[Attribute]):
         if isinstance(attributes, Mapping):
@@ -151,6 +151,9 @@ class Domain:
             index[a.name] = i
         object.__setattr__(self, "_attrs", attrs)
         object.__setattr__(self, "_index", index)
+        # immutable: computed once (hot loops of the counting engines ask for them per marginal)
+        object.__setattr__(self, "_names", tuple(a.name for a in attrs))
+        object.__setattr__(self, "_sizes", tuple(a.size for a in attrs))
 
     def __setattr__(self, key: str, value: Any) -> None:  # pragma: no cover - immutability guard
         raise AttributeError("Domain is immutable")
@@ -225,11 +228,11 @@ class Domain:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self._attrs)
+        return self._names
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        return tuple(a.size for a in self._attrs)
+        return self._sizes
 
     def __len__(self) -> int:
         return len(self._attrs)
@@ -299,6 +302,10 @@ class Domain:
 
     def __hash__(self) -> int:
         return hash(self._attrs)
+
+    def __reduce__(self):
+        # rebuilt through __init__ (pickle's default slot restore would hit the immutability guard)
+        return (Domain, (self._attrs,))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{a.name!r}: {a.size}" for a in self._attrs[:8])

@@ -39,3 +39,18 @@ def test_dict_round_trip_and_equality():
 def test_bad_sizes():
     with pytest.raises(DomainError):
         dm.Domain({"a": 0})
+
+
+def test_pickle_and_deepcopy_round_trip():
+    """A Domain crosses process boundaries (multiprocessing, Spark closures): pickling used to
+    raise "Domain is immutable" because the slot restore went through the immutability guard."""
+    import copy
+    import pickle
+
+    d = dm.Domain.from_dict({"age": {"size": 3, "kind": "ordinal", "labels": ["0-9", "10-19", "20+"]}, "sex": 2})
+    for e in (pickle.loads(pickle.dumps(d)), copy.deepcopy(d)):
+        assert e == d and hash(e) == hash(d)
+        assert e.names == ("age", "sex") and e.sizes == (3, 2)
+        assert e.attributes[0].labels == d.attributes[0].labels
+        with pytest.raises(AttributeError):
+            e.x = 1
