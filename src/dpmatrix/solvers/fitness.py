@@ -70,6 +70,8 @@ import scipy.linalg as sla
 
 from dpmatrix.errors import PlanError, WorkloadError
 
+from .fitness_newton import newton_dual
+from .fitness_reduction import reduce_instance
 from .result import SolverResult
 from .squarem import LOG_FLOOR, normalize_log_weights, squarem
 
@@ -663,23 +665,59 @@ def solve_min_privacy_cost(
     c = _as_targets(targets, m)
     tol = _check_tol(tol)
     _check_measurable(W, measurable)
+    t0 = time.perf_counter()
     F = W / np.sqrt(c)[:, None]
     scale = float(np.max(np.abs(F)))
     F = F / scale
-    V = _rowspace(F)
-    B = _resolve_basis(basis, W, V)
-    core = _Core(F @ V, V)
+    B = row_basis(W) if isinstance(basis, str) and basis == "auto" else None
+    red = reduce_instance(F)
+    V = _rowspace(red.matrix)
+    if B is None:
+        B = _resolve_basis(basis, W, _rowspace(F))
+    core = _Core(red.matrix @ V, V)
+    # First-order warm start, then Newton on the dual (fitness_newton); the fixed point with
+    # its dense polish remains the fallback when Newton does not certify.
+    core.run(tol, min(int(max_iter), _WARM_START), float(max_seconds))
+    best = None
+    if core.gap() > tol and not core.timed_out and core.evals < max_iter:
+        out = newton_dual(
+            red.matrix, *core.best_dual, rank=V.shape[1], tol=tol,
+            deadline=t0 + float(max_seconds), subsolve=_completion_solver,
+        )
+        if out is not None:
+            best = _finish(
+                out.strategy @ red.expand, red.query_weights(out.query_weights, m),
+                red.cell_weights(out.cell_weights), W, c, B, tol,
+                iterations=core.evals + out.evaluations, timed_out=time.perf_counter() - t0 > max_seconds,
+            )
+            if best.gap <= tol:
+                return best
     polish = core.r <= _POLISH_MAX_RANK
     # With the polish available, hand over when the fixed point stalls (no 10 % gain of the
     # gap in 300 evaluations: a degenerate optimum, see _barrier_polish).
-    core.run(tol, int(max_iter), float(max_seconds), stall=300 if polish else None)
+    left = float(max_seconds) - (time.perf_counter() - t0)
+    core.run(tol, int(max_iter), left, stall=300 if polish else None)
     if core.gap() > tol and polish and not core.timed_out:
         _barrier_polish(core, tol)
-    return _finish(core, W, c, B, V, scale, tol)
+    res = _finish(
+        _factor(core.best_primal, V) @ red.expand, red.query_weights(core.best_dual[0], m),
+        red.cell_weights(core.best_dual[1]), W, c, B, tol, iterations=core.evals,
+        timed_out=core.timed_out,
+    )
+    return res if best is None or res.gap <= best.gap else best
 
 
-def _finish(core: _Core, W, c, B, V, scale, tol) -> FitnessResult:
-    A = _factor(core.best_primal, V)  # AᵀA = X (normalized units)
+_WARM_START = 20  # fixed-point evaluations before Newton
+
+
+def _completion_solver(W_sub: np.ndarray, c_sub: np.ndarray, tol: float) -> tuple[np.ndarray, float]:
+    """Problem 1 on the small completion instance of :mod:`fitness_newton` (|I| cells)."""
+    res = solve_min_privacy_cost(W_sub, c_sub, tol=tol)
+    return np.asarray(res.strategy), res.privacy_cost
+
+
+def _finish(A, lam, mu, W, c, B, tol, *, iterations: int, timed_out: bool) -> FitnessResult:
+    """The result for a strategy factor A (``AᵀA = X``, any scale) and dual weights (λ, μ)."""
     Xd = np.einsum("ij,ij->j", A, A)
     A = A / math.sqrt(float(Xd.max()))  # privacy cost 1 in normalized units
     # Variances for cost 1: w_j X⁺ w_jᵀ; exact via the factor (A full row rank r).
@@ -687,7 +725,6 @@ def _finish(core: _Core, W, c, B, V, scale, tol) -> FitnessResult:
     R = W @ Ap
     var1 = np.einsum("ij,ij->i", R, R)
     delta2 = float(np.max(var1 / c))  # Δ² needed = max_j var_j(cost 1) / c_j
-    lam, mu = core.best_dual
     # The certificate is recomputed by a direct SVD of diag(√(λ/c)) W diag(√μ) (the iteration
     # used eigenvalues of a Gram matrix, less accurate for small singular values).
     lower = min(fitness_lower_bound(W, c, lam, mu), delta2)
@@ -699,7 +736,7 @@ def _finish(core: _Core, W, c, B, V, scale, tol) -> FitnessResult:
     BAp = B @ (Ap / math.sqrt(delta2))
     Sigma = BAp @ BAp.T
     Sigma = 0.5 * (Sigma + Sigma.T)
-    status = "optimal" if gap <= tol * (1 + 1e-9) else ("time_limit" if core.timed_out else "max_iter")
+    status = "optimal" if gap <= tol * (1 + 1e-9) else ("time_limit" if timed_out else "max_iter")
     arrays = dict(
         basis=np.ascontiguousarray(B), covariance=Sigma, strategy=A, privacy_profile=Xd,
         variances=variances, targets=c, query_weights=lam / lam.sum(), cell_weights=mu / mu.sum(),
@@ -709,7 +746,7 @@ def _finish(core: _Core, W, c, B, V, scale, tol) -> FitnessResult:
     covariance = arrays.pop("covariance")
     return FitnessResult(
         solution=covariance, objective=float(Xd.max()), lower_bound=float(lower),
-        cost_lower_bound=float(lower), gap=float(gap), status=status, iterations=core.evals,
+        cost_lower_bound=float(lower), gap=float(gap), status=status, iterations=int(iterations),
         tol=tol, **arrays,
     )
 

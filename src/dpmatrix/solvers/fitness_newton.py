@@ -1,0 +1,387 @@
+r"""Newton's method on the fitness-for-use dual, in square-root weights, with primal completion.
+
+Problem 1 of Xiao et al. (PVLDB 14(1), §3.3) in the form of :mod:`dpmatrix.solvers.fitness`:
+F (m × n) the target-scaled workload, ``Δ²_opt = min_X max_i X_ii · max_j f_j X⁺ f_jᵀ``, and its
+dual ``Δ_opt = max_{λ, μ} φ(λ, μ)``, ``φ = ‖Λ^{1/2} F D_μ^{1/2}‖_*`` over the simplices of queries
+and cells.  The first-order fixed point of that module gets the dual value fast but the primal
+(the strategy) slowly: the primal error is first order in the error of (λ, μ) while the dual
+value's is second order, and near-degenerate weights (queries or cells whose optimal weight is
+0 or tiny) converge sublinearly.  This module finishes the solve with second-order steps.
+
+Gradient and Hessian of the dual (derivation)
+---------------------------------------------
+``φ(λ, μ) = min_{Y ≻ 0} ½[tr(N Y) + tr(M Y⁻¹)]`` with ``M = Σ_j λ_j f_j f_jᵀ``,
+``N = Σ_i μ_i e_i e_iᵀ`` (in the rowspace of F), minimizer ``Y N Y = M``.  With the SVD
+``A = Λ^{1/2} F D_μ^{1/2} = U S Qᵀ`` and ``R = M D^{1/2} Q S^{-3/2}`` one has ``Y = R Rᵀ`` and
+``Rᵀ N R = S``.  Writing ``â_j = R⁻¹ f_jᵀ = S^{-1/2} Qᵀ D^{1/2} f_jᵀ`` and
+``b̂_i = Rᵀ e_i = S^{-3/2} Qᵀ D^{1/2} M e_i``:
+
+* envelope theorem: ``∂φ/∂λ_j = ½ ‖â_j‖² = ½ f_j Y⁻¹ f_jᵀ`` (half the query's variance
+  at the primal ``X = Y``) and ``∂φ/∂μ_i = ½ ‖b̂_i‖² = ½ X_ii``;
+* the Hessian of a minimum of functions linear in (λ, μ):
+  ``∇²φ = −Jᵀ (∂²_Y L)⁻¹ J``; in the basis above ``∂²_Y L`` is diagonal with entries
+  ``(s_a + s_b)/2`` on symmetric matrices, which gives::
+
+      d²φ[θ, θ] = −½ Σ_{a,b} c_ab(θ)² / (s_a + s_b),
+      c(θ) = Σ_i θ_μi b̂_i b̂_iᵀ − Σ_j θ_λj â_j â_jᵀ.
+
+The Cauchy kernel ``1/(s_a + s_b)`` is replaced by an exponential sum
+(:func:`~dpmatrix.solvers.expsum.reciprocal_expsum`, relative accuracy 1 %: the Newton steps
+only need an approximate Hessian), so the (m + n)² Hessian costs a few dozen rank-r updates
+``Σ_k w_k (Z e^{−ρ_k S} Zᵀ)^{∘2}`` (``Z`` stacks the â and b̂) instead of ``O(m² r²)``.
+
+Square-root weights
+-------------------
+Newton runs in ``v = √λ``, ``w = √μ`` on the unit spheres (``‖v‖ = ‖w‖ = 1``).  There φ is
+smooth at a zero weight in the directions that matter: a slack query (variance below the
+largest) has ``φ ≈ const + ½(r_j − Δ)v_j²`` — a concave quadratic whose maximum is ``v_j = 0``,
+found in one step, where in λ the function is linear with a kink at the simplex boundary —
+and a barely active cell (optimal μ_i tiny, as with unequal targets) has
+``φ ≈ a + b w_i − c w_i²``, a smooth maximum at ``w_i = b/2c`` that the λ-form sees as a
+square-root cusp.  Every iterate is a feasible dual point, so ``φ²`` is a valid lower bound and
+the primal ``X = Y`` (range = rowspace F) a valid upper bound ``max_i X_ii · max_j var_j``.
+Steps are damped by a backtracking search on φ.  Evaluations use an SVD of
+``Λ^{1/2} F D^{1/2}`` (through a QR of ``Λ^{1/2} F``) once the singular values spread over more
+than five decades, where the eigen-decomposition of the Gram matrix loses them.
+
+Cells with zero optimal weight (primal completion)
+--------------------------------------------------
+A cell i with ``μ_i = 0`` at the optimum (its privacy-profile entry is not needed) makes the
+dual degenerate: ``X(λ, μ)`` is undefined in its direction.  Such a cell is dropped from the
+dual when its weight falls below 1e-6 of the largest (``w_i² < 10⁻¹² max w²``).  For the kept
+cells A the dual is the same problem on the columns F_A, whose primal ``X_A`` is
+``X_AA`` of an optimal X; the rest of X follows from ``X D_μ X = M`` (stationarity)::
+
+    X_AI = X_A E,  E = M_A⁻¹ F_Aᵀ Λ F_I   (the Λ-weighted least-squares fit of F_I on F_A),
+
+and ``X_II = Z + Eᵀ X_A E`` with any ``Z ≻ 0`` such that ``Z_ii ≤ α_i = 1 − (Eᵀ X_A E)_ii``
+(cells) and ``g_j Z⁻¹ g_jᵀ ≤ β_j = t(1 + δ) − r_j`` (queries; ``g_j = f_{j,I} − f_{j,A} E``,
+``r_j`` the variance under ``X_A``, t the largest).  That is again a fitness-for-use problem,
+with |I| cells, solved by the caller's certified solver; if its cost is ≤ 1 the assembled X
+meets every target within ``t(1 + δ)`` and every profile entry within 1.  Whatever happens the
+returned bounds are computed from the returned X and dual weights.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.linalg.blas import dsyrk
+
+from .expsum import reciprocal_expsum
+
+__all__ = ["NewtonOutcome", "newton_dual"]
+
+_HESSIAN_EPS = 1e-2  # relative accuracy of the exponential sum (the Hessian is a step model)
+_SVD_SPREAD = 1e-5  # s_min / s_max below which evaluations use the SVD
+_DROP_CELL = 1e-12  # w_i² / max w² below which a cell leaves the dual (primal completion)
+_FREEZE_QUERY = 1e-16  # v_j² / max v² below which a slack query is frozen out of the step
+_SLACK = 1e-3  # a frozen query rejoins when its variance is within this of the largest
+_STALL = 8  # iterations without halving the gap before giving up
+
+SubSolver = Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, float]]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class NewtonOutcome:
+    """Best dual and primal found.
+
+    Attributes
+    ----------
+    strategy : ndarray (k × n)
+        A factor with ``strategyᵀ strategy = X`` (any positive scale).
+    query_weights, cell_weights : ndarray
+        λ (m) and μ (n) on the simplices, certifying ``lower``.
+    lower, upper : float
+        ``φ(λ, μ)²`` and ``max_i X_ii · max_j f_j X⁺ f_jᵀ`` (evaluated here; the caller
+        recomputes its certificate from the strategy and the weights).
+    evaluations : int
+        Evaluations of φ and its derivatives.
+    """
+
+    strategy: np.ndarray = field(repr=False)
+    query_weights: np.ndarray = field(repr=False)
+    cell_weights: np.ndarray = field(repr=False)
+    lower: float
+    upper: float
+    evaluations: int
+
+    @property
+    def gap(self) -> float:
+        return max(self.upper - self.lower, 0.0) / self.upper
+
+
+@dataclass(frozen=True, eq=False)
+class _Point:
+    """φ and its first-order data at (v, w), restricted to the cells with ``w ≠ 0``."""
+
+    v: np.ndarray
+    w: np.ndarray
+    cells: np.ndarray
+    s: np.ndarray  # singular values of Λ^{1/2} F_A D^{1/2}, descending
+    ahat: np.ndarray  # k × m
+    bhat: np.ndarray  # k × |A|
+    r: np.ndarray  # f_j Y⁻¹ f_jᵀ
+    x: np.ndarray  # X_ii on the cells A
+    gram: np.ndarray  # M_A = F_Aᵀ Λ F_A
+
+    @property
+    def phi(self) -> float:
+        return float(self.s.sum())
+
+    @property
+    def spread(self) -> float:
+        return float(self.s[-1] / self.s[0])
+
+    @property
+    def upper(self) -> float:
+        return float(self.r.max() * self.x.max())
+
+
+def _evaluate(F: np.ndarray, v: np.ndarray, w: np.ndarray, rank: int, accurate: bool) -> _Point | None:
+    cells = np.flatnonzero(w != 0)
+    Fa = F[:, cells]
+    th = np.abs(w[cells])
+    k = min(rank, cells.size)
+    M = (Fa * (v * v)[:, None]).T @ Fa
+    if accurate:
+        R = np.linalg.qr(Fa * np.abs(v)[:, None], mode="r")
+        _, s, Vt = np.linalg.svd(R * th[None, :], full_matrices=False)
+        s, Q = s[:k], Vt[:k].T
+    else:
+        K = th[:, None] * M * th[None, :]
+        kap, Q = np.linalg.eigh(0.5 * (K + K.T))
+        kap, Q = kap[::-1][:k], Q[:, ::-1][:, :k]
+        s = np.sqrt(np.maximum(kap, 0.0))
+    if not (s.size and s[-1] > 0 and np.all(np.isfinite(s))):
+        return None
+    QT = Q.T * th[None, :]
+    ahat = (QT @ Fa.T) / np.sqrt(s)[:, None]
+    bhat = (QT @ M) / (s**1.5)[:, None]
+    r = np.einsum("ij,ij->j", ahat, ahat)
+    x = np.einsum("ij,ij->j", bhat, bhat)
+    return _Point(v=v, w=w, cells=cells, s=s, ahat=ahat, bhat=bhat, r=r, x=x, gram=M)
+
+
+def _dual_hessian(Z: np.ndarray, sign: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``−½ σσᵀ ∘ Σ_ab z_a z_b z_a z_b / (s_a + s_b)`` for the rows z of Z (see module doc)."""
+    weights, rates = reciprocal_expsum(2.0 * float(s[-1]), 2.0 * float(s[0]), _HESSIAN_EPS)
+    p = Z.shape[0]
+    H = np.zeros((p, p))
+    for wk, rk in zip(weights, rates):
+        G = dsyrk(1.0, Z * np.exp(-0.5 * rk * s)[None, :])  # upper triangle of Z D Zᵀ
+        H += wk * (G * G)
+    H = np.triu(H) + np.triu(H, 1).T
+    return -0.5 * (sign[:, None] * sign[None, :]) * H
+
+
+def _newton_direction(pt: _Point, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Step (dv on ``active`` queries, dw on the kept cells) of the Lagrangian Newton system."""
+    phi = pt.phi
+    Z = np.vstack([pt.ahat[:, active].T, pt.bhat.T])
+    ns, nc = active.size, pt.cells.size
+    sign = np.concatenate([-np.ones(ns), np.ones(nc)])
+    H = _dual_hessian(Z, sign, pt.s)
+    y = np.concatenate([pt.v[active], pt.w[pt.cells]])
+    g = np.concatenate([pt.r[active], pt.x])
+    HL = 4.0 * (y[:, None] * H * y[None, :])
+    HL[np.diag_indices_from(HL)] += g - phi
+    grad = y * (g - phi)
+    p = y.size
+    K = np.zeros((p + 2, p + 2))
+    K[:p, :p] = HL
+    K[:ns, p] = K[p, :ns] = y[:ns]
+    K[ns:p, p + 1] = K[p + 1, ns:p] = y[ns:]
+    try:
+        with warnings.catch_warnings():  # an ill-conditioned step is judged by the line search
+            warnings.simplefilter("ignore", sla.LinAlgWarning)
+            sol = sla.solve(K, np.concatenate([-grad, [0.0, 0.0]]), assume_a="sym", check_finite=False)
+    except (np.linalg.LinAlgError, ValueError, sla.LinAlgError):
+        return None
+    d = sol[:p]
+    if not np.all(np.isfinite(d)):
+        return None
+    return d[:ns], d[ns:], float(grad @ d)
+
+
+def _unit(a: np.ndarray) -> np.ndarray:
+    return a / np.linalg.norm(a)
+
+
+def _active_queries(pt: _Point) -> np.ndarray:
+    v2 = pt.v * pt.v
+    return np.flatnonzero((v2 >= _FREEZE_QUERY * v2.max()) | (pt.r >= (1.0 - _SLACK) * pt.r.max()))
+
+
+def _complete(
+    F: np.ndarray, pt: _Point, delta: float, subsolve: SubSolver
+) -> tuple[np.ndarray, float] | None:
+    """Factor of an X on all cells from the dual on the kept cells (module doc), and its upper
+    bound ``max X_ii · max var``; None when no completion is found."""
+    m, n = F.shape
+    A = pt.cells
+    I = np.setdiff1d(np.arange(n), A)
+    scale = float(pt.x.max())
+    XA = (pt.bhat.T @ pt.bhat) / scale  # max diagonal 1
+    r = pt.r * scale
+    t = float(r.max())
+    Fa, Fi = F[:, A], F[:, I]
+    lam = pt.v * pt.v
+    try:
+        E = sla.solve(pt.gram, (Fa * lam[:, None]).T @ Fi, assume_a="pos", check_finite=False)
+    except (np.linalg.LinAlgError, ValueError, sla.LinAlgError):
+        return None
+    G = Fi - Fa @ E
+    alpha = 1.0 - np.einsum("ai,ab,bi->i", E, XA, E)
+    if not np.all(alpha > 0):
+        return None
+    beta = t * (1.0 + delta) - r
+    gn = np.linalg.norm(G, axis=1)
+    rows = np.flatnonzero(gn > 1e-12 * max(float(gn.max()), 1e-300))
+    sq = np.sqrt(alpha)
+    if rows.size:
+        As, cost = subsolve(G[rows] / sq[None, :], beta[rows], delta)
+        Xs = As.T @ As
+        if cost > 1.0:
+            Xs = Xs / cost  # the queries then need t·cost: the bound below says so
+    else:
+        Xs = np.eye(I.size)
+    Zm = sq[:, None] * Xs * sq[None, :]
+    X = np.empty((n, n))
+    XAE = XA @ E
+    X[np.ix_(A, A)] = XA
+    X[np.ix_(A, I)] = XAE
+    X[np.ix_(I, A)] = XAE.T
+    X[np.ix_(I, I)] = Zm + E.T @ XAE
+    X = 0.5 * (X + X.T)
+    try:
+        L = np.linalg.cholesky(X)
+    except np.linalg.LinAlgError:
+        return None
+    Rq = sla.solve_triangular(L, F.T, lower=True, check_finite=False)
+    var = np.einsum("ij,ij->j", Rq, Rq)
+    return L.T, float(np.max(np.diag(X)) * var.max())
+
+
+def newton_dual(
+    F: np.ndarray,
+    lam: np.ndarray,
+    mu: np.ndarray,
+    *,
+    rank: int,
+    tol: float,
+    deadline: float = math.inf,
+    subsolve: SubSolver | None = None,
+    max_iter: int = 60,
+) -> NewtonOutcome | None:
+    r"""Newton's method on the fitness-for-use dual from a warm start (module doc).
+
+    Parameters
+    ----------
+    F : ndarray (m × n)
+        Target-scaled workload without proportional rows or columns
+        (:func:`~dpmatrix.solvers.fitness_reduction.reduce_instance`).
+    lam, mu : ndarray
+        Warm start on the simplices (e.g. from the first-order fixed point).
+    rank : int
+        ``rank F``; cells are dropped (primal completion) only when it equals n.
+    tol : float
+        Target relative gap ``(upper − lower)/upper``.
+    deadline : float
+        ``time.perf_counter()`` value after which no new iteration starts.
+    subsolve : callable, optional
+        ``(W_sub, targets_sub, tol) -> (factor, cost)``: a certified Problem-1 solver for the
+        completion (a factor ``A`` with ``AᵀA = X``, max diag = cost, variances ≤ targets).
+        Without it no cell is dropped.
+    max_iter : int
+        Newton iterations at most.
+
+    Returns
+    -------
+    NewtonOutcome or None
+        None when the iteration broke down (singular system, no ascent); the caller then
+        keeps its own iterate.
+
+    Examples
+    --------
+    Cells and total of d = 3 values, equal targets (paper §5.1: Δ² = 2d/(d + 1)):
+
+    >>> F = np.vstack([np.eye(3), np.ones((1, 3))])
+    >>> out = newton_dual(F, np.full(4, .25), np.full(3, 1 / 3), rank=3, tol=1e-9)
+    >>> round(out.lower, 6), round(out.upper, 6)
+    (1.5, 1.5)
+    """
+    F = np.asarray(F, dtype=float)
+    m, n = F.shape
+    can_drop = subsolve is not None and rank == n
+    v = _unit(np.sqrt(np.maximum(np.asarray(lam, dtype=float), 0.0)))
+    w = _unit(np.sqrt(np.maximum(np.asarray(mu, dtype=float), 0.0)))
+    if can_drop:
+        w = _unit(np.where(w * w < _DROP_CELL * float(np.max(w * w)), 0.0, w))
+    else:
+        w = _unit(np.maximum(w, 1e-6 * w.max()))
+    evals = 0
+    accurate = False
+    pt = _evaluate(F, v, w, rank, accurate)
+    evals += 1
+    if pt is None or pt.spread < _SVD_SPREAD:
+        accurate = True
+        pt = _evaluate(F, v, w, rank, accurate)
+        evals += 1
+    if pt is None:
+        return None
+    best_lower, best_dual = pt.phi**2, (v, w)
+    mark = (0, math.inf)
+    for it in range(max_iter):
+        gap_a = max(pt.upper - pt.phi**2, 0.0) / pt.upper
+        if gap_a <= 0.25 * tol or time.perf_counter() > deadline:
+            break
+        if gap_a < 0.5 * mark[1]:
+            mark = (it, gap_a)
+        elif it - mark[0] > _STALL:
+            break
+        accurate = accurate or pt.spread < _SVD_SPREAD
+        active = _active_queries(pt)
+        step = _newton_direction(pt, active)
+        if step is None:
+            break
+        dv, dw, slope = step
+        a, nxt = 1.0, None
+        while a > 1e-8:
+            v2 = pt.v.copy()
+            v2[active] += a * dv
+            w2 = np.zeros(n)
+            w2[pt.cells] = pt.w[pt.cells] + a * dw
+            v2, w2 = _unit(v2), _unit(w2)
+            if can_drop:
+                w2[w2 * w2 < _DROP_CELL * float(np.max(w2 * w2))] = 0.0
+                w2 = _unit(w2)
+            cand = _evaluate(F, v2, w2, rank, accurate)
+            evals += 1
+            if cand is not None and (cand.phi >= pt.phi * (1 - 1e-13) or abs(slope) < 1e-12 * pt.phi):
+                nxt = cand
+                break
+            a *= 0.5
+        if nxt is None:
+            break
+        pt = nxt
+        if pt.phi**2 > best_lower:
+            best_lower, best_dual = pt.phi**2, (pt.v, pt.w)
+    lam_out, mu_out = best_dual[0] ** 2, best_dual[1] ** 2
+    if pt.cells.size == n:
+        factor, upper = pt.bhat, pt.upper
+    else:
+        done = _complete(F, pt, 0.25 * tol, subsolve)
+        if done is None:
+            return None
+        factor, upper = done
+    return NewtonOutcome(
+        strategy=factor, query_weights=lam_out / lam_out.sum(), cell_weights=mu_out / mu_out.sum(),
+        lower=float(best_lower), upper=float(upper), evaluations=evals,
+    )
