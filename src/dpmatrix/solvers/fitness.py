@@ -70,7 +70,7 @@ import scipy.linalg as sla
 
 from dpmatrix.errors import PlanError, WorkloadError
 
-from .fitness_newton import newton_dual
+from .fitness_newton import newton_dual, warm_start
 from .fitness_reduction import reduce_instance
 from .result import SolverResult
 from .squarem import LOG_FLOOR, normalize_log_weights, squarem
@@ -671,40 +671,54 @@ def solve_min_privacy_cost(
     F = F / scale
     B = row_basis(W) if isinstance(basis, str) and basis == "auto" else None
     red = reduce_instance(F)
-    V = _rowspace(red.matrix)
     if B is None:
         B = _resolve_basis(basis, W, _rowspace(F))
-    core = _Core(red.matrix @ V, V)
-    # First-order warm start, then Newton on the dual (fitness_newton); the fixed point with
-    # its dense polish remains the fallback when Newton does not certify.
-    core.run(tol, min(int(max_iter), _WARM_START), float(max_seconds))
-    best = None
-    if core.gap() > tol and not core.timed_out and core.evals < max_iter:
-        out = newton_dual(
-            red.matrix, *core.best_dual, rank=V.shape[1], tol=tol,
-            deadline=t0 + float(max_seconds), subsolve=_completion_solver,
+    deadline = t0 + float(max_seconds)
+    # First-order warm start, then Newton on the dual (fitness_newton); the fixed point of
+    # _Core with its dense polish remains the fallback when Newton does not certify.
+    best, used = None, 0
+    rank = _rank(red.matrix)
+    try:
+        lam0, mu0, _ = warm_start(
+            red.matrix, rank=rank, evaluations=min(int(max_iter), _WARM_START), deadline=deadline
         )
-        if out is not None:
-            best = _finish(
-                out.strategy @ red.expand, red.query_weights(out.query_weights, m),
-                red.cell_weights(out.cell_weights), W, c, B, tol,
-                iterations=core.evals + out.evaluations, timed_out=time.perf_counter() - t0 > max_seconds,
-            )
-            if best.gap <= tol:
-                return best
+        used = min(int(max_iter), _WARM_START)
+        out = newton_dual(
+            red.matrix, lam0, mu0, rank=rank, tol=tol, deadline=deadline,
+            subsolve=_completion_solver, max_iter=max(int(max_iter) - used, 0),
+        )
+    except FloatingPointError:
+        out = None
+    if out is not None:
+        used += out.evaluations
+        best = _finish(
+            out.strategy @ red.expand, red.query_weights(out.query_weights, m),
+            red.cell_weights(out.cell_weights), W, c, B, tol, iterations=used,
+            timed_out=time.perf_counter() > deadline,
+        )
+        if best.gap <= tol or time.perf_counter() > deadline or used >= max_iter:
+            return best
+    V = _rowspace(red.matrix)
+    core = _Core(red.matrix @ V, V)
     polish = core.r <= _POLISH_MAX_RANK
     # With the polish available, hand over when the fixed point stalls (no 10 % gain of the
     # gap in 300 evaluations: a degenerate optimum, see _barrier_polish).
-    left = float(max_seconds) - (time.perf_counter() - t0)
-    core.run(tol, int(max_iter), left, stall=300 if polish else None)
+    core.run(tol, int(max_iter), deadline - time.perf_counter(), stall=300 if polish else None)
     if core.gap() > tol and polish and not core.timed_out:
         _barrier_polish(core, tol)
     res = _finish(
         _factor(core.best_primal, V) @ red.expand, red.query_weights(core.best_dual[0], m),
-        red.cell_weights(core.best_dual[1]), W, c, B, tol, iterations=core.evals,
+        red.cell_weights(core.best_dual[1]), W, c, B, tol, iterations=used + core.evals,
         timed_out=core.timed_out,
     )
     return res if best is None or res.gap <= best.gap else best
+
+
+def _rank(F: np.ndarray) -> int:
+    """Numerical rank of F (singular values of its triangular factor)."""
+    R = np.linalg.qr(F, mode="r") if F.shape[0] > F.shape[1] else F
+    s = np.linalg.svd(R, compute_uv=False)
+    return int(np.sum(s > _rank_tol(s, F.shape)))
 
 
 _WARM_START = 20  # fixed-point evaluations before Newton

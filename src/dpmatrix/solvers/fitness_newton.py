@@ -48,7 +48,8 @@ Cells with zero optimal weight (primal completion)
 --------------------------------------------------
 A cell i with ``μ_i = 0`` at the optimum (its privacy-profile entry is not needed) makes the
 dual degenerate: ``X(λ, μ)`` is undefined in its direction.  Such a cell is dropped from the
-dual when its weight falls below 1e-6 of the largest (``w_i² < 10⁻¹² max w²``).  For the kept
+dual when its weight falls below 1e-4 of the largest (``w_i² < 10⁻⁸ max w²``; if the completion
+below fails, the dropped cells are put back and kept for good).  For the kept
 cells A the dual is the same problem on the columns F_A, whose primal ``X_A`` is
 ``X_AA`` of an optimal X; the rest of X follows from ``X D_μ X = M`` (stationarity)::
 
@@ -72,18 +73,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg.blas import dsyrk
 
 from .expsum import reciprocal_expsum
+from .squarem import normalize_log_weights, squarem
 
-__all__ = ["NewtonOutcome", "newton_dual"]
+__all__ = ["NewtonOutcome", "newton_dual", "warm_start"]
 
 _HESSIAN_EPS = 1e-2  # relative accuracy of the exponential sum (the Hessian is a step model)
 _SVD_SPREAD = 1e-5  # s_min / s_max below which evaluations use the SVD
-_DROP_CELL = 1e-12  # w_i² / max w² below which a cell leaves the dual (primal completion)
-_FREEZE_QUERY = 1e-16  # v_j² / max v² below which a slack query is frozen out of the step
-_SLACK = 1e-3  # a frozen query rejoins when its variance is within this of the largest
+_DROP_CELL = 1e-8  # w_i² / max w² below which a cell leaves the dual (primal completion)
+_ZERO_QUERY = 1e-8  # v_j² / max v² below which a slack query's weight is set to 0 …
+_SLACK = 1e-4  # … if its variance is below (1 − _SLACK) × the largest
+_REENTER = 1e-2  # a zero-weight query above the largest variance restarts at this × max v
 _STALL = 8  # iterations without halving the gap before giving up
+_REUSE = 2  # Newton steps per Hessian (the second one a chord step)
 
 SubSolver = Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, float]]
 
@@ -144,7 +147,11 @@ class _Point:
         return float(self.r.max() * self.x.max())
 
 
-def _evaluate(F: np.ndarray, v: np.ndarray, w: np.ndarray, rank: int, accurate: bool) -> _Point | None:
+def _evaluate(
+    F: np.ndarray, v: np.ndarray, w: np.ndarray, rank: int, accurate: bool, clamp: bool = False
+) -> _Point | None:
+    """``clamp``: singular values below 1e-12 of the largest are raised to it (the first-order
+    warm start, whose weights may underflow), else such a point is refused (None)."""
     cells = np.flatnonzero(w != 0)
     Fa = F[:, cells]
     th = np.abs(w[cells])
@@ -159,6 +166,8 @@ def _evaluate(F: np.ndarray, v: np.ndarray, w: np.ndarray, rank: int, accurate: 
         kap, Q = np.linalg.eigh(0.5 * (K + K.T))
         kap, Q = kap[::-1][:k], Q[:, ::-1][:, :k]
         s = np.sqrt(np.maximum(kap, 0.0))
+    if clamp and s.size and np.isfinite(s[0]) and s[0] > 0:
+        s = np.maximum(s, 1e-12 * s[0])
     if not (s.size and s[-1] > 0 and np.all(np.isfinite(s))):
         return None
     QT = Q.T * th[None, :]
@@ -170,32 +179,70 @@ def _evaluate(F: np.ndarray, v: np.ndarray, w: np.ndarray, rank: int, accurate: 
 
 
 def _dual_hessian(Z: np.ndarray, sign: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``−½ σσᵀ ∘ Σ_ab z_a z_b z_a z_b / (s_a + s_b)`` for the rows z of Z (see module doc)."""
+    """``−½ σσᵀ ∘ Σ_ab z_pa z_pb z_qa z_qb / (s_a + s_b)`` for the rows z of Z (module doc).
+
+    Each exponential-sum term is a rank-k Gram matrix ``Z e^{−ρ_k S} Zᵀ``, formed, squared and
+    summed in single precision: the Hessian only models the Newton step (1 % is enough, the
+    search on φ judges every step), and every term is nonnegative, so the sum loses nothing.
+    """
     weights, rates = reciprocal_expsum(2.0 * float(s[-1]), 2.0 * float(s[0]), _HESSIAN_EPS)
-    p = Z.shape[0]
-    H = np.zeros((p, p))
+    rho = np.linalg.norm(Z, axis=1)  # rows scaled to norm 1: no underflow in single precision
+    rho = np.where(rho > 0, rho, 1.0)
+    Zs = (Z / rho[:, None]).astype(np.float32)
+    H = None
     for wk, rk in zip(weights, rates):
-        G = dsyrk(1.0, Z * np.exp(-0.5 * rk * s)[None, :])  # upper triangle of Z D Zᵀ
-        H += wk * (G * G)
-    H = np.triu(H) + np.triu(H, 1).T
-    return -0.5 * (sign[:, None] * sign[None, :]) * H
+        Zd = Zs * np.exp(-0.5 * rk * s).astype(np.float32)[None, :]
+        G = Zd @ Zd.T  # Z e^{−ρ_k S} Zᵀ (a full product: as fast as syrk, no triangle to mirror)
+        np.square(G, out=G)
+        G *= np.float32(wk)
+        if H is None:
+            H = G
+        else:
+            H += G
+    H = H.astype(np.float64)
+    scale = sign * rho * rho
+    H *= -0.5 * scale[:, None]
+    H *= scale[None, :]
+    return H
 
 
-def _newton_direction(pt: _Point, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """Step (dv on ``active`` queries, dw on the kept cells) of the Lagrangian Newton system."""
-    phi = pt.phi
+@dataclass(frozen=True, eq=False)
+class _Hessian:
+    """Dual Hessian (λ, μ coordinates) built at some iterate for queries ``queries`` and the
+    kept cells ``cells``; reused for a chord step while they still cover the active queries
+    and the cells are unchanged."""
+
+    H: np.ndarray
+    queries: np.ndarray
+    cells: np.ndarray
+    age: int = 0
+
+    def covers(self, pt: _Point, active: np.ndarray) -> bool:
+        return np.array_equal(self.cells, pt.cells) and bool(np.all(np.isin(active, self.queries)))
+
+
+def _build_hessian(pt: _Point, active: np.ndarray) -> _Hessian:
     Z = np.vstack([pt.ahat[:, active].T, pt.bhat.T])
+    sign = np.concatenate([-np.ones(active.size), np.ones(pt.cells.size)])
+    return _Hessian(H=_dual_hessian(Z, sign, pt.s), queries=active, cells=pt.cells)
+
+
+def _newton_direction(
+    pt: _Point, active: np.ndarray, hess: _Hessian
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Step (dv on ``active`` queries, dw on the kept cells) of the Lagrangian Newton system
+    in square-root weights on the two unit spheres (module doc)."""
+    phi = pt.phi
     ns, nc = active.size, pt.cells.size
-    sign = np.concatenate([-np.ones(ns), np.ones(nc)])
-    H = _dual_hessian(Z, sign, pt.s)
+    idx = np.concatenate([np.searchsorted(hess.queries, active), hess.queries.size + np.arange(nc)])
     y = np.concatenate([pt.v[active], pt.w[pt.cells]])
     g = np.concatenate([pt.r[active], pt.x])
-    HL = 4.0 * (y[:, None] * H * y[None, :])
-    HL[np.diag_indices_from(HL)] += g - phi
-    grad = y * (g - phi)
     p = y.size
     K = np.zeros((p + 2, p + 2))
-    K[:p, :p] = HL
+    K[:p, :p] = hess.H[np.ix_(idx, idx)]
+    K[:p, :p] *= 4.0 * y[:, None] * y[None, :]
+    K[np.arange(p), np.arange(p)] += g - phi
+    grad = y * (g - phi)
     K[:ns, p] = K[p, :ns] = y[:ns]
     K[ns:p, p + 1] = K[p + 1, ns:p] = y[ns:]
     try:
@@ -215,8 +262,16 @@ def _unit(a: np.ndarray) -> np.ndarray:
 
 
 def _active_queries(pt: _Point) -> np.ndarray:
-    v2 = pt.v * pt.v
-    return np.flatnonzero((v2 >= _FREEZE_QUERY * v2.max()) | (pt.r >= (1.0 - _SLACK) * pt.r.max()))
+    return np.flatnonzero(pt.v != 0)
+
+
+def _zero_slack(v: np.ndarray, pt: _Point) -> np.ndarray:
+    """Set to 0 the weights of queries that are tiny and clearly slack at ``pt`` (in square-root
+    weights a slack query's weight only halves per step once its Hessian row is stale); a
+    wrongly zeroed query comes back by :meth:`_Run.reenter`."""
+    v2 = v * v
+    zero = (v2 < _ZERO_QUERY * float(v2.max())) & (pt.r < (1.0 - _SLACK) * float(pt.r.max()))
+    return _unit(np.where(zero, 0.0, v))
 
 
 def _complete(
@@ -269,6 +324,51 @@ def _complete(
     return L.T, float(np.max(np.diag(X)) * var.max())
 
 
+def warm_start(
+    F: np.ndarray, *, rank: int, evaluations: int, deadline: float = math.inf
+) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""First-order start: the multiplicative fixed point ``λ_j ← λ_j r_j/Δ``,
+    ``μ_i ← μ_i X_ii/Δ`` of :mod:`dpmatrix.solvers.fitness`, SQUAREM-accelerated
+    (:func:`~dpmatrix.solvers.squarem.squarem`), evaluated like the Newton iterates (no
+    rowspace basis, no triangular solves).
+
+    Returns
+    -------
+    (λ, μ, φ²) : the weights with the best dual bound seen and that bound.
+
+    Examples
+    --------
+    Three cells each asked once (Δ² = 1, X = I):
+
+    >>> lam, mu, low = warm_start(np.eye(3), rank=3, evaluations=5)
+    >>> round(low, 9), mu.round(6).tolist()
+    (1.0, [0.333333, 0.333333, 0.333333])
+    """
+    m, n = F.shape
+    best: list = [-math.inf, None, None]
+    count = [0]
+
+    def step(x: np.ndarray) -> tuple[np.ndarray, float]:
+        lam, mu = np.exp(x[:m]), np.exp(x[m:])
+        count[0] += 1
+        pt = _evaluate(F, _unit(np.sqrt(lam)), _unit(np.sqrt(mu)), rank, False, clamp=True)
+        if pt is None:
+            raise FloatingPointError("warm start: non-finite dual evaluation")
+        low = pt.phi**2
+        if low > best[0]:
+            best[:] = [low, lam / lam.sum(), mu / mu.sum()]
+        tiny = np.finfo(float).tiny
+        xl = x[:m] + np.log(np.maximum(pt.r / pt.r.max(), tiny))
+        xm = x[m:] + np.log(np.maximum(pt.x / pt.x.max(), tiny))
+        return normalize_log_weights(np.concatenate([xl, xm]), m), low
+
+    def done() -> bool:
+        return count[0] >= evaluations or time.perf_counter() > deadline
+
+    squarem(step, np.zeros(m + n), m, done)
+    return best[1], best[2], float(best[0])
+
+
 def newton_dual(
     F: np.ndarray,
     lam: np.ndarray,
@@ -318,70 +418,132 @@ def newton_dual(
     (1.5, 1.5)
     """
     F = np.asarray(F, dtype=float)
-    m, n = F.shape
-    can_drop = subsolve is not None and rank == n
+    n = F.shape[1]
+    run = _Run(F, rank, tol, deadline, can_drop=subsolve is not None and rank == n)
     v = _unit(np.sqrt(np.maximum(np.asarray(lam, dtype=float), 0.0)))
     w = _unit(np.sqrt(np.maximum(np.asarray(mu, dtype=float), 0.0)))
-    if can_drop:
-        w = _unit(np.where(w * w < _DROP_CELL * float(np.max(w * w)), 0.0, w))
-    else:
-        w = _unit(np.maximum(w, 1e-6 * w.max()))
-    evals = 0
-    accurate = False
-    pt = _evaluate(F, v, w, rank, accurate)
-    evals += 1
-    if pt is None or pt.spread < _SVD_SPREAD:
-        accurate = True
-        pt = _evaluate(F, v, w, rank, accurate)
-        evals += 1
+    w = run.drop_small(w) if run.can_drop else _unit(np.maximum(w, 1e-6 * w.max()))
+    pt = run.start(v, w)
     if pt is None:
         return None
-    best_lower, best_dual = pt.phi**2, (v, w)
-    mark = (0, math.inf)
-    for it in range(max_iter):
-        gap_a = max(pt.upper - pt.phi**2, 0.0) / pt.upper
-        if gap_a <= 0.25 * tol or time.perf_counter() > deadline:
+    for attempt in range(2):
+        pt = run.iterate(pt, max_iter)
+        if pt.cells.size == n:
+            factor, upper = pt.bhat, pt.upper
             break
-        if gap_a < 0.5 * mark[1]:
-            mark = (it, gap_a)
-        elif it - mark[0] > _STALL:
-            break
-        accurate = accurate or pt.spread < _SVD_SPREAD
-        active = _active_queries(pt)
-        step = _newton_direction(pt, active)
-        if step is None:
-            break
-        dv, dw, slope = step
-        a, nxt = 1.0, None
-        while a > 1e-8:
-            v2 = pt.v.copy()
-            v2[active] += a * dv
-            w2 = np.zeros(n)
-            w2[pt.cells] = pt.w[pt.cells] + a * dw
-            v2, w2 = _unit(v2), _unit(w2)
-            if can_drop:
-                w2[w2 * w2 < _DROP_CELL * float(np.max(w2 * w2))] = 0.0
-                w2 = _unit(w2)
-            cand = _evaluate(F, v2, w2, rank, accurate)
-            evals += 1
-            if cand is not None and (cand.phi >= pt.phi * (1 - 1e-13) or abs(slope) < 1e-12 * pt.phi):
-                nxt = cand
-                break
-            a *= 0.5
-        if nxt is None:
-            break
-        pt = nxt
-        if pt.phi**2 > best_lower:
-            best_lower, best_dual = pt.phi**2, (pt.v, pt.w)
-    lam_out, mu_out = best_dual[0] ** 2, best_dual[1] ** 2
-    if pt.cells.size == n:
-        factor, upper = pt.bhat, pt.upper
-    else:
         done = _complete(F, pt, 0.25 * tol, subsolve)
-        if done is None:
-            return None
-        factor, upper = done
+        factor, upper = done if done is not None else (None, math.inf)
+        if upper <= run.best_lower / (1.0 - tol) or attempt == 1:
+            break
+        # The completion failed: a dropped cell is needed after all (a weight that passed
+        # near 0 on the way).  Put the dropped cells back, never to drop them again.
+        dropped = np.setdiff1d(np.arange(n), pt.cells)
+        run.keep[dropped] = True
+        w = pt.w.copy()
+        w[dropped] = 1e-3 * float(np.max(np.abs(w)))
+        pt = run.start(pt.v, _unit(w))
+        if pt is None:
+            break
+    if factor is None:
+        return None
+    lam_out, mu_out = run.best_dual[0] ** 2, run.best_dual[1] ** 2
     return NewtonOutcome(
         strategy=factor, query_weights=lam_out / lam_out.sum(), cell_weights=mu_out / mu_out.sum(),
-        lower=float(best_lower), upper=float(upper), evaluations=evals,
+        lower=float(run.best_lower), upper=float(upper), evaluations=run.evals,
     )
+
+
+class _Run:
+    """State of one Newton solve: evaluation mode, best dual, cells that may not be dropped."""
+
+    def __init__(self, F: np.ndarray, rank: int, tol: float, deadline: float, *, can_drop: bool):
+        self.F, self.rank, self.tol, self.deadline, self.can_drop = F, rank, tol, deadline, can_drop
+        self.keep = np.zeros(F.shape[1], dtype=bool)
+        self.evals = 0
+        self.accurate = False
+        self.best_lower = -math.inf
+        self.best_dual: tuple[np.ndarray, np.ndarray] | None = None
+
+    def drop_small(self, w: np.ndarray) -> np.ndarray:
+        small = (w * w < _DROP_CELL * float(np.max(w * w))) & ~self.keep
+        return _unit(np.where(small, 0.0, w))
+
+    def evaluate(self, v: np.ndarray, w: np.ndarray) -> _Point | None:
+        pt = _evaluate(self.F, v, w, self.rank, self.accurate)
+        self.evals += 1
+        if pt is not None and pt.phi**2 > self.best_lower:
+            self.best_lower, self.best_dual = pt.phi**2, (pt.v, pt.w)
+        return pt
+
+    def reenter(self, pt: _Point) -> _Point | None:
+        """Give a small weight back to zero-weight queries whose variance exceeds all others'
+        (their target binds after all)."""
+        back = (pt.v == 0) & (pt.r > float(pt.r[pt.v != 0].max()) * (1.0 + 1e-12))
+        if not back.any():
+            return pt
+        v = pt.v.copy()
+        v[back] = _REENTER * float(np.abs(v).max())
+        return self.evaluate(_unit(v), pt.w)
+
+    def start(self, v: np.ndarray, w: np.ndarray) -> _Point | None:
+        pt = self.evaluate(v, w)
+        if (pt is None or pt.spread < _SVD_SPREAD) and not self.accurate:
+            self.accurate = True
+            pt = self.evaluate(v, w)
+        return pt
+
+    def iterate(self, pt: _Point, max_iter: int) -> _Point:
+        """Newton steps from ``pt`` until the gap on the kept cells is ≤ tol/4, a stall, the
+        deadline or ``max_iter`` evaluations in all."""
+        n = self.F.shape[1]
+        mark = (0, math.inf)
+        hess: _Hessian | None = None
+        it = 0
+        while self.evals < max_iter and time.perf_counter() <= self.deadline:
+            it += 1
+            gap_a = max(pt.upper - pt.phi**2, 0.0) / pt.upper
+            if gap_a <= 0.25 * self.tol:
+                break
+            if gap_a < 0.5 * mark[1]:
+                mark = (it, gap_a)
+            elif it - mark[0] > _STALL:
+                break
+            self.accurate = self.accurate or pt.spread < _SVD_SPREAD
+            pt = self.reenter(pt)
+            if pt is None:
+                break
+            active = _active_queries(pt)
+            # A chord step (stale Hessian) only while the singular values are well spread:
+            # near a barely active cell the Hessian changes too fast from step to step.
+            reuse = 1 if self.accurate else _REUSE
+            if hess is None or hess.age >= reuse or not hess.covers(pt, active):
+                hess = _build_hessian(pt, active)
+            hess = _Hessian(H=hess.H, queries=hess.queries, cells=hess.cells, age=hess.age + 1)
+            step = _newton_direction(pt, active, hess)
+            if step is None:
+                if hess.age > 1:  # a stale Hessian: rebuild
+                    hess = None
+                    continue
+                break
+            dv, dw, slope = step
+            a, nxt = 1.0, None
+            while a > 1e-8:
+                v2 = pt.v.copy()
+                v2[active] += a * dv
+                w2 = np.zeros(n)
+                w2[pt.cells] = pt.w[pt.cells] + a * dw
+                v2, w2 = _zero_slack(_unit(v2), pt), _unit(w2)
+                if self.can_drop:
+                    w2 = self.drop_small(w2)
+                cand = self.evaluate(v2, w2)
+                if cand is not None and (cand.phi >= pt.phi * (1 - 1e-13) or abs(slope) < 1e-12 * pt.phi):
+                    nxt = cand
+                    break
+                a *= 0.5
+            if nxt is None:
+                if hess.age > 1:
+                    hess = None  # retry with a fresh Hessian
+                    continue
+                break
+            pt = nxt
+        return pt
