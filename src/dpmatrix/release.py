@@ -70,6 +70,7 @@ from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .jsonfile import json_float, loads_strict
 from .planners.dispatch import plan_from_dict
+from .planners.targets_io import with_target_report
 from .planners.residual.plan import PLAN_FORMAT, Plan
 from .plan_file import check_plan_spec
 from .reconstruct.measurements import Measurements, query_labels
@@ -743,6 +744,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     if "targets" in spec:  # planned from accuracy targets (issue 13): rows read by the report
         manifest["targets"] = spec["targets"]["rows"]
         manifest["target_certificate"] = {"kind": spec["targets"]["kind"], **spec["targets"]["certificate"]}
+        manifest["target_variances"] = spec["targets"]["variances"]  # every query's, for load_release
     bound = _lower_bound_entry(plan)
     if bound is not None:
         manifest["lower_bound"] = bound
@@ -1188,4 +1190,10 @@ def _residual_plan(manifest: dict) -> Plan:
         **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
         "construction": manifest.get("construction", "centred"),
     }
-    return Plan.from_dict(spec)
+    plan = Plan.from_dict(spec)
+    if "targets" in manifest and "target_certificate" in manifest:  # issue 13: keep the target report
+        cert = dict(manifest["target_certificate"])
+        saved = {"kind": cert.pop("kind", None), "rows": manifest["targets"], "certificate": cert,
+                 "variances": manifest.get("target_variances")}
+        plan = with_target_report(plan, saved)
+    return plan

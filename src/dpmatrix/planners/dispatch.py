@@ -19,6 +19,7 @@ from .querysmasher.plan import QuerySmasherPlan
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import Plan, plan_residual
 from .targets import plan_targets
+from .targets_io import with_target_report
 
 __all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
 
@@ -223,6 +224,6 @@ def plan_from_dict(spec: Mapping[str, Any]):
         return QuerySmasherPlan.from_dict(dict(spec))
     if fmt == PURE_FORMAT:
         return PurePlan.from_dict(spec)
-    if fmt == EXPLICIT_FORMAT:
-        return ExplicitStrategyPlan.from_dict(spec)
-    return Plan.from_dict(dict(spec))
+    plan = ExplicitStrategyPlan.from_dict(spec) if fmt == EXPLICIT_FORMAT else Plan.from_dict(dict(spec))
+    # planned from accuracy targets (issue 13): read back with its target report
+    return with_target_report(plan, spec["targets"]) if "targets" in spec else plan

@@ -71,7 +71,7 @@ import scipy.linalg as sla
 from dpmatrix.errors import PlanError, WorkloadError
 
 from .fitness_newton import newton_dual, warm_start
-from .fitness_reduction import reduce_instance
+from .fitness_reduction import identity_reduction, reduce_instance
 from .result import SolverResult
 from .squarem import LOG_FLOOR, normalize_log_weights, squarem
 
@@ -625,6 +625,7 @@ def solve_min_privacy_cost(
     tol: float = 1e-6,
     max_iter: int = 20000,
     max_seconds: float = math.inf,
+    method: str = "newton",
 ) -> FitnessResult:
     r"""Problem 1: the least privacy cost Δ² such that every query variance is ≤ its target.
 
@@ -647,6 +648,12 @@ def solve_min_privacy_cost(
         Evaluation limit; if reached, ``status == "max_iter"`` and ``gap`` says how far.
     max_seconds : float
         Wall-clock limit (``status == "time_limit"`` when it stops the solve).
+    method : {"newton", "fixed_point"}, keyword-only
+        ``"newton"`` (default): the instance without proportional queries/cells
+        (:mod:`~dpmatrix.solvers.fitness_reduction`), 20 fixed-point evaluations, then Newton on
+        the dual (:mod:`~dpmatrix.solvers.fitness_newton`), falling back to the fixed point and
+        its polish if Newton does not certify.  ``"fixed_point"``: that first-order method
+        alone on the instance as given (the method of earlier versions; for comparisons).
 
     Returns
     -------
@@ -669,28 +676,20 @@ def solve_min_privacy_cost(
     F = W / np.sqrt(c)[:, None]
     scale = float(np.max(np.abs(F)))
     F = F / scale
+    if method not in ("newton", "fixed_point"):
+        raise PlanError(f"method must be 'newton' or 'fixed_point', got {method!r}")
     B = row_basis(W) if isinstance(basis, str) and basis == "auto" else None
-    red = reduce_instance(F)
+    red = reduce_instance(F) if method == "newton" else identity_reduction(F)
     if B is None:
         B = _resolve_basis(basis, W, _rowspace(F))
     deadline = t0 + float(max_seconds)
     # First-order warm start, then Newton on the dual (fitness_newton); the fixed point of
     # _Core with its dense polish remains the fallback when Newton does not certify.
-    best, used = None, 0
-    rank = _rank(red.matrix)
-    try:
-        lam0, mu0, _ = warm_start(
-            red.matrix, rank=rank, evaluations=min(int(max_iter), _WARM_START), deadline=deadline
-        )
-        used = min(int(max_iter), _WARM_START)
-        out = newton_dual(
-            red.matrix, lam0, mu0, rank=rank, tol=tol, deadline=deadline,
-            subsolve=_completion_solver, max_iter=max(int(max_iter) - used, 0),
-        )
-    except FloatingPointError:
-        out = None
+    best = None
+    out, used = None, 0
+    if method == "newton":
+        out, used = _newton(red.matrix, _rank(red.matrix), tol, deadline, int(max_iter))
     if out is not None:
-        used += out.evaluations
         best = _finish(
             out.strategy @ red.expand, red.query_weights(out.query_weights, m),
             red.cell_weights(out.cell_weights), W, c, B, tol, iterations=used,
@@ -712,6 +711,19 @@ def solve_min_privacy_cost(
         timed_out=core.timed_out,
     )
     return res if best is None or res.gap <= best.gap else best
+
+
+def _newton(F: np.ndarray, rank: int, tol: float, deadline: float, max_iter: int):
+    """Warm start and Newton (:mod:`fitness_newton`) on the reduced instance F: the outcome
+    (None if Newton broke down) and the evaluations used."""
+    used = min(max_iter, _WARM_START)
+    try:
+        lam0, mu0, _ = warm_start(F, rank=rank, evaluations=used, deadline=deadline)
+        out = newton_dual(F, lam0, mu0, rank=rank, tol=tol, deadline=deadline,
+                          subsolve=_completion_solver, max_iter=max(max_iter - used, 0))
+    except FloatingPointError:
+        return None, used
+    return out, used + (out.evaluations if out is not None else 0)
 
 
 def _rank(F: np.ndarray) -> int:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Reduction", "reduce_instance"]
+__all__ = ["Reduction", "identity_reduction", "reduce_instance"]
 
 _DIGITS = 10  # directions are compared after rounding to 10 significant digits
 
@@ -136,3 +136,19 @@ def reduce_instance(F: np.ndarray) -> Reduction:
     Fr = np.ascontiguousarray(Fk[:, reps])
     Fr.setflags(write=False)
     return Reduction(matrix=Fr, rows=rows, cells=reps, expand=P)
+
+
+def identity_reduction(F: np.ndarray) -> Reduction:
+    """The instance as given (no merging), in the same form as :func:`reduce_instance`.
+
+    Examples
+    --------
+    >>> identity_reduction(np.ones((2, 3))).expand.tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    F = np.array(F, dtype=float)
+    m, n = F.shape
+    arrays = (F, np.arange(m), np.arange(n), np.eye(n))
+    for a in arrays:
+        a.setflags(write=False)
+    return Reduction(matrix=arrays[0], rows=arrays[1], cells=arrays[2], expand=arrays[3])
