@@ -26,8 +26,8 @@ Gradient and Hessian of the dual (derivation)
       c(θ) = Σ_i θ_μi b̂_i b̂_iᵀ − Σ_j θ_λj â_j â_jᵀ.
 
 The Cauchy kernel ``1/(s_a + s_b)`` is replaced by an exponential sum
-(:func:`~dpmatrix.solvers.expsum.reciprocal_expsum`, relative accuracy 1 %: the Newton steps
-only need an approximate Hessian), so the (m + n)² Hessian costs a few dozen rank-r updates
+(:func:`~dpmatrix.solvers.expsum.reciprocal_expsum`, relative accuracy 10 %: the Newton steps
+only need an approximate Hessian; 1e-2 and 1e-6 take the same number of steps), so the (m + n)² Hessian costs a few dozen rank-r updates
 ``Σ_k w_k (Z e^{−ρ_k S} Zᵀ)^{∘2}`` (``Z`` stacks the â and b̂) instead of ``O(m² r²)``.
 
 Square-root weights
@@ -40,7 +40,9 @@ and a barely active cell (optimal μ_i tiny, as with unequal targets) has
 ``φ ≈ a + b w_i − c w_i²``, a smooth maximum at ``w_i = b/2c`` that the λ-form sees as a
 square-root cusp.  Every iterate is a feasible dual point, so ``φ²`` is a valid lower bound and
 the primal ``X = Y`` (range = rowspace F) a valid upper bound ``max_i X_ii · max_j var_j``.
-Steps are damped by a backtracking search on φ.  Evaluations use an SVD of
+Steps are damped by a backtracking search on φ; a Hessian serves two steps (the second a chord
+step) while the singular values are well spread; tiny weights of clearly slack queries are set
+to 0 (and given back if their variance becomes the largest).  Evaluations use an SVD of
 ``Λ^{1/2} F D^{1/2}`` (through a QR of ``Λ^{1/2} F``) once the singular values spread over more
 than five decades, where the eigen-decomposition of the Gram matrix loses them.
 
@@ -79,7 +81,7 @@ from .squarem import normalize_log_weights, squarem
 
 __all__ = ["NewtonOutcome", "newton_dual", "warm_start"]
 
-_HESSIAN_EPS = 1e-2  # relative accuracy of the exponential sum (the Hessian is a step model)
+_HESSIAN_EPS = 0.1  # relative accuracy of the exponential sum (the Hessian is a step model)
 _SVD_SPREAD = 1e-5  # s_min / s_max below which evaluations use the SVD
 _DROP_CELL = 1e-8  # w_i² / max w² below which a cell leaves the dual (primal completion)
 _ZERO_QUERY = 1e-8  # v_j² / max v² below which a slack query's weight is set to 0 …
@@ -182,7 +184,7 @@ def _dual_hessian(Z: np.ndarray, sign: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``−½ σσᵀ ∘ Σ_ab z_pa z_pb z_qa z_qb / (s_a + s_b)`` for the rows z of Z (module doc).
 
     Each exponential-sum term is a rank-k Gram matrix ``Z e^{−ρ_k S} Zᵀ``, formed, squared and
-    summed in single precision: the Hessian only models the Newton step (1 % is enough, the
+    summed in single precision: the Hessian only models the Newton step (10 % is enough, the
     search on φ judges every step), and every term is nonnegative, so the sum loses nothing.
     """
     weights, rates = reciprocal_expsum(2.0 * float(s[-1]), 2.0 * float(s[0]), _HESSIAN_EPS)
@@ -266,9 +268,10 @@ def _active_queries(pt: _Point) -> np.ndarray:
 
 
 def _zero_slack(v: np.ndarray, pt: _Point) -> np.ndarray:
-    """Set to 0 the weights of queries that are tiny and clearly slack at ``pt`` (in square-root
-    weights a slack query's weight only halves per step once its Hessian row is stale); a
-    wrongly zeroed query comes back by :meth:`_Run.reenter`."""
+    """Set to 0 the weights of queries that are tiny and clearly slack at ``pt``: a slack
+    query's square-root weight shrinks by a factor per Newton step instead of reaching 0, and a
+    zero weight takes its row out of the next Hessian.  A wrongly zeroed query comes back
+    through :meth:`_Run.reenter`."""
     v2 = v * v
     zero = (v2 < _ZERO_QUERY * float(v2.max())) & (pt.r < (1.0 - _SLACK) * float(pt.r.max()))
     return _unit(np.where(zero, 0.0, v))
