@@ -50,7 +50,7 @@ Algorithm (a certified alternative to the paper's SM-II)
 1. Exact reduction (:mod:`~dpmatrix.solvers.fitness_reduction`): queries along the same direction
    keep only the largest (the others never bind), cells along the same direction are merged
    (random range queries leave adjacent cells no end point separates).
-2. Warm start: 20 evaluations of the joint multiplicative fixed point ``μ_i ← μ_i X_ii / tr S``,
+2. Warm start: 10 evaluations of the joint multiplicative fixed point ``μ_i ← μ_i X_ii / tr S``,
    ``λ_j ← λ_j r_j / tr S`` (it is the saddle-point / optimal-design equivalence condition
    above), in log coordinates, accelerated by SQUAREM (Varadhan & Roland 2008).
 3. Newton on the dual in square-root weights with an exponential-sum Hessian, completing the
@@ -664,7 +664,7 @@ def solve_min_privacy_cost(
         Wall-clock limit (``status == "time_limit"`` when it stops the solve).
     method : {"newton", "fixed_point"}, keyword-only
         ``"newton"`` (default): the instance without proportional queries/cells
-        (:mod:`~dpmatrix.solvers.fitness_reduction`), 20 fixed-point evaluations, then Newton on
+        (:mod:`~dpmatrix.solvers.fitness_reduction`), 10 fixed-point evaluations, then Newton on
         the dual (:mod:`~dpmatrix.solvers.fitness_newton`), falling back to the fixed point and
         its polish if Newton does not certify.  ``"fixed_point"``: that first-order method
         alone on the instance as given (the method of earlier versions; for comparisons).
@@ -747,7 +747,7 @@ def _rank(F: np.ndarray) -> int:
     return int(np.sum(s > _rank_tol(s, F.shape)))
 
 
-_WARM_START = 20  # fixed-point evaluations before Newton
+_WARM_START = 10  # fixed-point evaluations before Newton
 
 
 def _completion_solver(W_sub: np.ndarray, c_sub: np.ndarray, tol: float) -> tuple[np.ndarray, float]:

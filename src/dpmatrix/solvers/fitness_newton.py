@@ -186,17 +186,24 @@ def _dual_hessian(Z: np.ndarray, sign: np.ndarray, s: np.ndarray) -> np.ndarray:
     Each exponential-sum term is a rank-k Gram matrix ``Z e^{−ρ_k S} Zᵀ``, formed, squared and
     summed in single precision: the Hessian only models the Newton step (10 % is enough, the
     search on φ judges every step), and every term is nonnegative, so the sum loses nothing.
+    A term keeps only the singular directions with ``ρ_k (s_a − s_min) ≤ log(1/ε) + 4``: the
+    others carry ``e^{−ρ_k (s_a + s_b)}`` below ``ε e^{−4}`` of the kernel's largest term, so
+    each kernel entry ``1/(s_a + s_b)`` keeps its relative accuracy (about ε) while the terms
+    with large rates, which only see the smallest singular values, cost little.
     """
     weights, rates = reciprocal_expsum(2.0 * float(s[-1]), 2.0 * float(s[0]), _HESSIAN_EPS)
     rho = np.linalg.norm(Z, axis=1)  # rows scaled to norm 1: no underflow in single precision
     rho = np.where(rho > 0, rho, 1.0)
     Zs = (Z / rho[:, None]).astype(np.float32)
+    s_min = float(s[-1])
+    reach = math.log(1.0 / _HESSIAN_EPS) + 4.0
     H = None
     for wk, rk in zip(weights, rates):
-        Zd = Zs * np.exp(-0.5 * rk * s).astype(np.float32)[None, :]
-        G = Zd @ Zd.T  # Z e^{−ρ_k S} Zᵀ (a full product: as fast as syrk, no triangle to mirror)
+        first = int(np.searchsorted(-s, -(s_min + reach / rk)))  # s is descending
+        Zd = Zs[:, first:] * np.exp(-0.5 * rk * (s[first:] - s_min)).astype(np.float32)[None, :]
+        G = Zd @ Zd.T  # Z e^{−ρ_k S} Zᵀ / e^{−ρ_k s_min} (a full product: as fast as syrk here)
         np.square(G, out=G)
-        G *= np.float32(wk)
+        G *= np.float32(wk * math.exp(-2.0 * rk * s_min))
         if H is None:
             H = G
         else:
