@@ -83,6 +83,7 @@ __all__ = ["NewtonOutcome", "newton_dual", "warm_start"]
 
 _HESSIAN_EPS = 0.1  # relative accuracy of the exponential sum (the Hessian is a step model)
 _SVD_SPREAD = 1e-5  # s_min / s_max below which evaluations use the SVD
+_SINGULAR = 1e-13  # s_min / s_max below which a trial point is refused (numerically singular)
 _DROP_CELL = 1e-8  # w_i² / max w² below which a cell leaves the dual (primal completion)
 _ZERO_QUERY = 1e-8  # v_j² / max v² below which a slack query's weight is set to 0 …
 _SLACK = 1e-4  # … if its variance is below (1 − _SLACK) × the largest
@@ -250,7 +251,12 @@ def _newton_direction(
     K = np.zeros((p + 2, p + 2))
     K[:p, :p] = hess.H[np.ix_(idx, idx)]
     K[:p, :p] *= 4.0 * y[:, None] * y[None, :]
-    K[np.arange(p), np.arange(p)] += g - phi
+    # ∂²/∂y_p² of the Lagrangian has the term g_p − φ: negative for a slack query or cell (its
+    # weight goes to 0), but positive for a violated one (r_j > Δ), where the exact Newton step
+    # would move to the minimum of that convex direction (y = 0) instead of growing the weight.
+    # −|g_p − φ| keeps the model concave (4 y H y is negative semidefinite), so every step is an
+    # ascent direction; near the optimum g_p − φ → 0 on the support and nothing changes.
+    K[np.arange(p), np.arange(p)] -= np.abs(g - phi)
     grad = y * (g - phi)
     K[:ns, p] = K[p, :ns] = y[:ns]
     K[ns:p, p + 1] = K[p + 1, ns:p] = y[ns:]
@@ -536,20 +542,31 @@ class _Run:
                     continue
                 break
             dv, dw, slope = step
-            a, nxt = 1.0, None
+            a, nxt, prune = 1.0, None, 2
             while a > 1e-8:
                 v2 = pt.v.copy()
                 v2[active] += a * dv
                 w2 = np.zeros(n)
                 w2[pt.cells] = pt.w[pt.cells] + a * dw
-                v2, w2 = _zero_slack(_unit(v2), pt), _unit(w2)
-                if self.can_drop:
+                v2, w2 = _unit(v2), _unit(w2)
+                if prune == 2:
+                    v2 = _zero_slack(v2, pt)
+                if prune >= 1 and self.can_drop:
                     w2 = self.drop_small(w2)
                 cand = self.evaluate(v2, w2)
+                if cand is not None and cand.spread < _SINGULAR:
+                    # numerically singular (zeroed query weights no longer cover some kept
+                    # cell, or a weight passed near 0): its primal cannot be trusted.  Retry
+                    # the step zeroing cell weights only, then zeroing nothing.
+                    if prune:
+                        prune -= 1
+                        continue
+                    cand = None
                 if cand is not None and (cand.phi >= pt.phi * (1 - 1e-13) or abs(slope) < 1e-12 * pt.phi):
                     nxt = cand
                     break
                 a *= 0.5
+                prune = 2
             if nxt is None:
                 if hess.age > 1:
                     hess = None  # retry with a fresh Hessian
