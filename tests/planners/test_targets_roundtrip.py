@@ -78,7 +78,7 @@ def test_cli_plan_save_keeps_the_targets(tmp_path, capsys):
     saved = tmp_path / "plan.json"
     rc = main(["plan", "--domain", str(dom), "--workload", "age,sex;race", "--target", "age,sex=std<=3",
                "--target", "race=var<=2", "--save", str(saved)])
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert rc == 0, err
     back = load_plan(saved)
     wk = dm.Workload(dm.Domain({"age": 6, "sex": 2, "race": 3}), [("age", "sex"), ("race",)])

@@ -18,17 +18,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fitness_paper_workloads import (  # noqa: E402
+from fitness_paper_workloads import (
     marginals_workload,
     random_pm1_workload,
     random_range_workload,
     random_targets,
 )
 
-import dpmatrix.solvers.fitness_newton as fn  # noqa: E402
-from dpmatrix.solvers.expsum import reciprocal_expsum  # noqa: E402
-from dpmatrix.solvers.fitness import solve_min_privacy_cost  # noqa: E402
-from dpmatrix.solvers.fitness_reduction import identity_reduction, reduce_instance  # noqa: E402
+import dpmatrix.solvers.fitness_newton as fn
+from dpmatrix.solvers.expsum import reciprocal_expsum
+from dpmatrix.solvers.fitness import solve_min_privacy_cost
+from dpmatrix.solvers.fitness_reduction import identity_reduction, reduce_instance
 
 
 def sdp_problem1(W, c):
@@ -163,7 +163,7 @@ def test_dual_hessian_matches_finite_differences_of_the_gradient(monkeypatch, ep
         pt = fn._evaluate(F, np.sqrt(l), np.sqrt(u), n, True)
         return 0.5 * np.concatenate([pt.r, pt.x]), pt
 
-    g0, pt = grad(lam, mu)
+    _, pt = grad(lam, mu)
     assert lam @ pt.r == pytest.approx(pt.phi, rel=1e-10) and mu @ pt.x == pytest.approx(pt.phi, rel=1e-10)
     H = fn._build_hessian(pt, np.arange(m)).H
     for _ in range(3):

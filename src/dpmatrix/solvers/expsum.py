@@ -52,6 +52,6 @@ def reciprocal_expsum(x_min: float, x_max: float, eps: float) -> tuple[np.ndarra
     h = math.pi**2 / math.log(40.0 / eps)
     t_lo = math.log(0.25 * eps / x_max)  # ∫_{-∞}^{t_lo} e^t dt = eps / (4 x_max)
     t_hi = math.log((log_eps + 5.0) / x_min)  # x e^t ≥ log(1/eps) + 5 beyond: negligible tail
-    t = t_lo + h * np.arange(int(math.ceil((t_hi - t_lo) / h)) + 1)
+    t = t_lo + h * np.arange(math.ceil((t_hi - t_lo) / h) + 1)
     rates = np.exp(t)
     return h * rates, rates

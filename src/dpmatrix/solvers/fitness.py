@@ -682,7 +682,7 @@ def solve_min_privacy_cost(
     (1.333333, [[1.0, -0.5], [-0.5, 1.0]])
     """
     W = _as_workload(W)
-    m, n = W.shape
+    m = W.shape[0]
     c = _as_targets(targets, m)
     tol = _check_tol(tol)
     _check_measurable(W, measurable)

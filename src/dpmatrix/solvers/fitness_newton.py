@@ -295,7 +295,7 @@ def _complete(
 ) -> tuple[np.ndarray, float] | None:
     """Factor of an X on all cells from the dual on the kept cells (module doc), and its upper
     bound ``max X_ii · max var``; None when no completion is found."""
-    m, n = F.shape
+    n = F.shape[1]
     A = pt.cells
     I = np.setdiff1d(np.arange(n), A)
     scale = float(pt.x.max())

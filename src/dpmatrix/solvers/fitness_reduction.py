@@ -117,7 +117,7 @@ def reduce_instance(F: np.ndarray) -> Reduction:
     ([1, 2], [0, 2], [[2.0, 0.0], [0.0, 1.0]])
     """
     F = np.asarray(F, dtype=float)
-    m, n = F.shape
+    n = F.shape[1]
     label, norms = _direction_classes(F)
     rows = _representatives(label, norms)
     Fk = F[rows]
