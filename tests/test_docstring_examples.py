@@ -12,9 +12,7 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.planners.explicit.evaluation", "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map",
            "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",
            "dpmatrix.queries", "dpmatrix.statement",
-           "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
-           "dpmatrix.solvers.fitness_newton", "dpmatrix.solvers.fitness_reduction", "dpmatrix.solvers.expsum",
-           "dpmatrix.planners.targets_io"]
+           "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer"]
 
 
 @pytest.mark.parametrize("name", MODULES)

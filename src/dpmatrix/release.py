@@ -70,7 +70,6 @@ from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .jsonfile import json_float, loads_strict
 from .planners.dispatch import plan_from_dict
-from .planners.targets_io import with_target_report
 from .planners.residual.plan import PLAN_FORMAT, Plan
 from .plan_file import check_plan_spec
 from .reconstruct.measurements import Measurements, query_labels
@@ -1190,10 +1189,6 @@ def _residual_plan(manifest: dict) -> Plan:
         **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
         "construction": manifest.get("construction", "centred"),
     }
-    plan = Plan.from_dict(spec)
-    if "targets" in manifest and "target_certificate" in manifest:  # issue 13: keep the target report
-        cert = dict(manifest["target_certificate"])
-        saved = {"kind": cert.pop("kind", None), "rows": manifest["targets"], "certificate": cert,
-                 "variances": manifest.get("target_variances")}
-        plan = with_target_report(plan, saved)
-    return plan
+    from .planners.targets_io import with_manifest_targets  # issue 13: keep the target report
+
+    return with_manifest_targets(Plan.from_dict(spec), manifest)

@@ -23,7 +23,7 @@ from .explicit.plan import ExplicitStrategyPlan
 from .residual.plan import Plan
 from .targets import TARGET_KINDS, ExplicitTargetPlan, ResidualTargetPlan, TargetReport
 
-__all__ = ["with_target_report"]
+__all__ = ["with_manifest_targets", "with_target_report"]
 
 _CERTIFICATE = ("problem", "route", "pcost_lower_bound", "gap", "status", "tol")
 
@@ -115,3 +115,36 @@ def with_target_report(plan, saved: Mapping[str, Any]):
         if name in plan.__dict__:
             out.__dict__[name] = plan.__dict__[name]
     return out
+
+
+def with_manifest_targets(plan, manifest: Mapping[str, Any]):
+    """``plan`` with the target report a ResidualPlanner release manifest records (its rows under
+    ``"targets"``, ``"target_certificate"`` and ``"target_variances"``), or ``plan`` unchanged
+    when the release was not planned from targets.
+
+    Parameters
+    ----------
+    plan : Plan
+    manifest : mapping
+
+    Returns
+    -------
+    Plan or ResidualTargetPlan
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 3}), [("a",)])
+    >>> p = dm.plan(wk, targets=2.0)
+    >>> t = p.to_dict()["targets"]
+    >>> manifest = {"targets": t["rows"], "target_certificate": {"kind": t["kind"], **t["certificate"]},
+    ...             "target_variances": t["variances"]}
+    >>> with_manifest_targets(dm.Plan.from_dict(p.to_dict()), manifest).certificate() == p.certificate()
+    True
+    """
+    if "targets" not in manifest or "target_certificate" not in manifest:
+        return plan
+    cert = dict(manifest["target_certificate"])
+    saved = {"kind": cert.pop("kind", None), "rows": manifest["targets"], "certificate": cert,
+             "variances": manifest.get("target_variances")}
+    return with_target_report(plan, saved)
