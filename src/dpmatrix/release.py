@@ -1179,7 +1179,9 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     _check_privacy_consistent(manifest, plan, folder)
     # paths are confined when each file is read (Release.file), not all up front: printing one
     # saved table of a release with thousands of tables stays fast
-    return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
+    from .planners.targets_io import with_manifest_targets  # a targets plan keeps its report (issue 13)
+
+    return Release(path=folder, manifest=manifest, plan=with_manifest_targets(plan, manifest), verify=verify)
 
 
 def _residual_plan(manifest: dict) -> Plan:
@@ -1189,6 +1191,4 @@ def _residual_plan(manifest: dict) -> Plan:
         **{k: manifest[k] for k in ("domain", "workload", "strategies", "objective", "residuals")},
         "construction": manifest.get("construction", "centred"),
     }
-    from .planners.targets_io import with_manifest_targets  # issue 13: keep the target report
-
-    return with_manifest_targets(Plan.from_dict(spec), manifest)
+    return Plan.from_dict(spec)
