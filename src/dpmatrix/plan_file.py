@@ -17,7 +17,7 @@ from typing import Any
 from .errors import DPMatrixError, PlanError
 from .jsonfile import read_json
 from .planners.dispatch import plan_from_dict
-from .planners.residual.plan import PLAN_FORMAT, Plan
+from .planners.residual.plan import PLAN_FORMAT
 
 __all__ = ["check_plan_spec", "load_plan"]
 
@@ -93,7 +93,7 @@ def load_plan(path: str | Path):
             raise PlanError(f"{what} is not a valid plan: {type(exc).__name__}: {exc}") from None
     check_plan_spec(spec, what)
     try:
-        plan = Plan.from_dict(spec)
+        plan = plan_from_dict(spec)  # a targets plan keeps its target report
         plan.pcost  # noqa: B018 - a subnormal sigma2 gives an infinite privacy cost: refuse now
         return plan
     except DPMatrixError as exc:

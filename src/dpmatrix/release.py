@@ -816,6 +816,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     if "targets" in spec:  # planned from accuracy targets (issue 13): rows read by the report
         manifest["targets"] = spec["targets"]["rows"]
         manifest["target_certificate"] = {"kind": spec["targets"]["kind"], **spec["targets"]["certificate"]}
+        manifest["target_variances"] = spec["targets"]["variances"]  # every query's, for load_release
     bound = _lower_bound_entry(plan)
     if bound is not None:
         manifest["lower_bound"] = bound
@@ -1382,7 +1383,9 @@ def _checked_plan(manifest: dict, folder: Path):
     except (TypeError, ValueError, IndexError) as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
     _check_privacy_consistent(manifest, plan, folder)
-    return plan
+    from .planners.targets_io import with_manifest_targets  # a targets plan keeps its report (issue 13)
+
+    return with_manifest_targets(plan, manifest)
 
 
 def _residual_plan(manifest: dict) -> Plan:

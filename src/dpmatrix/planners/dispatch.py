@@ -22,6 +22,7 @@ from .querysmasher.plan import QuerySmasherPlan
 from .querysmasher.planner import plan_querysmasher
 from .residual.plan import Plan, plan_residual
 from .targets import plan_targets
+from .targets_io import with_target_report
 
 __all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
 
@@ -196,7 +197,7 @@ def _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss
     return plan_pure(workload, eps, objective=objectives[objective], **options)
 
 
-def plan_from_dict(spec: Mapping[str, Any]):
+def _plan_of_format(spec: Mapping[str, Any]):
     """Any planner's plan from its ``to_dict()`` (dispatched on ``spec["format"]``).
 
     Parameters
@@ -229,3 +230,18 @@ def plan_from_dict(spec: Mapping[str, Any]):
     if fmt == EXPLICIT_FORMAT:
         return ExplicitStrategyPlan.from_dict(spec)
     return Plan.from_dict(dict(spec))
+
+
+def plan_from_dict(spec: Mapping[str, Any]):
+    """Any planner's plan from its ``to_dict()``; a plan planned from accuracy targets (issue 13)
+    comes back with its target report (:func:`~dpmatrix.planners.targets_io.with_target_report`).
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 2}), [("a",)])
+    >>> plan_from_dict(dm.plan(wk, targets=2.0).to_dict()).target_table()["achieved"].round(9).tolist()
+    [2.0]
+    """
+    plan = _plan_of_format(spec)
+    return with_target_report(plan, spec["targets"]) if isinstance(spec, Mapping) and "targets" in spec else plan

@@ -350,9 +350,18 @@ class TargetReport:
                 "gap": self.gap, "status": self.status, "tol": self.tol}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the kind, the per-entry rows and the certificate (targets as variances)."""
+        """JSON-ready: the kind, the per-entry rows, the certificate and, under ``"variances"``,
+        every query's target as a variance (one number for an entry whose targets are all
+        equal, else the list in the entry's query order), from which
+        :func:`~dpmatrix.planners.targets_io.with_target_report` rebuilds the report."""
         return {"kind": self.kind, "rows": self.table().to_dict("records"),
-                "certificate": self.certificate()}
+                "certificate": self.certificate(),
+                "variances": [_compact(t) for t in self.targets]}
+
+
+def _compact(t: np.ndarray) -> float | list:
+    flat = np.asarray(t, dtype=float).reshape(-1)
+    return float(flat[0]) if flat.size and np.all(flat == flat[0]) else flat.tolist()
 
 
 class _TargetMethods:
