@@ -1,7 +1,7 @@
 """dpmatrix scaling benchmark: selection, measurement and reconstruction against the paper.
 
     python benchmarks/run.py                 # full series (< 15 minutes on 2 cores)
-    python benchmarks/run.py --quick         # a subset (< 2 minutes)
+    python benchmarks/run.py --quick         # a subset (< 3 minutes)
     python benchmarks/run.py --out benchmarks/results.md
 
 Workloads are those of the ResidualPlanner+ paper (section 8, appendix I): Synth-n^d with all
@@ -14,7 +14,12 @@ Workloads are those of the ResidualPlanner+ paper (section 8, appendix I): Synth
 * measure: ``plan.measure`` on uniform random records (counting + noise), d = 10..100, and the
   counting target (numpy engine, 1,000,000 records x 20 attributes, n = 10, all <=3-way);
 * reconstruct: every workload marginal as a table with variances and 95% intervals, i.e. one
-  full pass of ``meas.iter_marginals()`` (tables 3, 23, 24).
+  full pass of ``meas.iter_marginals()`` (tables 3, 23, 24);
+* release, 30 attributes (issue 18): the stages of ``bench_release.stages`` (plan, counting,
+  noise, reconstruct, write) and ``dpmatrix release`` in a fresh process
+  (``bench_release.cli_release``), against the 15 s target;
+* counting engines (issue 18): DuckDB from a Parquet file vs numpy on the same records, all
+  <=3-way marginals of 30 attributes (``bench_duckdb_counting``), rows/s and numpy/DuckDB.
 
 Every point runs in a fresh subprocess; its peak memory is the process's maximum resident set
 size (``resource.getrusage``), which for a reconstruction point covers the whole pipeline (plan,
@@ -34,8 +39,10 @@ import math
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,6 +72,7 @@ TARGETS = {("select", "sum_var", 100): 0.5, ("select", "sum_var", 200): 3.0,
            ("select", "max_var", 100): 15.0, ("select", "max_var", 200): 120.0,
            ("recon", 10, 100): 20.0, ("count", 20): 60.0}  # fmt: skip
 MEM_TARGETS_GB = {100: 4.0, 200: 8.0}
+RELEASE_TARGET_S = 15.0  # issue 18: 100,000 records x 30 attributes, all <=3-way, end to end
 
 
 def _table22():
@@ -185,6 +193,47 @@ def run_point(spec: dict) -> dict:
             t, (tables, cells) = _best(consume, spec.get("repeat", 1))
             out["value"] = tables
             out["cells"] = cells
+    elif kind == "release":
+        # issue 18 item 2: reuse bench_release (stages in this process, the CLI in a fresh one)
+        sys.path.insert(0, str(HERE))
+        from bench_release import WAY, cli_release, make_data, stages
+
+        tmp = Path(tempfile.mkdtemp(prefix="run_release_"))
+        try:
+            data, dom = make_data(tmp, spec["rows"], d, n)
+            (tmp / "work").mkdir()
+            st = stages(data, dom, tmp / "work", WAY, csv=False)
+            st["cli --no-report"] = cli_release(str(SRC), data, dom, WAY, "--no-report")
+            if spec.get("report"):
+                st["cli"] = cli_release(str(SRC), data, dom, WAY)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        out["stages"] = st
+        t = st["end_to_end"][0]
+    elif kind == "engines":
+        # issue 18 item 3: reuse bench_duckdb_counting (same records, numpy then DuckDB Parquet)
+        import itertools
+
+        import pyarrow.parquet as pq
+
+        sys.path.insert(0, str(HERE))
+        from bench_duckdb_counting import count_all, duckdb_point, write_files
+        from dpmatrix.engines.numpy_engine import NumpyEngine
+
+        domain = dm.Domain.from_sizes([n] * d)
+        top = list(itertools.combinations(range(d), 3))
+        with tempfile.TemporaryDirectory(prefix="run_engines_") as tmp:
+            parquet, _csv, _ = write_files(Path(tmp), spec["rows"])
+            df = pq.read_table(parquet).to_pandas()
+            t0 = time.perf_counter()
+            ref, _ = count_all(NumpyEngine(df, domain), domain, top)
+            t_np = time.perf_counter() - t0
+            del df
+            got, rep = duckdb_point(parquet, domain, top, threads=2, materialize=True)
+        assert set(got) == set(ref) and all(np.array_equal(ref[s], got[s]) for s in ref)
+        out.update(numpy=t_np, duckdb=rep["total"], duckdb_setup=rep["init"],
+                   file_scans=rep["file_scans"], value=len(top))  # fmt: skip
+        t = rep["total"]
     else:
         raise ValueError(kind)
     out["time"] = t
@@ -250,6 +299,9 @@ def plan_points(quick: bool) -> list[dict]:
         # tidy tables of n = 512 would be 8.6 GB each), n = 512 measured into an on-disk store
         for n in (256, 512):
             pts.append({"kind": "recon", "d": 5, "n": n, "rows": 1_000, "arrays": True, "store": n >= 512})
+    # issue 18: a whole release at the target size, and DuckDB vs numpy counting
+    pts.append({"kind": "release", "d": 30, "n": 10, "rows": 100_000, "report": True})
+    pts.append({"kind": "engines", "d": 30, "n": 10, "rows": 1_000_000 if quick else 10_000_000})
     return pts
 
 
@@ -318,6 +370,10 @@ def label(spec: dict) -> tuple[str, str]:
         series = f"count (numpy engine), {spec['rows']:,} rows"
     elif kind == "floor":
         series = "reconstruct, arrays vs floor (tab. 3)"
+    elif kind == "release":
+        series = f"release, {spec['rows']:,} rows"
+    elif kind == "engines":
+        series = f"counting engines, {spec['rows']:,} rows"
     else:
         series = ("reconstruct" + (", arrays" if spec.get("arrays") else "")
                   + (" (tab. 23)" if spec["d"] == 5 else " (tab. 3)" if spec["n"] == 10 else " (tab. 24)"))
@@ -334,7 +390,10 @@ def render(results: list[tuple[dict, dict]], table22: dict, quick: bool, elapsed
         "| 2-core/ours | target (s) | peak RSS (MB) | check |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
+    sections = [(s, r) for s, r in results if s["kind"] in ("release", "engines")]
     for spec, res in results:
+        if spec["kind"] in ("release", "engines"):
+            continue
         series, point = label(spec)
         p_t, a_t, p_v, target = reference(spec, table22)
         if "error" in res:
@@ -360,6 +419,8 @@ def render(results: list[tuple[dict, dict]], table22: dict, quick: bool, elapsed
             f"| {fmt(a_t, '.1f')} "
             f"| {fmt(a_t / t if a_t else None, '.0f')} | {tgt} | {rss} | {check(spec, res, p_v)} |"
         )
+    for spec, res in sections:
+        lines += [""] + (render_release(spec, res) if spec["kind"] == "release" else render_engines(spec, res))
     load = os.getloadavg()
     lines += [
         "",
@@ -375,9 +436,51 @@ def render(results: list[tuple[dict, dict]], table22: dict, quick: bool, elapsed
     return "\n".join(lines) + "\n"
 
 
+def render_release(spec: dict, res: dict) -> list[str]:
+    """Stage split of one release (bench_release.stages) and the ratios to the target and CLI."""
+    head = (f"**Release, {spec['d']} attributes** ({spec['rows']:,} records x {spec['d']} attributes of "
+            f"{spec['n']} values, all <=3-way marginals, DuckDB counting from Parquet, secure noise, "
+            f"release folder written; `bench_release.stages` and `dpmatrix release` in a fresh process"
+            f"{'; --quick: the CLI without its HTML report only' if not spec.get('report') else ''}):")
+    if "error" in res:
+        return [head, "", f"✗ {res['error']}"]
+    st = res["stages"]
+    lines = [head, "", "| stage | wall s | CPU s |", "|---|--:|--:|"]
+    for name in ("plan", "counting", "noise", "reconstruct", "write", "write_release", "end_to_end",
+                 "cli --no-report", "cli", "query (in process)", "query (CLI process)"):  # fmt: skip
+        if name in st:
+            lines.append(f"| {name} | {st[name][0]:.2f} | {st[name][1]:.2f} |")
+    e2e = st["end_to_end"][0]
+    ratios = [f"end to end {e2e:.2f} s wall / {st['end_to_end'][1]:.2f} s CPU: ours / {RELEASE_TARGET_S:g} s "
+              f"target {e2e / RELEASE_TARGET_S:.2f} {'✓' if e2e <= RELEASE_TARGET_S else '✗'} ≤ 1"]
+    for cli in ("cli --no-report", "cli"):
+        if cli in st:
+            ratios.append(f"`dpmatrix release{' --no-report' if cli.endswith('report') else ''}` / in process "
+                          f"{st[cli][0] / e2e:.2f} (wall), {st[cli][1] / st['end_to_end'][1]:.2f} (CPU)")
+    lines += ["", "; ".join(ratios) + f"; {st['marginals']:,} marginals, {st['cells']:,} cells, "
+              f"{st['files']} files, {st['mbytes']:.0f} MB; peak RSS {res['rss_mb']:,.0f} MB; "
+              f"load average {st['load_before']:.1f} before, {st['load_after']:.1f} after."]
+    return lines
+
+
+def render_engines(spec: dict, res: dict) -> list[str]:
+    """DuckDB (Parquet file -> tables) beside numpy (frame in memory -> tables), same records."""
+    rows = spec["rows"]
+    head = (f"**Counting engines** ({rows:,} rows x {spec['d']} attributes of {spec['n']} values, "
+            f"the C({spec['d']}, 3) maximal triples of all <=3-way marginals; "
+            f"`bench_duckdb_counting`; numpy 1 thread on the frame in memory, its Parquet read not "
+            f"counted; DuckDB 2 threads from the Parquet file, set-up included; tables identical):")
+    if "error" in res:
+        return [head, "", f"✗ {res['error']}"]
+    return [head, "", "| engine | s | rows/s | numpy / this |", "|---|--:|--:|--:|",
+            f"| numpy (frame in memory) | {res['numpy']:.2f} | {rows / res['numpy']:,.0f} | 1.00 |",
+            f"| DuckDB Parquet (set-up {res['duckdb_setup']:.2f} s, {res['file_scans']} file scan) "
+            f"| {res['duckdb']:.2f} | {rows / res['duckdb']:,.0f} | {res['numpy'] / res['duckdb']:.2f} |"]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a subset that runs in under 2 minutes")
+    ap.add_argument("--quick", action="store_true", help="a subset that runs in under 3 minutes")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per point")
     ap.add_argument("--only", default=None,
