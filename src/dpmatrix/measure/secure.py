@@ -34,6 +34,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError, PlanError
@@ -217,7 +218,8 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
 
     Everything but the marginal counts (σ̄, γ, ρ of every residual, the re-scored plan) is
     fixed before the data is read. Returns :class:`~dpmatrix.reconstruct.measurements.Measurements`
-    carrying the re-scored plan, ``noise="lattice_gaussian"``.
+    carrying the re-scored plan, ``noise="lattice_gaussian"``. ``progress=True`` shows a bar of
+    the maximal marginals measured (on stderr), as the other measurement paths do.
     """
     randomness = discrete_randomness(rng)
     closure, measured = plan.closure, plan.measured
@@ -237,6 +239,7 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
     top = maximal_sets(s for s, m in zip(closure.sets, measured) if m)
     noisy = {} if store is None or store is False else MeasurementStore(plan, store)
     done: set = set()
+    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
     for batch, tables in count_batches(plan.domain, top, eng):
         for m in batch:
             for r in range(len(m), -1, -1):
@@ -250,6 +253,8 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
                         raise DataError("the lattice mechanism needs integer marginal counts")
                     res = lattice_measure(q, v, sbar[sub], rng, tol=tol)
                     noisy[sub] = kron_apply(post, res.values)
+        bar.update(len(batch))
+    bar.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": "lattice_gaussian", "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise="lattice_gaussian", randomness=randomness)
