@@ -69,7 +69,7 @@ def test_second_writer_gets_a_clear_error(tmp_path, capsys, small):
 
 def test_two_concurrent_cli_releases_one_wins(small):
     out = small / "rel"
-    procs = [spawn(*release_args(small, out, "--dataset", f"d{i}")) for i in range(2)]
+    procs = [spawn(*release_args(small, out, "--dataset", f"d{i}", NO_REPORT)) for i in range(2)]
     results = [(p.wait(300), p.stderr.read()) for p in procs]
     ok = [r for r in results if r[0] == 0]
     assert len(ok) == 1, results
