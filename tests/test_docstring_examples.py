@@ -12,7 +12,7 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.planners.optimality", "dpmatrix.planners.explicit.plan",
            "dpmatrix.planners.explicit.evaluation", "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map",
            "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",
-           "dpmatrix.queries", "dpmatrix.statement",
+           "dpmatrix.queries", "dpmatrix.statement", "dpmatrix.measure.secure",
            "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
            "dpmatrix.table_text"]
 

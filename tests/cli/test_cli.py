@@ -65,6 +65,12 @@ def run(capsys, *argv):
     return rc, out, err
 
 
+# Tests about engines, spilling, noise or queries pass NO_REPORT: rendering the HTML report's
+# figures is ~85 % of a small release's time, and the report is tested where it is the subject
+# (tests/report/, the privacy-hygiene and listing tests below, tests/test_readme.py).
+NO_REPORT = "--no-report"
+
+
 def release(data, out, *extra, src="secret_patients.csv"):
     return [
         "release", data / src, "--domain", data / "rich.json", "--workload", "all:<=2",
@@ -131,7 +137,7 @@ def test_release_from_saved_plan_and_workload_file(capsys, data, tmp_path):
                      "--rho", "0.25", "--save", tmp_path / "p.json")  # fmt: skip
     assert rc == 0, err
     rc, _, err = run(capsys, "release", data / "secret_patients.csv", "--plan", tmp_path / "p.json",
-                     "--out", tmp_path / "rel", "--quiet")  # fmt: skip
+                     "--out", tmp_path / "rel", "--quiet", NO_REPORT)  # fmt: skip
     assert rc == 0, err
     from dpmatrix.release import load_release
 
@@ -141,7 +147,7 @@ def test_release_from_saved_plan_and_workload_file(capsys, data, tmp_path):
     assert rel.plan.workload.weights.tolist() == [1.0, 2.0]
     (tmp_path / "wk.json").write_text(json.dumps({"marginals": [["sex", "n"], {"attributes": ["race"], "weight": 3}]}))
     rc, _, err = run(capsys, "release", data / "secret_patients.csv", "--domain", data / "rich.json",
-                     "--workload", tmp_path / "wk.json", "--mu", "1", "--out", tmp_path / "rel2", "--quiet")  # fmt: skip
+                     "--workload", tmp_path / "wk.json", "--mu", "1", "--out", tmp_path / "rel2", "--quiet", NO_REPORT)  # fmt: skip
     assert rc == 0, err
     assert load_release(tmp_path / "rel2").marginals == [("sex", "n"), ("race",)]
 
@@ -152,7 +158,7 @@ def test_duckdb_and_numpy_engines_give_identical_releases(capsys, data, tmp_path
 
     rels = []
     for engine in ("duckdb", "numpy"):
-        rc, _, err = run(capsys, *release(data, tmp_path / engine, "--engine", engine, src=src))
+        rc, _, err = run(capsys, *release(data, tmp_path / engine, "--engine", engine, NO_REPORT, src=src))
         assert rc == 0, err
         rels.append(load_release(tmp_path / engine))
     a, b = (r.measurements.noisy for r in rels)
@@ -188,13 +194,13 @@ def test_duckdb_path_never_reads_through_pandas(capsys, data, tmp_path, monkeypa
     monkeypatch.setattr(DuckDBEngine, "__init__", no_frames(DuckDBEngine.__init__))
     monkeypatch.setattr(DuckDBEngine, "count", no_frames(DuckDBEngine.count))
     for src in ("secret_patients.csv", "secret_patients.parquet"):
-        rc, _, err = run(capsys, *release(data, tmp_path / src, src=src))
+        rc, _, err = run(capsys, *release(data, tmp_path / src, NO_REPORT, src=src))
         assert rc == 0, err
 
 
 # -- data errors ---------------------------------------------------------------------------------
 def test_out_of_domain_values_error_or_explicit_other(capsys, data, tmp_path):
-    args = release(data, tmp_path / "rel", src="unknown.csv")
+    args = release(data, tmp_path / "rel", NO_REPORT, src="unknown.csv")
     rc, out, err = run(capsys, *args)
     assert rc == 2 and out == ""
     err = err.splitlines()[-1]  # after the --seed warning: exactly one error line
@@ -261,7 +267,7 @@ def test_argparse_usage_errors_exit_2(capsys):
 
 
 def test_query_errors(capsys, data, tmp_path):
-    rc, _, _ = run(capsys, *release(data, tmp_path / "rel"))
+    rc, _, _ = run(capsys, *release(data, tmp_path / "rel", NO_REPORT))
     for marg, msg in [("agee", "did you mean"), ("age,sex,race", "not measured"), ("age,age", "more than once")]:
         rc, _, err = run(capsys, "query", tmp_path / "rel", "--marginal", marg)
         assert rc == 2 and msg in err and err.count("\n") == 1
@@ -335,7 +341,7 @@ def test_readme_demo_and_query_subprocess(tmp_path):
 
 
 def test_csv_only_release_is_queried_from_its_csv_tables(capsys, data, tmp_path):
-    rc, _, err = run(capsys, *release(data, tmp_path / "rel", "--tables", "csv", "--level", "0.8"))
+    rc, _, err = run(capsys, *release(data, tmp_path / "rel", "--tables", "csv", "--level", "0.8", NO_REPORT))
     assert rc == 0, err
     assert not list((tmp_path / "rel").rglob("marginals/*.parquet"))
     rc, out, err = run(capsys, "query", tmp_path / "rel", "--marginal", "race,sex")
@@ -345,7 +351,7 @@ def test_csv_only_release_is_queried_from_its_csv_tables(capsys, data, tmp_path)
 
 def test_release_with_discrete_gaussian_noise(capsys, data, tmp_path):
     out_dir = tmp_path / "rel"
-    rc, out, err = run(capsys, *release(data, out_dir, "--noise", "discrete_gaussian"))
+    rc, out, err = run(capsys, *release(data, out_dir, "--noise", "discrete_gaussian", NO_REPORT))
     assert rc == 0, err
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert manifest["mechanism"]["noise"] == "discrete_gaussian"
@@ -367,7 +373,7 @@ def test_release_with_spill_is_identical(capsys, data, tmp_path):
     from dpmatrix.release import load_release
 
     for name, extra in (("mem", ()), ("disk", ("--spill",))):
-        rc, _, err = run(capsys, *release(data, tmp_path / name, *extra))
+        rc, _, err = run(capsys, *release(data, tmp_path / name, *extra, NO_REPORT))
         assert rc == 0, err
     a, b = load_release(tmp_path / "mem"), load_release(tmp_path / "disk")
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "mem" / "measurements.parquet"),

@@ -166,6 +166,19 @@ def test_lattice_estimates_are_unbiased_at_the_reported_variance():
     assert np.all((ratio > 0.6) & (ratio < 1.5))
 
 
+def test_lattice_path_shows_progress_only_on_request(capsys):
+    """``progress=True`` on the lattice path shows the same bar as the other measurement paths:
+    one step per maximal measured marginal (the 3 pairs of the mixed workload), on stderr."""
+    _, mixed = workloads()
+    plan = dm.plan(mixed, rho=1.0)
+    meas = plan.measure(frame(), progress=True)
+    err = capsys.readouterr().err
+    assert meas.noise == "lattice_gaussian"
+    assert "measuring" in err and "3/3" in err
+    plan.measure(frame())
+    assert capsys.readouterr().err == ""
+
+
 # -- the command line -------------------------------------------------------------------------------
 @pytest.fixture
 def files(tmp_path):

@@ -22,6 +22,9 @@ DOMAIN = {
     "n": 3,
 }
 N_ROWS = 400
+#: for releases whose HTML report is not what a test checks: rendering its figures is most of a
+#: small release's time (the report is tested in tests/report/ and by the tests that keep it)
+NO_REPORT = "--no-report"
 
 
 def frame(seed: int = 1, n: int = N_ROWS) -> pd.DataFrame:
@@ -80,19 +83,3 @@ def cli(*argv, timeout: float = 300) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "dpmatrix", *map(str, argv)], env=env(),
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
-
-
-def reserve_in_process(path, barrier, results, i):
-    """Child-process body of the concurrent-ledger test: reserve rho 0.6 against a shared cap."""
-    import time
-
-    from dpmatrix.ledger import BudgetExceededError, Ledger
-
-    led = Ledger(path)
-    barrier.wait()
-    try:
-        with led.reserve("shared", "fp", rho=0.6):
-            time.sleep(0.2)
-        results.put((i, "ok"))
-    except BudgetExceededError:
-        results.put((i, "refused"))

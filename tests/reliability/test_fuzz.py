@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from ._support import DOMAIN, frame
+from ._support import DOMAIN, NO_REPORT, frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,7 +143,8 @@ def test_cli_query_arguments(cli_data, tmp_path_factory, capsys, option, value):
     rel = cli_data / "rel-for-query"
     if not rel.exists():
         assert main(["release", str(cli_data / "people.csv"), "--domain", str(cli_data / "domain.json"), "-w",
-                     "all:<=2", "--rho", "1", "--out", str(rel), "--ledger", str(cli_data / "l.sqlite3"), "-q"]) == 0  # fmt: skip
+                     "all:<=2", "--rho", "1", "--out", str(rel), "--ledger", str(cli_data / "l.sqlite3"), "-q",
+                     NO_REPORT]) == 0  # fmt: skip
         capsys.readouterr()
     try:
         rc = main(["query", str(rel), option, value])

@@ -10,7 +10,8 @@ import sqlite3
 import time
 
 import pytest
-from ._support import assert_one_line_error, release_args, reserve_in_process, run, spawn
+from ._ledger_client import reserve_in_process
+from ._support import NO_REPORT, assert_one_line_error, release_args, run, spawn
 
 from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError, default_ledger_path
 
@@ -103,7 +104,7 @@ def test_cli_release_charged_before_noise_and_refused_over_cap(small, capsys):
     led = small / "ledger.sqlite3"
     rc, out, err = run(capsys, "ledger", "set-cap", "people", "--rho", "0.8", "--ledger", led)
     assert rc == 0, err
-    rc, _, err = run(capsys, *release_args(small, small / "r1"))
+    rc, _, err = run(capsys, *release_args(small, small / "r1", NO_REPORT))
     assert rc == 0, err
     rc, _, err = run(capsys, *release_args(small, small / "r2"))
     assert_one_line_error(rc, err, "would spend rho (zCDP) 0.5", "0.5 of its cap 0.8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from ._support import release_args, run
+from ._support import NO_REPORT, release_args, run
 from scipy.stats import norm
 
 from dpmatrix.statement import privacy_line
@@ -31,7 +31,7 @@ def _cks_epsilon(rho: float, delta: float) -> float:
 
 def test_discrete_release_console_equals_manifest(small, capsys):
     out = small / "rel"
-    argv = release_args(small, out, "--noise", "discrete_gaussian")
+    argv = release_args(small, out, "--noise", "discrete_gaussian", NO_REPORT)
     argv.remove("-q")
     rc, stdout, err = run(capsys, *argv)
     assert rc == 0, err
@@ -68,7 +68,7 @@ def test_issue_numbers_rho_half():
 def test_seeded_release_is_marked_reproducible_not_private(small, capsys):
     for seed, expect in ((["--seed", "7"], True), ([], False)):
         out = small / f"rel{len(seed)}"
-        argv = release_args(small, out, *seed)
+        argv = release_args(small, out, *seed, NO_REPORT)
         argv.remove("-q")
         rc, stdout, err = run(capsys, *argv)
         assert rc == 0, err

@@ -15,7 +15,7 @@ import warnings
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from ._support import assert_one_line_error, env, release_args, run, spawn
+from ._support import NO_REPORT, assert_one_line_error, env, release_args, run, spawn
 
 import dpmatrix as dm
 import dpmatrix.release as release_mod
@@ -70,7 +70,7 @@ def test_second_writer_gets_a_clear_error(tmp_path, capsys, small):
 
 def test_two_concurrent_cli_releases_one_wins(small):
     out = small / "rel"
-    procs = [spawn(*release_args(small, out, "--dataset", f"d{i}")) for i in range(2)]
+    procs = [spawn(*release_args(small, out, "--dataset", f"d{i}", NO_REPORT)) for i in range(2)]
     results = [(p.wait(300), p.stderr.read()) for p in procs]
     ok = [r for r in results if r[0] == 0]
     assert len(ok) == 1, results
@@ -120,14 +120,14 @@ def test_kill_between_renames_is_recovered(tmp_path):
 
 def test_leftover_partial_is_removed_with_its_privacy_meaning(small, capsys):
     out = small / "rel"
-    rc, _, err = run(capsys, *release_args(small, out))
+    rc, _, err = run(capsys, *release_args(small, out, NO_REPORT))
     assert rc == 0, err
     # what a SIGKILL while writing leaves: a hidden stage holding noisy measurements
     leftover = small / ".rel.partial-0badf00d"
     leftover.mkdir()
     (leftover / "measurements.parquet").write_bytes((out / "measurements.parquet").read_bytes())
     (small / ".rel.work-0badf00d").mkdir()
-    argv = release_args(small, out, "--overwrite", "--dataset", "again")
+    argv = release_args(small, out, "--overwrite", "--dataset", "again", NO_REPORT)
     argv[argv.index("--rho") + 1] = "0.25"
     rc, _, err = run(capsys, *argv)
     assert rc == 0, err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ._support import assert_one_line_error, release_args, run
+from ._support import NO_REPORT, assert_one_line_error, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.release import load_release
@@ -38,13 +38,13 @@ def test_huge_workload_refused_before_data(tmp_path, capsys):
 def test_max_cells_override(small, capsys):
     rc, _, err = run(capsys, *release_args(small, small / "a", "--max-cells", "10"))
     assert_one_line_error(rc, err, "above the limit of 10")
-    rc, _, err = run(capsys, *release_args(small, small / "b", "--max-cells", "100000"))
+    rc, _, err = run(capsys, *release_args(small, small / "b", "--max-cells", "100000", NO_REPORT))
     assert rc == 0, err
 
 
 def test_saved_table_query_does_not_touch_measurements(small, capsys):
     out = small / "rel"
-    rc, _, err = run(capsys, *release_args(small, out))
+    rc, _, err = run(capsys, *release_args(small, out, NO_REPORT))
     assert rc == 0, err
     (out / "measurements.parquet").write_bytes(b"gone")  # would fail verification if opened
     rc, text, err = run(capsys, "query", out, "--marginal", "sex")
@@ -55,7 +55,7 @@ def test_saved_table_query_does_not_touch_measurements(small, capsys):
 
 def test_reconstruction_reads_only_the_subsets(small, capsys):
     out = small / "rel"
-    rc, _, err = run(capsys, *release_args(small, out))
+    rc, _, err = run(capsys, *release_args(small, out, NO_REPORT))
     assert rc == 0, err
     rel = load_release(out)
     noisy = rel.measurements.noisy

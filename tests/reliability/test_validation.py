@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from ._support import DOMAIN, assert_one_line_error, env, release_args, run
+from ._support import DOMAIN, NO_REPORT, assert_one_line_error, env, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, DomainError, PlanError
@@ -129,7 +129,8 @@ def test_query_into_closed_pipe_exits_quietly(small, capsys, tmp_path):
     (small / "wide.csv").write_text("a,b\n" + "".join(f"{i % 120},{(i * 7) % 120}\n" for i in range(500)))
     out = small / "rel"
     rc, _, err = run(capsys, "release", small / "wide.csv", "--domain", small / "wide.json", "-m", "a,b",
-                     "--rho", "1", "--out", out, "--ledger", small / "l.sqlite3", "--tables", "parquet", "-q")  # fmt: skip
+                     "--rho", "1", "--out", out, "--ledger", small / "l.sqlite3", "--tables", "parquet", "-q",
+                     NO_REPORT)  # fmt: skip
     assert rc == 0, err
     # 14,400 rows (~1 MB) into a reader that stops after one line
     p = subprocess.Popen([sys.executable, "-m", "dpmatrix", "query", str(out), "--marginal", "a,b"],

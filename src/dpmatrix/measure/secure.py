@@ -34,6 +34,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError, PlanError
@@ -52,7 +53,14 @@ from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
 from .discrete import centering_matrix, discrete_randomness
 
-__all__ = ["NOISES", "SECURE_NOISES", "measure_lattice", "resolve_noise"]
+__all__ = [
+    "NOISES",
+    "SECURE_NOISES",
+    "lattice_sigma_bar",
+    "measure_lattice",
+    "rescored_sigma2",
+    "resolve_noise",
+]
 
 #: Every accepted ``noise=`` value.
 NOISES = ("auto", "discrete_gaussian", "lattice_gaussian", "gaussian_float", "gaussian")
@@ -129,18 +137,78 @@ def residual_lattice_form(bases) -> tuple[LatticeQuery, tuple[np.ndarray, ...], 
     return LatticeQuery.of(C), tuple(P), scale
 
 
-def _rescored(coef: float, rho: Fraction, old: float) -> float:
-    """The σ² reported for a residual: ``coef/σ²`` is at least ``2ρ`` (two ulps of margin)."""
+def rescored_sigma2(coef: float, rho: Fraction, fallback: float) -> float:
+    """The σ² a re-scored plan reports for a residual measured on a lattice of exact spend ``rho``.
+
+    A residual whose privacy factor is ``coef`` spends ``ρ = coef/(2σ²)`` (zCDP, paper §5); the
+    lattice mechanism's exact spend ``rho`` (:func:`~dpmatrix.mechanisms.lattice.lattice_rho`) is
+    turned back into that unit: ``σ² = coef/(2ρ)`` computed in exact arithmetic, then lowered by
+    two ulps, so that ``coef/σ²`` — the spend the plan reports — is never below ``2ρ``.
+
+    Parameters
+    ----------
+    coef : float
+        The residual's privacy factor (``pcost_coef`` of a residual mechanism, ``pcost`` of a
+        QuerySmasher sub-mechanism, the squared sensitivity of an explicit strategy).
+    rho : fractions.Fraction
+        The lattice mechanism's exact ρ (an upper bound).
+    fallback : float
+        Returned unchanged when ``rho`` or ``coef`` is 0 (nothing is spent: the σ² is kept).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> s2 = rescored_sigma2(1.0, Fraction(1, 8), 9.0)
+    >>> s2 < 4.0 and 1.0 / s2 >= 2 * 0.125
+    True
+    >>> rescored_sigma2(1.0, Fraction(0), 9.0)
+    9.0
+    """
     if rho == 0 or coef == 0:
-        return old
+        return fallback
     s2 = float(Fraction(coef) / (2 * rho))
     return float(np.nextafter(np.nextafter(s2, 0.0), 0.0))
 
 
-def _sigma_bar(sigma2: float, scale: int, rel_var_tol: float, tol: float) -> Fraction:
-    """Rational ``σ̄ ≥ σ·scale·(1 + tol)``: the lattice's extra ``γ√m ≤ tol·Δ₂`` is paid with
-    noise, so the lattice mechanism spends no more than the plan's ρ (up to the float rounding
-    of the plan's own privacy factors; the re-scored plan reports the exact spend either way)."""
+def lattice_sigma_bar(sigma2: float, scale: int, *, rel_var_tol: float,
+                      tol: float = DEFAULT_LATTICE_TOL) -> Fraction:
+    """The rational noise scale ``σ̄ ≥ σ·scale·(1 + tol)`` of a lattice measurement.
+
+    Snapping the query to the lattice ``γℤ`` moves it by at most ``γ√m ≤ tol·Δ₂``; that extra
+    sensitivity is paid with noise (the factor ``1 + tol``), so the lattice mechanism spends no
+    more than the plan's ρ (up to the float rounding of the plan's own privacy factors; the
+    re-scored plan, :func:`rescored_sigma2`, reports the exact spend either way). ``scale`` is
+    the product of the plain-marginal factor sizes ``Π n_i`` of :func:`residual_lattice_form`
+    (1 for a strategy measured as is). The rational is the simplest one whose variance exceeds
+    ``(σ·scale·(1 + tol))²`` by at most ``rel_var_tol``
+    (:func:`~dpmatrix.mechanisms.samplers.rational_upper_bound`).
+
+    Parameters
+    ----------
+    sigma2 : float
+        The plan's noise variance σ² of the residual (or strategy).
+    scale : int
+        Noise scale factor of the integer form of the query (``Π n_i``; 1 if none).
+    rel_var_tol : float, keyword-only
+        Relative excess of ``σ̄²`` allowed by the rational approximation.
+    tol : float, keyword-only
+        The lattice tolerance (``γ√m ≤ tol·Δ₂``), default
+        :data:`~dpmatrix.mechanisms.lattice.DEFAULT_LATTICE_TOL`.
+
+    Returns
+    -------
+    fractions.Fraction
+
+    Examples
+    --------
+    >>> sb = lattice_sigma_bar(4.0, 3, rel_var_tol=1e-4, tol=1e-3)
+    >>> 6 * 1.001 <= sb <= 6 * 1.001 * 1.0001
+    True
+    """
     return rational_upper_bound(math.sqrt(sigma2) * scale * (1 + tol) * (1 + 1e-12), rel_var_tol)
 
 
@@ -150,7 +218,8 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
 
     Everything but the marginal counts (σ̄, γ, ρ of every residual, the re-scored plan) is
     fixed before the data is read. Returns :class:`~dpmatrix.reconstruct.measurements.Measurements`
-    carrying the re-scored plan, ``noise="lattice_gaussian"``.
+    carrying the re-scored plan, ``noise="lattice_gaussian"``. ``progress=True`` shows a bar of
+    the maximal marginals measured (on stderr), as the other measurement paths do.
     """
     randomness = discrete_randomness(rng)
     closure, measured = plan.closure, plan.measured
@@ -161,15 +230,16 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
             continue
         mech = plan.mechanism(sub)
         q, post, scale = residual_lattice_form(mech.bases)
-        sb = _sigma_bar(float(plan.sigma2[i]), scale, rel_var_tol, tol)
+        sb = lattice_sigma_bar(float(plan.sigma2[i]), scale, rel_var_tol=rel_var_tol, tol=tol)
         f = min(choose_exponent(q, tol=tol), max_exponent(sb))
         forms[sub], sbar[sub] = (q, post), sb
-        new[i] = _rescored(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))
+        new[i] = rescored_sigma2(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))
     plan = plan._with_sigma2(new)
     eng = engine if engine is not None else engine_for(data, plan.domain)
     top = maximal_sets(s for s, m in zip(closure.sets, measured) if m)
     noisy = {} if store is None or store is False else MeasurementStore(plan, store)
     done: set = set()
+    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
     for batch, tables in count_batches(plan.domain, top, eng):
         for m in batch:
             for r in range(len(m), -1, -1):
@@ -183,6 +253,8 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
                         raise DataError("the lattice mechanism needs integer marginal counts")
                     res = lattice_measure(q, v, sbar[sub], rng, tol=tol)
                     noisy[sub] = kron_apply(post, res.values)
+        bar.update(len(batch))
+    bar.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": "lattice_gaussian", "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise="lattice_gaussian", randomness=randomness)

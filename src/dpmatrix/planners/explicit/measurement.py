@@ -23,7 +23,7 @@ import numpy as np
 
 from ...errors import NotMeasuredError, PlanError, WorkloadError
 from ...linalg.marginal_map import marginal_map
-from ...measure.secure import _rescored, _sigma_bar
+from ...measure.secure import lattice_sigma_bar, rescored_sigma2
 from ...mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
@@ -42,10 +42,10 @@ def explicit_mechanisms(plan, noise: str | None, rel_var_tol: float):
                         f"default) or 'gaussian' (floating point), got {noise!r}")
     if not 0 < rel_var_tol < 1:
         raise PlanError(f"rel_var_tol must be in (0, 1), got {rel_var_tol!r}")
-    sb = _sigma_bar(float(plan.sigma2), 1, rel_var_tol, DEFAULT_LATTICE_TOL)
+    sb = lattice_sigma_bar(float(plan.sigma2), 1, rel_var_tol=rel_var_tol, tol=DEFAULT_LATTICE_TOL)
     m = LinearMechanism.lattice_of(key, plan.attrs, LatticeQuery.of((plan.strategy,)), sb,
                                    pre=_flatten, tol=DEFAULT_LATTICE_TOL)
-    s2 = _rescored(float(plan.sensitivity2), m.lattice.rho, float(plan.sigma2))
+    s2 = rescored_sigma2(float(plan.sensitivity2), m.lattice.rho, float(plan.sigma2))
     return dataclasses.replace(plan, sigma2=s2), [m]
 
 

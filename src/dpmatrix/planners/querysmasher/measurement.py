@@ -42,7 +42,7 @@ import numpy as np
 from ...errors import PlanError, WorkloadError
 from ...linalg.kron import kron_apply
 from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
-from ...measure.secure import _rescored, _sigma_bar
+from ...measure.secure import lattice_sigma_bar, rescored_sigma2
 from ...mechanisms.basis import identity_basis
 from ...mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
 from ...mechanisms.linear import LinearMechanism
@@ -118,9 +118,9 @@ def _lattice_plan(plan, rel_var_tol: float, tol: float):
     for S, res in _measured(plan).items():
         sub = plan.solutions[res.structure]
         q, pre, post = lattice_form(sub)
-        m = LinearMechanism.lattice_of(S, S, q, _sigma_bar(res.sigma2, 1, rel_var_tol, tol),
-                                       pre=pre, post=post, tol=tol)
-        new_res[S] = dataclasses.replace(res, sigma2=_rescored(float(sub.pcost), m.lattice.rho, res.sigma2))
+        sb = lattice_sigma_bar(res.sigma2, 1, rel_var_tol=rel_var_tol, tol=tol)
+        m = LinearMechanism.lattice_of(S, S, q, sb, pre=pre, post=post, tol=tol)
+        new_res[S] = dataclasses.replace(res, sigma2=rescored_sigma2(float(sub.pcost), m.lattice.rho, res.sigma2))
         mechs.append(m)
     return dataclasses.replace(plan, residuals=new_res), mechs
 
