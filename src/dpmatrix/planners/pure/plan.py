@@ -39,7 +39,6 @@ from ...errors import PlanError
 from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
-from ...privacy import Budget
 from ...reconstruct.estimator import EntryAnswer, Estimator
 from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import cube_root_split, uniform_split
@@ -53,7 +52,7 @@ from .max_objective import max_variance_budgets
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
 from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
-from .units import check_epsilon
+from .units import PureUnits, check_epsilon
 
 __all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT", "check_epsilon"]
 
@@ -68,7 +67,7 @@ def _fraction_str(f: Fraction) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class PurePlan(PlanBase):
+class PurePlan(PureUnits, PlanBase):
     """A pure ε-DP measurement plan: groups, their budgets, and exact GLS variances.
 
     Attributes
@@ -102,12 +101,6 @@ class PurePlan(PlanBase):
     variance_model: str = "discrete"
     comparison: tuple[dict, ...] = field(default=(), compare=False)
 
-    # -- distance to the singular value bound (issue 15): not applicable ------------------------
-    def lower_bound(self) -> None:
-        """``None``: the singular value bound is a bound on Gaussian (L2) matrix mechanisms at a
-        privacy cost ``max diag(BᵀΣ⁻¹B)``; a pure ε-DP (Laplace, L1) plan has no such cost, so
-        there is no bound to compare with (``dm.compare`` reports pure plans separately)."""
-        return None
 
     def optimality_ratio(self) -> None:
         """``None``: not applicable to pure ε-DP plans (see :meth:`lower_bound`)."""
@@ -225,30 +218,6 @@ class PurePlan(PlanBase):
     def privacy_epsilon(self) -> Fraction:
         """Exact ``Σ_g C_g ε_g`` (the max column L1 norm of the budget-scaled strategy)."""
         return sum((g.sensitivity * b for g, b in zip(self.groups, self.budgets)), Fraction(0))
-
-    def privacy_rho(self) -> float:
-        """zCDP of the release, ``ρ = ε²/2`` (pure ε-DP implies ε²/2-zCDP), for composition."""
-        return float(self.privacy_epsilon()) ** 2 / 2
-
-    @property
-    def pure_epsilon(self) -> float:
-        """The ε actually spent, :meth:`privacy_epsilon` (≤ :attr:`epsilon`)."""
-        return float(self.privacy_epsilon())
-
-    @property
-    def budget(self) -> Budget:
-        """``Budget.pure(ε spent)``: ε at every δ, ρ = ε²/2, no μ."""
-        return Budget.pure(self.pure_epsilon)
-
-    @property
-    def rho(self) -> float:
-        """ρ-zCDP implied by the pure ε spent (ε²/2), for composition with zCDP releases."""
-        return self.budget.rho
-
-    @property
-    def pcost(self) -> float:
-        """``2ρ = ε²`` (the Gaussian planners' unit, for comparison only)."""
-        return self.budget.pcost
 
     def table(self) -> pd.DataFrame:
         """One row per strategy group: attributes, kind, rows, sensitivity ``C_g``, budget ``ε_g``,

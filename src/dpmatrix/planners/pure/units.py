@@ -1,4 +1,4 @@
-"""Privacy units shared by the pure ε-DP plans that are not :class:`~.plan.PurePlan`.
+"""Privacy units shared by every pure ε-DP plan (cell strategies, trees / Haar, user matrices).
 
 A pure plan knows one exact number, :meth:`privacy_epsilon` (a ``Fraction``: the max column L1
 norm of its budget-scaled strategy, ≤ the ε asked). From it: ``Budget.pure(ε)`` (ε at every δ,
@@ -70,7 +70,9 @@ class PureUnits:
         return self.budget.mu
 
     def lower_bound(self) -> None:
-        """``None``: the singular value bound is for Gaussian (L2) mechanisms only."""
+        """``None``: the singular value bound is a bound on Gaussian (L2) matrix mechanisms at a
+        privacy cost ``max diag(BᵀΣ⁻¹B)``; a pure ε-DP (Laplace, L1) plan has no such cost, so
+        there is no bound to compare with (``dm.compare`` reports pure plans separately)."""
         return None
 
     def optimality_ratio(self) -> None:
