@@ -70,6 +70,7 @@ from .levels import (
     interval_rows,
     quadratic_diagonal,
 )
+from .entry_summaries import EntryVarianceSummaries
 from .units import PureUnits, check_epsilon
 
 __all__ = ["HIERARCHICAL_FORMAT", "LEVEL_STRATEGIES", "HierarchicalPlan", "plan_hierarchical"]
@@ -95,7 +96,7 @@ def _fraction_str(f: Fraction) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class HierarchicalPlan(PureUnits, PlanBase):
+class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     """Pure ε-DP plan of a generalized marginal workload with per-attribute level strategies.
 
     Attributes
@@ -288,26 +289,6 @@ class HierarchicalPlan(PureUnits, PlanBase):
                 k = np.kron(k, r @ m[l] @ r.T)
             out += float(c[lev]) * k
         return out
-
-    def _positive(self) -> list[int]:
-        return [j for j, w in enumerate(self.workload.weights) if w > 0]
-
-    def total_variance(self) -> float:
-        """``Σ_A w_A Σ_{q of A} Var(q)`` over the positively weighted marginals."""
-        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum() for j in self._positive()))
-
-    def max_variance(self) -> float:
-        """Largest variance of a query of a positively weighted marginal."""
-        return float(max(self._entry_variances[j].max() for j in self._positive()))
-
-    def rmse(self) -> float:
-        """Root mean squared error over the queries of the positively weighted marginals."""
-        j = self._positive()
-        n = sum(self._entry_variances[i].size for i in j)
-        return math.sqrt(sum(float(self._entry_variances[i].sum()) for i in j) / n)
-
-    def _objective_value(self) -> tuple[str, float]:
-        return ("max_var", self.max_variance()) if self.objective == "max" else ("sum_var", self.total_variance())
 
     def table(self) -> pd.DataFrame:
         """One row per measured group: marginal, level strategies, level tuple, rows, budget

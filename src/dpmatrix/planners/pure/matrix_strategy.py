@@ -46,6 +46,7 @@ from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import convex_budget_split, convex_max_budget_split
 from ...workload import Workload
 from ..base import PlanBase
+from .entry_summaries import EntryVarianceSummaries
 from .units import PureUnits, check_epsilon
 
 __all__ = ["MATRIX_FORMAT", "MatrixPurePlan", "integer_rows", "plan_pure_matrix"]
@@ -101,7 +102,7 @@ def _fraction_str(f: Fraction) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class MatrixPurePlan(PureUnits, PlanBase):
+class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
     """Explicit pure-DP plan: integer strategy rows on the cells of ``attrs``, per-row budgets,
     GLS answers with exact variances.
 
@@ -219,25 +220,6 @@ class MatrixPurePlan(PureUnits, PlanBase):
         self._variance(key)
         t = self._lift(key)
         return t @ self._cov_x @ t.T
-
-    def _positive(self) -> list[int]:
-        return [j for j, w in enumerate(self.workload.weights) if w > 0]
-
-    def total_variance(self) -> float:
-        """``Σ_W w_W Σ_{q of W} Var(q)``."""
-        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum() for j in self._positive()))
-
-    def max_variance(self) -> float:
-        """Largest variance of a query of a positively weighted marginal."""
-        return float(max(self._entry_variances[j].max() for j in self._positive()))
-
-    def rmse(self) -> float:
-        js = self._positive()
-        return math.sqrt(sum(float(self._entry_variances[j].sum()) for j in js)
-                         / sum(self._entry_variances[j].size for j in js))
-
-    def _objective_value(self) -> tuple[str, float]:
-        return ("max_var", self.max_variance()) if self.objective == "max" else ("sum_var", self.total_variance())
 
     @cached_property
     def _row_groups(self) -> tuple[tuple[Fraction, tuple[int, ...]], ...]:
