@@ -82,6 +82,7 @@ from .release_tables import (
     STAT_COLUMNS,
     TABLES_DIR,
     WrittenTables,
+    fsync_path,
     marginal_key,
     plain_types,
     read_csv_table,
@@ -246,19 +247,6 @@ def _siblings(out: Path, kind: str) -> list[Path]:
         return sorted(p for p in out.parent.iterdir() if p.name.startswith(prefix))
     except OSError:
         return []
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _inside(folder: Path, rel: Any) -> Path:
@@ -455,7 +443,7 @@ def recover_output(out_dir: str | Path) -> list[str]:
     if not out.exists():
         for cand in [p for p in partials if is_release(p)] + [p for p in olds if is_release(p)]:
             os.rename(cand, out)
-            _fsync_dir(out.parent)
+            fsync_path(out.parent)
             which = "the finished new release" if cand in partials else "the previous release"
             msgs.append(f"an overwrite of {str(out)!r} was interrupted; restored {which} from {cand.name}")
             break
@@ -767,7 +755,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
                  decimals: int | None = None) -> None:
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
-    _fsync_dir(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
+    fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
     wk = plan.workload
     cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
     written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress)
@@ -826,7 +814,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     _write_synced(stage / MANIFEST, text)
     # written last: its presence (matching the manifest) marks the stage as a complete release
     _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
-    _fsync_dir(stage)
+    fsync_path(stage)
 
 
 def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level, progress, notes,
@@ -835,7 +823,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
-    _fsync_dir(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
+    fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
     written = write_tables(measurements, stage, formats=formats, level=level, progress=progress)
     entries = [
         {"attributes": list(names), "key": key, "cells": int(rows), "max_variance": json_float(var),
@@ -869,7 +857,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     text = dump_json(manifest) + "\n"
     _write_synced(stage / MANIFEST, text)
     _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
-    _fsync_dir(stage)
+    fsync_path(stage)
 
 
 def _swap_into_place(stage: Path, out: Path) -> None:
@@ -883,13 +871,13 @@ def _swap_into_place(stage: Path, out: Path) -> None:
         except BaseException:
             os.rename(trash, out)  # put the previous release back
             raise
-        _fsync_dir(out.parent)
+        fsync_path(out.parent)
         shutil.rmtree(trash, ignore_errors=True)
         return
     if out.exists():
         out.rmdir()
     os.rename(stage, out)
-    _fsync_dir(out.parent)
+    fsync_path(out.parent)
 
 
 # -- reading -------------------------------------------------------------------------------------

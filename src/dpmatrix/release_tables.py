@@ -78,6 +78,7 @@ __all__ = [
     "TABLES_DIR",
     "DatasetWriter",
     "TableBlock",
+    "fsync_path",
     "key_style",
     "marginal_key",
     "part_integrity",
@@ -386,12 +387,12 @@ class DatasetWriter:
             pq.ParquetWriter(str(self.stage / rel), self.schema, **self._options).close()
             self.parts.append(rel)
         for rel in self.parts:  # on disk before the manifest that lists them is written
-            _fsync(self.stage / rel)
-        _fsync(self.stage / TABLES_DIR)
+            fsync_path(self.stage / rel)
+        fsync_path(self.stage / TABLES_DIR)
         return {rel: part_integrity(self.stage / rel) for rel in self.parts}
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
     """Flush a file's (or a folder's) data to the disk; a best effort on file systems that refuse."""
     try:
         fd = os.open(path, os.O_RDONLY)
