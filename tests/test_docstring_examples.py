@@ -1,4 +1,5 @@
-"""The Examples sections of the public API's docstrings run and print what they claim."""
+"""The Examples sections of the public API's docstrings (and of the solver and planner modules
+listed) run and print what they claim."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",
            "dpmatrix.queries", "dpmatrix.statement", "dpmatrix.measure.secure",
            "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
-           "dpmatrix.table_text"]
+           "dpmatrix.table_text",
+           # pure ε-DP strategies (issue 14)
+           "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical",
+           "dpmatrix.planners.pure.matrix_strategy", "dpmatrix.planners.pure.gaussian_variant",
+           "dpmatrix.planners.pure.units", "dpmatrix.planners.pure.query_factors", "dpmatrix.solvers.budget_split",
+           # fitness-for-use solvers and the targets reader (issue 13)
+           "dpmatrix.solvers.fitness", "dpmatrix.solvers.fitness_newton", "dpmatrix.solvers.fitness_reduction",
+           "dpmatrix.solvers.expsum", "dpmatrix.planners.targets_io"]
 
 
 @pytest.mark.parametrize("name", MODULES)
