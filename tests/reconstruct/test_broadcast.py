@@ -9,32 +9,18 @@ Kronecker-product path, checked here to still give Algorithm 6's numbers through
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
+import oracle
 import pandas as pd
 import pytest
+from reconstruct_cases import random_plan
 
 import dpmatrix as dm
-import oracle
 from dpmatrix.reconstruct import broadcast as B
 
 
 def _random_plan(seed: int):
-    rng = np.random.default_rng(seed)
-    d = int(rng.integers(2, 6))
-    sizes = [int(s) for s in rng.integers(2, 6, size=d)]
-    dom = dm.Domain.from_sizes(sizes)
-    pool = [s for r in range(4) for s in itertools.combinations(range(d), r)]
-    pick = rng.choice(len(pool), size=min(len(pool), int(rng.integers(2, 9))), replace=False)
-    sets = [pool[i] for i in sorted(pick)]
-    weights = rng.choice([0.0, 1.0, 2.5], size=len(sets), p=[0.15, 0.6, 0.25])
-    if not weights.any():
-        weights[0] = 1.0
-    wk = dm.Workload(dom, [tuple(dom.names[a] for a in s) for s in sets], weights=weights.tolist())
-    plan = dm.plan(wk, pcost=float(rng.uniform(0.5, 5)))
-    df = pd.DataFrame({n: rng.integers(0, s, 40) for n, s in zip(dom.names, sizes)})
-    return sizes, plan, plan.measure(df, rng=rng)
+    return random_plan(seed, max_size=6, max_sets=9)
 
 
 @pytest.mark.parametrize("seed", range(12))

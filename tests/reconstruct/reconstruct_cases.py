@@ -1,0 +1,31 @@
+"""Random small ResidualPlanner plans and their measurements, shared by the reconstruction tests
+(each test's dense Algorithm 2 / Theorem 4.4 oracle is computed from them independently)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+import dpmatrix as dm
+
+
+def random_plan(seed: int, *, max_size: int, max_sets: int, **plan_options):
+    """``(sizes, plan, measurements)`` of a random domain (2–5 attributes of sizes 2..max_size−1),
+    a random set of ≤3-way marginals (fewer than ``max_sets``) with weights 0, 1 or 2.5, a random
+    privacy cost and 40 random records."""
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 6))
+    sizes = [int(s) for s in rng.integers(2, max_size, size=d)]
+    dom = dm.Domain.from_sizes(sizes)
+    pool = [s for r in range(4) for s in itertools.combinations(range(d), r)]
+    pick = rng.choice(len(pool), size=min(len(pool), int(rng.integers(2, max_sets))), replace=False)
+    sets = [pool[i] for i in sorted(pick)]
+    weights = rng.choice([0.0, 1.0, 2.5], size=len(sets), p=[0.15, 0.6, 0.25])
+    if not weights.any():
+        weights[0] = 1.0
+    wk = dm.Workload(dom, [tuple(dom.names[a] for a in s) for s in sets], weights=weights.tolist())
+    plan = dm.plan(wk, pcost=float(rng.uniform(0.5, 5)), **plan_options)
+    df = pd.DataFrame({n: rng.integers(0, s, 40) for n, s in zip(dom.names, sizes)})
+    return sizes, plan, plan.measure(df, rng=rng)
