@@ -53,6 +53,7 @@ import numpy as np
 
 from ..errors import WorkloadError
 from ..mechanisms.residual import apply_pinv
+from . import fused
 
 __all__ = ["MarginalBlock", "plain_batches", "plain_blocks", "plain_estimate", "plain_block_batches", "plain_variance"]
 
@@ -216,6 +217,7 @@ class _Recipe:
     inner: tuple  # index of ``P``'s ω part: the entries 1: of every axis
     borders: tuple  # indices of the rest of ``P`` (index 0 on axis c, 1: before it), which is zero
     steps: tuple[_SumStep, ...]
+    coefs: np.ndarray  # the steps' coefficients, in order (for the compiled kernel)
 
 
 _RECIPES: dict[tuple[int, ...], _Recipe] = {}
@@ -245,14 +247,19 @@ def _recipe(shape: tuple[int, ...]) -> _Recipe:
             coef=(-1.0) ** (k + len(T)) / float(math.prod(shape[c] for c in T)),
         ))  # fmt: skip
     borders = tuple((slice(None),) + (slice(1, None),) * c + (0,) for c in full)
-    rec = _Recipe(shape, (slice(None),) + (slice(1, None),) * k, borders, tuple(steps))
+    rec = _Recipe(shape, (slice(None),) + (slice(1, None),) * k, borders, tuple(steps),
+                  np.array([st.coef for st in steps]))
     if len(_RECIPES) < 256:
         _RECIPES[shape] = rec
     return rec
 
 
-def _tables(omega: np.ndarray, faces: list[np.ndarray], rec: _Recipe, out: np.ndarray) -> np.ndarray:
+def _tables(omega: np.ndarray, faces: list[np.ndarray], rec: _Recipe, out: np.ndarray,
+            compiled: bool = False) -> np.ndarray:
     """The tables of a chunk, ``F_1 ⊕ … ⊕ F_k + (−1)^k P`` (the module docstring), into ``out``.
+
+    With ``compiled``, three-way tables are made by :func:`.fused.tables3` (the same formula in
+    one compiled loop per table; ``faces`` are then read only). Otherwise with numpy:
 
     ``omega`` is ``(m,) + (n−1,…)`` (read only) and ``faces`` their faces' lower-order parts,
     ``(m,)`` + face shape (completed in place). ``P`` is first written into ``out`` itself (``ω``
@@ -265,6 +272,8 @@ def _tables(omega: np.ndarray, faces: list[np.ndarray], rec: _Recipe, out: np.nd
     if k == 0:
         out[...] = omega.reshape(m)
         return out
+    if compiled and k == 3:
+        return fused.tables3(omega, faces, rec.coefs, out)
     for border in rec.borders:
         out[border] = 0.0
     np.copyto(out[rec.inner], omega)
@@ -401,7 +410,8 @@ def _prepare(meas, rows: np.ndarray, shape: tuple[int, ...], expanded: _Expanded
                      None if runs is None else runs(idx[top]))  # fmt: skip
 
 
-def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int, out_of) -> Iterator[tuple[int, int, np.ndarray]]:
+def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int, out_of,
+            compiled: bool = False) -> Iterator[tuple[int, int, np.ndarray]]:
     """The estimates of a prepared block, ``per`` tables at a time: ``(a, b, tables a..b−1)``
     written into ``out_of(a, b)``, chunk by chunk: the arithmetic of a chunk stays in the
     processor's cache (its pieces are read, combined and written once) and uses the pass's
@@ -421,7 +431,7 @@ def _chunks(meas, prep: _Prepared, shape: tuple[int, ...], work: _Work, per: int
             else:
                 omega = _omega(meas, prep.top[c:e], meas.plan.closure.sets)
             faces = [q.take(rows[c:e], axis=0, out=buf[: e - c]) for (q, rows), buf in zip(prep.faces, bufs)]
-            _tables(omega, faces, rec, out[c - a : e - a])
+            _tables(omega, faces, rec, out[c - a : e - a], compiled)
         yield a, b, out
 
 
@@ -445,6 +455,7 @@ def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None)
     expanded = _Expanded(meas, max(1, budget // 2))
     faces = _Pieces(len(plan.closure), max(1, budget - budget // 2))
     work = _Work(CHUNK_CELLS)
+    compiled = fused.use_for(wk)
     buffer = None if block_cells is None else np.empty(block_cells)
     cum = np.cumsum(wk.cells)
     start = batch_no = 0
@@ -472,7 +483,7 @@ def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None)
                 positions = members[sel][prep.ok]
                 if buffer is None:
                     est = np.empty((m,) + shape)
-                    for _ in _chunks(meas, prep, shape, work, m, lambda a, b: est[a:b]):
+                    for _ in _chunks(meas, prep, shape, work, m, lambda a, b: est[a:b], compiled):
                         pass
                     yield batch_no, MarginalBlock(positions, prep.rows, shape, est, prep.variance)
                     continue
@@ -486,7 +497,7 @@ def _blocks(meas, limit: int, cache_floats: int | None, block_cells: int | None)
                         return np.empty((b - a,) + shape)  # one table larger than the buffer
                     return buffer[: (b - a) * cells].reshape((b - a,) + shape)
 
-                for a, b, est in _chunks(meas, prep, shape, work, per, out_of):
+                for a, b, est in _chunks(meas, prep, shape, work, per, out_of, compiled):
                     yield batch_no, MarginalBlock(positions[a:b], prep.rows[a:b], shape, est, prep.variance[a:b])
         batch_no += 1
 
@@ -621,4 +632,4 @@ def plain_estimate(meas, key: tuple[int, ...]) -> np.ndarray:
     for j in range(k):
         lower = {cols: meas.residual(tuple(key[c] for c in cols))[None] for cols in order if _face_of(cols, k) == j}
         faces.append(_lower_face(lower, shape, j, 1))
-    return _tables(omega, faces, _recipe(shape), np.empty((1,) + shape))[0]
+    return _tables(omega, faces, _recipe(shape), np.empty((1,) + shape), fused.use_for(plan.workload))[0]
