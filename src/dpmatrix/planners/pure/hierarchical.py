@@ -15,8 +15,11 @@ its query variances are ``(2/ε_A²) Π_i F_i`` / ``(2/ε_A²) Π_i M_i`` (:mod:
 attribute chooses its level strategy alone, and the marginals' budgets follow in closed form:
 ``objective="sum"``: the cube-root rule (Corollary 3.3) on ``s_A = 2 w_A Π F_i``;
 ``objective="max"``: ``min max_A w_A c_A/ε_A²`` s.t. ``Σ ε_A = ε`` equalizes the terms,
-``ε_A ∝ √(w_A c_A)`` with ``c_A = 2 Π M_i``. Budgets are rounded down to dyadic rationals
-(``Σ ≤ ε`` checked exactly).
+``ε_A ∝ √(w_A c_A)`` with ``c_A = 2 Π M_i``. With ``objective="sum"`` the marginals' budgets
+are then re-split for the joint estimate below (:mod:`.joint_budgets`: a marginal read well
+from the others, e.g. a 1-way marginal inside a measured 2-way one, may get no budget of its
+own), and that split is kept when its exact objective is smaller. Budgets are rounded down to
+dyadic rationals (``Σ ≤ ε`` checked exactly).
 
 Levels are chosen per attribute, once: every marginal containing attribute ``i`` measures it
 with the same levels and shares (an attribute asked with different query types in different
@@ -39,7 +42,8 @@ Consistency: every answer — each workload marginal's queries, the cells of any
 measured one, any linear query on them — is read from the one joint estimate, so two workload
 marginals agree on their common sub-marginal. A marginal inside no measured workload marginal is
 not identified (:class:`~dpmatrix.errors.NotMeasuredError`); a zero-weight workload marginal
-inside a measured one is answered (not planned for). Budgets and level shares are still chosen
+inside a measured one is answered (not planned for), and so is a workload marginal whose budget
+went to the others. The level shares, and the budgets of ``objective="max"``, are still chosen
 with the per-marginal model above (the joint estimate only improves on it).
 """
 
@@ -68,6 +72,7 @@ from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
 from .entry_summaries import EntryVarianceSummaries
+from .joint_budgets import JointSumObjective
 from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
 from .levels import (
     KINDS,
@@ -424,9 +429,7 @@ class HierarchicalEstimator(Estimator):
 
     def _component(self, s: AttrSet) -> np.ndarray:
         if s not in self._components:
-            joint = self.plan._joint
-            need = {pos: self._table(pos) for pos, a in enumerate(joint.marginals) if set(s) <= set(a)}
-            self._components[s] = joint.component(s, need)
+            self._components[s] = self.plan._joint.component(s, self._table)
         return self._components[s]
 
     def marginal(self, key: AttrSet) -> np.ndarray:
@@ -617,13 +620,30 @@ def plan_hierarchical(
     else:
         r = np.sqrt([2 * x * prod(t.factor for t in ts) for x, ts in zip(w, per)])
         eps_a = eps * r / r.sum()
-    eta, idx = [], []
+    plan = _with_split(workload, eps, per, eps_a, budgeting, objective, variance_model)
+    if budgeting == "optimal" and objective == "sum":
+        # the joint GLS reads each marginal from all the others: re-split the marginals' budgets
+        # for it (:mod:`.joint_budgets`) and keep whichever split has the smaller exact objective
+        bases = {i: AttributeBasis.of(t) for i, t in _shared_levels(workload.sets, per, lambda j: w[j] > 0,
+                                                                     workload.domain).items()}
+        rows = [[np.asarray(workload.query_matrix(a, k), dtype=float) for a, k in zip(s, workload.types(j))]
+                for j, s in enumerate(workload.sets)]
+        split = JointSumObjective(workload.sets, w, rows, bases, w > 0).minimize(eps_a)
+        joint = _with_split(workload, eps, per, split, budgeting, objective, variance_model)
+        if joint.total_variance() < plan.total_variance():
+            plan = joint
+    return plan
+
+
+def _with_split(workload, eps, per, eps_a, budgeting, objective, variance_model) -> HierarchicalPlan:
+    """The plan spending ``eps_a[j]`` on marginal ``j`` (product-form level budgets, rounded down)."""
+    eta, ends = [], []
     for j, ts in enumerate(per):
         for lev in itertools.product(*[range(len(t.shares)) for t in ts]):
             eta.append(eps_a[j] * prod(t.shares[k] for t, k in zip(ts, lev)))
-            idx.append(j)
+        ends.append(len(eta))
     flat = round_budgets(eta, [1] * len(eta), eps)
-    budgets = tuple(tuple(b for b, i in zip(flat, idx) if i == j) for j in range(len(per)))
+    budgets = tuple(tuple(flat[lo:hi]) for lo, hi in zip([0, *ends[:-1]], ends))
     return HierarchicalPlan(domain=workload.domain, workload=workload, epsilon=eps, per_attribute=tuple(per),
                             budgets=budgets, strategy=_strategy_name(per), budgeting=budgeting,
                             objective=objective, variance_model=variance_model)

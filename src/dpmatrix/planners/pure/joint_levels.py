@@ -65,11 +65,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 
 import numpy as np
 
-from ...errors import NotMeasuredError, PlanError
+from ...errors import PlanError
 from .levels import AttributeLevels, interval_rows, quadratic_diagonal
 
 __all__ = ["AttributeBasis", "JointLevelGLS", "mode_products"]
@@ -118,31 +119,46 @@ class AttributeBasis:
         tau = np.array([float(t @ k @ t) for k in grams])
         return cls(t, c, gi - np.outer(t, t) / c, grams, tau)
 
-    def stats(self, r: np.ndarray, full: bool):
-        """Per-level forms of the query rows ``r`` (``m × n``): ``{(s, s'): (L+1, m)}`` arrays
-        ``diag(r F^s K^ℓ F^{s'ᵀ} rᵀ)`` for ``s, s' ∈ {P-part (True), t-part (False)}`` and
-        ``(r t)²`` for an attribute outside ``A`` (or the full ``m × m`` matrices if ``full``)."""
-        key = (r.shape, r.tobytes(), full)
+    def _cached(self, key, make):
         hit = self._stats.get(key)
-        if hit is not None:
-            return hit
-        rt = r @ self.t
-        rp = r @ self.p
-        if full:
+        if hit is None:
+            if len(self._stats) > 64:
+                self._stats.clear()
+            hit = self._stats[key] = make()
+        return hit
+
+    def diag_forms(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-level diagonals of the query rows ``r`` (``m × n``): an ``(L+1, 3, m)`` array of
+        ``diag(r F K^ℓ F'ᵀ rᵀ)`` for ``(F, F') = (P, P)``, ``(P, ttᵀ)`` (= ``(ttᵀ, P)``),
+        ``(ttᵀ, ttᵀ)``, and ``(r t)²`` (the factor of an attribute outside the marginal)."""
+
+        def make():
+            rt = r @ self.t
+            rp = r @ self.p
+            iv = interval_rows(r)
+            pp = [quadratic_diagonal(r, self.p @ k @ self.p, iv) for k in self.grams]
+            pt = [(rp @ (k @ self.t)) * rt for k in self.grams]
+            tt = [tau * rt * rt for tau in self.tau]
+            return np.stack([np.stack(x) for x in (pp, pt, tt)], axis=1), rt * rt
+
+        return self._cached((r.shape, r.tobytes(), "diag"), make)
+
+    def full_forms(self, r: np.ndarray) -> tuple[dict, np.ndarray]:
+        """As :meth:`diag_forms` with the full ``m × m`` matrices, keyed by ``(in S, in S')``."""
+
+        def make():
+            rt = r @ self.t
+            rp = r @ self.p
             pp = np.array([rp @ k @ rp.T for k in self.grams])
             pt = np.array([np.outer(rp @ (k @ self.t), rt) for k in self.grams])
-            out = {(True, True): pp, (True, False): pt, (False, True): pt.transpose(0, 2, 1),
-                   (False, False): self.tau[:, None, None] * np.outer(rt, rt)}, np.outer(rt, rt)
-        else:
-            iv = interval_rows(r)
-            pp = np.array([quadratic_diagonal(r, self.p @ k @ self.p, iv) for k in self.grams])
-            pt = np.array([(rp @ (k @ self.t)) * rt for k in self.grams])
-            out = {(True, True): pp, (True, False): pt, (False, True): pt,
-                   (False, False): self.tau[:, None] * (rt * rt)}, rt * rt
-        if len(self._stats) > 64:
-            self._stats.clear()
-        self._stats[key] = out
-        return out
+            return {(True, True): pp, (True, False): pt, (False, True): pt.transpose(0, 2, 1),
+                    (False, False): self.tau[:, None, None] * np.outer(rt, rt)}, np.outer(rt, rt)
+
+        return self._cached((r.shape, r.tobytes(), "full"), make)
+
+
+#: largest intermediate (floats) of a variance contraction before the queries are chunked
+_CHUNK = 1 << 22
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,86 +194,145 @@ class JointLevelGLS:
         """``ω_A / C_A``."""
         return self.omega[j] / prod(self.bases[i].c for i in self.marginals[j])
 
+    @cached_property
+    def _containing(self) -> dict[AttrSet, list[int]]:
+        """The measured marginals containing each subset of a measured marginal."""
+        out: dict[AttrSet, list[int]] = {}
+        for j, a in enumerate(self.marginals):
+            for s in _subsets(a):
+                out.setdefault(s, []).append(j)
+        return out
+
+    @cached_property
+    def _deltas(self) -> dict[AttrSet, float]:
+        return {s: sum(self._total_precision(j) for j in js) for s, js in self._containing.items()}
+
     def delta(self, s: AttrSet) -> float:
         """``δ_S = Σ_{A⊇S} ω_A / C_A`` (0 when no measured marginal contains ``S``)."""
-        key = ("delta", s)
-        if key not in self._cache:
-            ss = set(s)
-            self._cache[key] = sum(self._total_precision(j) for j, a in enumerate(self.marginals) if ss <= set(a))
-        return self._cache[key]
+        return self._deltas.get(tuple(s), 0.0)
 
     def answerable(self, k: AttrSet) -> bool:
         """Whether the marginal on ``k`` lies inside a measured marginal (then it is identified)."""
         return self.delta(tuple(k)) > 0
 
-    def require(self, k: AttrSet, names=None) -> None:
-        if not self.answerable(k):
-            raise NotMeasuredError(
-                f"{list(names) if names is not None else list(k)} is not inside a measured marginal of the workload"
-            )
-
     def sigma(self, s: AttrSet, k: AttrSet) -> float:
         """``σ_S = C_S / (C_K δ_S)``."""
         return prod(self.bases[i].c for i in s) / (prod(self.bases[i].c for i in k) * self.delta(s))
 
+    @cached_property
+    def _sums(self) -> dict[tuple[AttrSet, AttrSet], np.ndarray]:
+        """``N(I, T) = Σ_{A⊇T} (ω_A/C_A)² Σ_{ℓ_{A∖I}} ω_ℓ² v_{A,ℓ} Π_{i∈A∖I} τ_i^{ℓ_i}`` for
+        ``I ⊆ T`` (a tensor over the levels of ``I``): ``Σ_A 3^{|A|}`` additions in all."""
+        out: dict[tuple[AttrSet, AttrSet], np.ndarray] = {}
+        for j, a in enumerate(self.marginals):
+            scale = self._total_precision(j) ** 2
+            for inter in _subsets(a):
+                g = self.coefficients[j]
+                for ax in reversed(range(len(a))):  # contract the levels of A ∖ I with τ_i
+                    if a[ax] not in inter:
+                        g = np.tensordot(g, self.bases[a[ax]].tau, axes=([ax], [0]))
+                g = np.asarray(g, dtype=float) * scale
+                rest = tuple(i for i in a if i not in inter)
+                for extra in _subsets(rest):
+                    key = (inter, tuple(sorted(inter + extra)))
+                    out[key] = out[key] + g if key in out else g
+        return out
+
     def _pooled(self, k: AttrSet) -> dict[AttrSet, np.ndarray]:
-        """``γ_I`` for every intersection ``I = A ∩ K`` of a measured marginal with ``K``."""
+        """``γ_I`` for every ``I ⊆ K`` met by a measured marginal, by inclusion–exclusion over
+        the marginals containing ``I ∪ J`` (``J ⊆ K ∖ I``): ``γ_I = Σ_J (-1)^{|J|} N(I, I ∪ J)``."""
         key = ("pooled", k)
         if key in self._cache:
             return self._cache[key]
-        ks = set(k)
+        sums = self._sums
         out: dict[AttrSet, np.ndarray] = {}
-        for j, a in enumerate(self.marginals):
-            inter = tuple(i for i in a if i in ks)
-            g = self.coefficients[j]
-            for ax in reversed(range(len(a))):  # contract the levels of A ∖ K with τ_i
-                if a[ax] not in ks:
-                    g = np.tensordot(g, self.bases[a[ax]].tau, axes=([ax], [0]))
-            g = np.asarray(g, dtype=float) * self._total_precision(j) ** 2
-            out[inter] = out[inter] + g if inter in out else g
+        for inter in _subsets(k):
+            if (inter, inter) not in sums:
+                continue
+            rest = tuple(i for i in k if i not in inter)
+            g = None
+            for extra in _subsets(rest):
+                n = sums.get((inter, tuple(sorted(inter + extra))))
+                if n is not None:
+                    term = n if len(extra) % 2 == 0 else -n
+                    g = term if g is None else g + term
+            g = np.maximum(g, 0.0)  # a sum of non-negative terms (clip the cancellation's round-off)
+            if np.any(g > 0):
+                out[inter] = g
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = out
         return out
 
     # -- variances ------------------------------------------------------------------------------
-    def _combine(self, k: AttrSet, rows: Sequence[np.ndarray], full: bool) -> np.ndarray:
-        stats = {i: self.bases[i].stats(np.asarray(r, dtype=float), full) for i, r in zip(k, rows)}
+    def _pair_weights(self, inter: AttrSet, sig: Mapping[AttrSet, float]) -> np.ndarray:
+        """``W[c] = Σ σ_S σ_{S'}`` over the ``(S, S')`` whose per-attribute parts are ``c_i``
+        (0: in both, 1: in one, 2: in neither), a ``(3, …, 3)`` tensor."""
+        w = np.zeros((3,) * len(inter))
+        subs = list(_subsets(inter))
+        for s in subs:
+            for s2 in subs:
+                w[tuple(2 - (i in s) - (i in s2) for i in inter)] += sig[s] * sig[s2]
+        return w
+
+    def _diag(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
+        forms = {i: self.bases[i].diag_forms(np.asarray(r, dtype=float)) for i, r in zip(k, rows)}
+        total = np.zeros(tuple(np.asarray(r).shape[0] for r in rows))
+        sig = {s: self.sigma(s, k) for s in _subsets(k)}
+        for inter, gamma in self._pooled(k).items():
+            w = self._pair_weights(inter, sig)
+            if inter:
+                m0 = forms[inter[0]][0].shape[2]
+                size = 3 ** len(inter) * prod(forms[i][0].shape[2] for i in inter)
+                step = max(1, m0 * _CHUNK // max(size, 1))
+                parts = []
+                for lo in range(0, m0, step):
+                    t = gamma
+                    for n, i in enumerate(inter):  # consume a level axis, append (part, query) axes
+                        f = forms[i][0][:, :, lo:lo + step] if n == 0 else forms[i][0]
+                        t = np.tensordot(t, f, axes=([0], [0]))
+                    parts.append(np.tensordot(w, t, axes=(list(range(len(inter))),
+                                                           list(range(0, 2 * len(inter), 2)))))
+                acc = np.concatenate(parts, axis=0)
+            else:
+                acc = w.reshape(()) * np.asarray(gamma, dtype=float)
+            for i in k:  # outer factors of K ∖ I, then the axes in K order
+                if i not in inter:
+                    acc = np.multiply.outer(acc, forms[i][1])
+            order = list(inter) + [i for i in k if i not in inter]
+            total += np.transpose(acc, [order.index(i) for i in k])
+        return total
+
+    def _full(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
+        forms = {i: self.bases[i].full_forms(np.asarray(r, dtype=float)) for i, r in zip(k, rows)}
         m = [np.asarray(r).shape[0] for r in rows]
-        per_attr = 2 if full else 1
-        total = np.zeros(tuple(x for x in m for _ in range(per_attr)))
+        total = np.zeros(tuple(x for x in m for _ in range(2)))
         sig = {s: self.sigma(s, k) for s in _subsets(k)}
         for inter, gamma in self._pooled(k).items():
             subs = list(_subsets(inter))
             acc = None
-            for x, s in enumerate(subs):
-                for y, s2 in enumerate(subs):
-                    if not full and y < x:
-                        continue  # diagonals are symmetric in (S, S')
-                    w = sig[s] * sig[s2] * (1.0 if full or x == y else 2.0)
+            for s in subs:
+                for s2 in subs:
                     t = gamma
                     for i in inter:  # consume the leading level axis, append the query axes
-                        t = np.tensordot(t, stats[i][0][(i in s, i in s2)], axes=([0], [0]))
-                    acc = w * t if acc is None else acc + w * t
-            # outer factors of K ∖ I, then the axes in K order
+                        t = np.tensordot(t, forms[i][0][(i in s, i in s2)], axes=([0], [0]))
+                    t = sig[s] * sig[s2] * t
+                    acc = t if acc is None else acc + t
             for i in k:
                 if i not in inter:
-                    acc = np.multiply.outer(acc, stats[i][1])
+                    acc = np.multiply.outer(acc, forms[i][1])
             order = list(inter) + [i for i in k if i not in inter]
-            perm = [order.index(i) for i in k]
-            if full:
-                perm = [per_attr * p + e for p in perm for e in range(per_attr)]
-            total += np.transpose(acc, perm)
+            total += np.transpose(acc, [2 * order.index(i) + e for i in k for e in range(2)])
         return total
 
     def kron_variance(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
         """Variances of the queries ``⊗_{i∈K} rows[i]`` on the ``K``-table (tensor of shape
         ``(rows[i].shape[0], …)``), exact under the noise the coefficients were built with."""
-        return self._combine(tuple(k), rows, full=False)
+        return self._diag(tuple(k), rows)
 
     def kron_covariance(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
         """Dense covariance of the queries ``⊗ rows[i]`` (C order, ``m × m``)."""
-        t = self._combine(tuple(k), rows, full=True)
+        t = self._full(tuple(k), rows)
         d = len(rows)
         m = prod(np.asarray(r).shape[0] for r in rows)
         return np.transpose(t, list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(m, m)
@@ -286,14 +361,13 @@ class JointLevelGLS:
         return total
 
     # -- estimation -----------------------------------------------------------------------------
-    def component(self, s: AttrSet, tables: Mapping[int, np.ndarray]) -> np.ndarray:
-        """``ρ_S = Σ_{A⊇S} (ω_A/C_A) (⊗_S P_i ⊗_{A∖S} t_iᵀ) b_A`` from ``tables[j] = b_{A_j}``."""
+    def component(self, s: AttrSet, table) -> np.ndarray:
+        """``ρ_S = Σ_{A⊇S} (ω_A/C_A) (⊗_S P_i ⊗_{A∖S} t_iᵀ) b_A``; ``table(j)`` returns ``b_{A_j}``."""
         ss = set(s)
         acc = np.zeros(tuple(self.bases[i].t.size for i in s))
-        for j, a in enumerate(self.marginals):
-            if not ss <= set(a):
-                continue
-            t = tables[j]
+        for j in self._containing.get(tuple(s), []):
+            a = self.marginals[j]
+            t = table(j)
             for ax in reversed(range(len(a))):
                 if a[ax] not in ss:
                     t = np.tensordot(t, self.bases[a[ax]].t, axes=([ax], [0]))
