@@ -216,25 +216,40 @@ def test_privacy_of_the_released_maps(wl, strategy):
         p.mechanisms(noise="discrete_gaussian")
 
 
+def _explicit_joint(plan, model="discrete"):
+    """Every measured group of every marginal on the full domain: the stacked strategy ``S``, the
+    linear estimator ``E = (Sᵀ W S)⁺ Sᵀ W`` with the continuous-model precision ``W = ε_g²`` of
+    each group's budget, and the estimator's exact covariance ``E diag(v) Eᵀ`` (``v``: the
+    discrete Laplace variance by pmf summation, or 2/ε_g²)."""
+    blocks, om, var, keys = [], [], [], []
+    for j in range(len(plan.workload.sets)):
+        bl, e, _ = _explicit(plan, j)
+        for lev, b, x in zip(plan.level_tuples(j), bl, e):
+            if x > 0:
+                blocks.append(b)
+                keys.append((j, lev))
+                om.append(np.full(b.shape[0], x**2))
+                var.append(np.full(b.shape[0], 2 / x**2 if model == "continuous" else po.dlap_var(x)))
+    s, om, var = np.vstack(blocks), np.concatenate(om), np.concatenate(var)
+    est = _pinv(s.T @ (om[:, None] * s)) @ s.T * om
+    return blocks, keys, est, est @ np.diag(var) @ est.T, om
+
+
 @pytest.mark.parametrize("strategy", ["hierarchical", "haar", "auto"])
 @pytest.mark.parametrize("model", ["continuous", "discrete"])
 def test_variances_against_explicit(wl, strategy, model):
+    """Every workload query's variance is that of the joint estimator over all the groups of all
+    the marginals; in the continuous model (2/ε²) that estimator is the GLS, so its covariance is
+    also 2 Q (Sᵀ diag(ε_g²) S)⁺ Qᵀ."""
     p = _plan(wl, strategy, variance_model=model)
+    blocks, _, _, cov_x, om = _explicit_joint(p, model)
+    s = np.vstack(blocks)
     for j in range(len(wl.sets)):
-        blocks, e, q = _explicit(p, j)
+        _, _, q = _explicit(p, j)
         ours = p.entry_variance(j).reshape(-1)
-        s = np.vstack(blocks)
+        np.testing.assert_allclose(ours, np.diag(q @ cov_x @ q.T), rtol=1e-5)
         if model == "continuous":
-            # product-form budgets ⇒ our estimator is GLS: compare with (SᵀΣ⁻¹S)⁺, Σ = diag(2/ε²)
-            prec = np.concatenate([np.full(b.shape[0], x**2 / 2) for b, x in zip(blocks, e)])
-            np.testing.assert_allclose(ours, np.diag(q @ _pinv(s.T @ (prec[:, None] * s)) @ q.T), rtol=1e-4)
-        else:
-            # estimator with weights ω ∝ ε_ℓ² (continuous precision), noise = exact discrete
-            # Laplace variances (by pmf summation): explicit sandwich E diag(v) Eᵀ
-            om = np.concatenate([np.full(b.shape[0], x**2) for b, x in zip(blocks, e)])
-            v = np.concatenate([np.full(b.shape[0], po.dlap_var(x)) for b, x in zip(blocks, e)])
-            est = _pinv(s.T @ (om[:, None] * s)) @ s.T * om
-            np.testing.assert_allclose(ours, np.diag(q @ est @ np.diag(v) @ est.T @ q.T), rtol=1e-4)
+            np.testing.assert_allclose(ours, np.diag(q @ _pinv(s.T @ (om[:, None] / 2 * s)) @ q.T), rtol=1e-5)
     # totals as defined: Σ_A w_A Σ_q Var, the largest query variance, the query RMSE
     ev = [p.entry_variance(j) for j in range(len(wl.sets))]
     assert p.total_variance() == pytest.approx(sum(w * v.sum() for w, v in zip(wl.weights, ev)))
@@ -244,36 +259,23 @@ def test_variances_against_explicit(wl, strategy, model):
 
 def test_cell_and_query_variances_and_covariance(wl):
     p = _plan(wl, "hierarchical")
-    blocks, e, _ = _explicit(p, 1)  # marginal (a0, a1)
-    s = np.vstack(blocks)
-    om = np.concatenate([np.full(b.shape[0], x**2) for b, x in zip(blocks, e)])
-    v = np.concatenate([np.full(b.shape[0], po.dlap_var(x)) for b, x in zip(blocks, e)])
-    est = _pinv(s.T @ (om[:, None] * s)) @ s.T * om
-    cov_x = est @ np.diag(v) @ est.T
-    q01 = po.marginal_matrix(SIZES, (0, 1))
-    np.testing.assert_allclose(p.covariance(("a0", "a1")), q01 @ cov_x @ q01.T, rtol=1e-4, atol=1e-9)
-    np.testing.assert_allclose(p.variance(("a0", "a1")).reshape(-1), np.diag(q01 @ cov_x @ q01.T), rtol=1e-4)
-    # a1 alone: inside (a0,a1) and (a1,a2); read from the one with the smaller variance
-    cands = []
-    for j in (1, 2):
-        bl, ee, _ = _explicit(p, j)
-        sj = np.vstack(bl)
-        omj = np.concatenate([np.full(b.shape[0], x**2) for b, x in zip(bl, ee)])
-        vj = np.concatenate([np.full(b.shape[0], po.dlap_var(x)) for b, x in zip(bl, ee)])
-        ej = _pinv(sj.T @ (omj[:, None] * sj)) @ sj.T * omj
-        q1 = po.marginal_matrix(SIZES, (1,))
-        cands.append(np.diag(q1 @ ej @ np.diag(vj) @ ej.T @ q1.T))
-    best = min(cands, key=np.sum)
-    np.testing.assert_allclose(p.variance("a1"), best, rtol=1e-4)
-    assert p.source((1,)) == (1, 2)[int(np.argmin([c.sum() for c in cands]))]
+    _, _, _, cov_x, _ = _explicit_joint(p)
+    for key in (("a0", "a1"), ("a1",), ("a1", "a2"), ()):
+        qk = po.marginal_matrix(SIZES, p.domain.resolve(key))
+        np.testing.assert_allclose(p.covariance(key), qk @ cov_x @ qk.T, rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(p.variance(key).reshape(-1), np.diag(qk @ cov_x @ qk.T), rtol=1e-5)
     assert p.query_variance("a0").shape == (16,)
     assert p.query_variance(("a1", "a2")).shape == (3, 15)
+    # a2 alone: only inside (a1, a2); a marginal inside no measured one is refused
+    assert p.variance("a2").shape == (5,)
+    with pytest.raises(NotMeasuredError, match="not inside a measured marginal"):
+        p.variance(("a0", "a2"))
 
 
 @pytest.mark.parametrize("strategy", ["hierarchical", "haar"])
 def test_reconstruction_against_explicit(wl, strategy):
-    """Through dm.measure: the estimator's answers equal the explicit weighted least squares
-    on the noisy outputs the measurement released."""
+    """Through dm.measure: the estimator's answers equal the explicit joint weighted least squares
+    on the noisy outputs the measurement released, and are consistent across marginals."""
     p = _plan(wl, strategy)
     rng = np.random.default_rng(3)
     rec = np.column_stack([rng.integers(0, n, 300) for n in SIZES])
@@ -282,38 +284,30 @@ def test_reconstruction_against_explicit(wl, strategy):
     assert meas.noise == "discrete_laplace" and meas.randomness == "seeded_insecure"
     x = np.zeros(SIZES)
     np.add.at(x, tuple(rec.T), 1)
+    blocks, keys, est, cov_x, _ = _explicit_joint(p)
+    assert set(keys) == set(meas.noisy)
+    y = np.concatenate([np.asarray(meas.noisy[k], float).reshape(-1) for k in keys])
+    assert all(np.asarray(meas.noisy[k]).dtype.kind == "i" for k in meas.noisy)
+    # the released numbers are the exact level counts plus integer noise
+    exact = np.vstack(blocks) @ x.reshape(-1)
+    assert np.all(np.abs(y - exact) == np.round(np.abs(y - exact)))
+    xhat = est @ y
     for j in range(len(wl.sets)):
-        blocks, e, q = _explicit(p, j)
-        s = np.vstack(blocks)
-        # one output per level tuple with a budget (a pruned level, budget 0, releases nothing)
-        y = np.concatenate([np.asarray(meas.noisy[(j, lev)], float).reshape(-1) if b > 0 else np.zeros(blk.shape[0])
-                            for lev, b, blk in zip(p.level_tuples(j), p.budgets[j], blocks)])
-        assert all(np.asarray(meas.noisy[k]).dtype.kind == "i" for k in meas.noisy)
-        # the released numbers are the exact level counts plus integer noise
-        exact = s @ x.reshape(-1)
-        assert np.all(np.abs(y - exact) == np.round(np.abs(y - exact)))
-        om = np.concatenate([np.full(b.shape[0], v**2) for b, v in zip(blocks, e)])
-        expl = q @ _pinv(s.T @ (om[:, None] * s)) @ s.T @ (om * y)
+        _, _, q = _explicit(p, j)
         ans = meas.answer(wl.names(j))
-        np.testing.assert_allclose(ans["estimate"].to_numpy(), expl, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(ans["estimate"].to_numpy(), q @ xhat, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(ans["variance"].to_numpy(), p.entry_variance(j).reshape(-1))
-    # any linear query on a marginal's cells, and the cells of a sub-marginal
+    # any linear query on a marginal's cells
     qv = np.arange(16.0)
     a = meas.query_vector("a0", qv)
-    blocks, e, _ = _explicit(p, 0)
-    s = np.vstack(blocks)
-    om = np.concatenate([np.full(b.shape[0], v**2) for b, v in zip(blocks, e)])
-    vv = np.concatenate([np.full(b.shape[0], po.dlap_var(v)) for b, v in zip(blocks, e)])
-    est = _pinv(s.T @ (om[:, None] * s)) @ s.T * om
     row = qv @ po.marginal_matrix(SIZES, (0,))
-    assert a.variance == pytest.approx(float(row @ est @ np.diag(vv) @ est.T @ row), rel=1e-4)
-    y0 = np.concatenate([np.asarray(meas.noisy[(0, lev)], float).reshape(-1) if b > 0 else np.zeros(blk.shape[0])
-                         for lev, b, blk in zip(p.level_tuples(0), p.budgets[0], blocks)])
-    assert a.estimate == pytest.approx(float(row @ est @ y0), rel=1e-6, abs=1e-6)
-    # within a marginal the answers are consistent: a1's cells are the source's cells summed
-    src = p.source((1,))  # (a0, a1): a1 is axis 1; (a1, a2): axis 0
-    full = meas.estimate(wl.names(src))
-    np.testing.assert_allclose(meas.estimate("a1"), full.sum(axis=0 if src == 1 else 1), atol=1e-9)
+    assert a.variance == pytest.approx(float(row @ cov_x @ row), rel=1e-5)
+    assert a.estimate == pytest.approx(float(row @ xhat), rel=1e-6, abs=1e-6)
+    # consistent: a0 from (a0,) equals (a0, a1) summed over a1; a1 from both 2-way marginals
+    np.testing.assert_allclose(meas.estimate("a0"), meas.estimate(("a0", "a1")).sum(axis=1), atol=1e-9)
+    np.testing.assert_allclose(meas.estimate(("a0", "a1")).sum(axis=0), meas.estimate(("a1", "a2")).sum(axis=1),
+                               atol=1e-9)
+    np.testing.assert_allclose(meas.estimate("a1"), meas.estimate(("a1", "a2")).sum(axis=1), atol=1e-9)
 
 
 @pytest.mark.parametrize("strategy", ["hierarchical", "haar"])

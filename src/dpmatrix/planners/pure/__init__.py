@@ -18,7 +18,8 @@ Modules (one idea each):
 * :mod:`.levels` — per-attribute level strategies (cells, b-ary trees, Haar) with optimized
   level shares, for prefix / range / custom queries.
 * :mod:`.hierarchical` — :class:`HierarchicalPlan`: generalized marginal workloads measured with
-  those levels (GLS within each marginal; reached by ``dm.plan(..., epsilon=, delta=0)``).
+  those levels (one joint GLS over all marginals, consistent answers, :mod:`.joint_levels`; reached
+  by ``dm.plan(..., epsilon=, delta=0)``).
 * :mod:`.matrix_strategy` — :class:`MatrixPurePlan`: a user's explicit strategy matrix (small
   domains; ``dm.plan(..., strategy=<matrix>)``).
 * :mod:`.gaussian_variant` — the paper's (ε, δ) budgeting (square-root rule) of the same

@@ -2,7 +2,7 @@
 
 Strategy (Cormode et al. §3 with one group per level tuple). For a workload marginal ``A`` each
 attribute ``i ∈ A`` carries a level strategy ``H_i^0..H_i^{L_i}`` (:mod:`.levels`: plain cells, a
-``b``-ary tree, or the Haar wavelet; attributes with plain-cell queries always use cells). Group
+``b``-ary tree, or the Haar wavelet; attributes asked only for plain cells use cells). Group
 ``(A, ℓ)``, ``ℓ = (ℓ_i)_{i∈A}``, releases the integer rows ``⊗_{i∈A} H_i^{ℓ_i}`` applied to the
 ``A``-table plus discrete Laplace noise of parameter ``ε_{A,ℓ}``.
 
@@ -15,28 +15,36 @@ its query variances are ``(2/ε_A²) Π_i F_i`` / ``(2/ε_A²) Π_i M_i`` (:mod:
 attribute chooses its level strategy alone, and the marginals' budgets follow in closed form:
 ``objective="sum"``: the cube-root rule (Corollary 3.3) on ``s_A = 2 w_A Π F_i``;
 ``objective="max"``: ``min max_A w_A c_A/ε_A²`` s.t. ``Σ ε_A = ε`` equalizes the terms,
-``ε_A ∝ √(w_A c_A)`` with ``c_A = 2 Π M_i``. Budgets are rounded down to dyadic rationals
-(``Σ ≤ ε`` checked exactly).
+``ε_A ∝ √(w_A c_A)`` with ``c_A = 2 Π M_i``. With ``objective="sum"`` the marginals' budgets
+are then re-split for the joint estimate below (:mod:`.joint_budgets`: a marginal read well
+from the others, e.g. a 1-way marginal inside a measured 2-way one, may get no budget of its
+own), and that split is kept when its exact objective is smaller. Budgets are rounded down to
+dyadic rationals (``Σ ≤ ε`` checked exactly).
 
-Recovery (§3.2): GLS *within each marginal's stack*, with the product-form precisions
-``ω_ℓ = Π_i η_{i,ℓ_i}²`` as weights (so the Gram stays ``⊗ G_i`` and is inverted attribute by
-attribute): ``x̂_A = (⊗ G_i⁻¹) Σ_ℓ ω_ℓ (⊗ H_i^{ℓ_i})ᵀ y_ℓ``. This is the exact GLS for the
-continuous model; under the released discrete Laplace noise (exact variances ``v_ℓ``, not in
+Levels are chosen per attribute, once: every marginal containing attribute ``i`` measures it
+with the same levels and shares (an attribute asked with different query types in different
+marginals gets the strategy best for all of them, each marginal keeping its own factor).
+
+Recovery (§3.2): the joint GLS over every group of every workload marginal
+(:mod:`.joint_levels`), with the continuous-model precisions ``ω_A ω_ℓ`` as weights (``ω_A =
+ε_A²``, ``ω_ℓ = Π_i η_{i,ℓ_i}²``). Its Gram ``Σ_A ω_A ⊗_{i∈A} G_i ⊗_{i∉A} 11ᵀ`` is diagonalized
+attribute by attribute in the basis ``[G_i⁻¹1, B_i]`` (``B_i`` a ``G_i``-orthonormal basis of the
+sum-zero vectors), even for uneven trees, so the estimate decomposes over attribute subsets as
+ResidualPlanner's does and never touches the full domain. This is the exact GLS for the
+continuous model (no query is worse than from its own marginal's groups, the previous
+estimator); under the released discrete Laplace noise (exact variances ``v_{A,ℓ}``, not in
 product form) it stays unbiased and its covariance is computed exactly as the sandwich
+``Γ⁺ (Σ_g ω_g² v_g H_gᵀH_g) Γ⁺``, per attribute (mode products of per-level coefficient
+tensors; no object of the full domain's size). Reported variances and objectives are those of
+this estimator.
 
-    Cov(x̂_A) = Σ_ℓ ω_ℓ² v_ℓ ⊗_i G_i⁻¹ H_i^{ℓ_iᵀ} H_i^{ℓ_i} G_i⁻¹,
-
-so the variance of any linear query is a mode product of a ``(L_1+1) × … `` coefficient tensor
-with per-attribute diagonals (no object of the full domain's size).
-
-Consistency: each workload marginal's answers (and the cells of any marginal inside it) come from
-one estimate, so they are consistent with each other; two workload marginals that share
-attributes are estimated from their own groups and are NOT consistent with each other on their
-common sub-marginal (a joint GLS across marginals would need the full Gram
-``Σ_A ⊗_{i∈A} G_i ⊗_{i∉A} 11ᵀ``, which has no per-attribute inverse when a tree's blocks are
-uneven). A sub-marginal that is not in the workload is read from the workload marginal containing
-it with the smallest variance. The cell strategies of :mod:`.plan` (marginals, Fourier,
-optimized...) are consistent across marginals.
+Consistency: every answer — each workload marginal's queries, the cells of any marginal inside a
+measured one, any linear query on them — is read from the one joint estimate, so two workload
+marginals agree on their common sub-marginal. A marginal inside no measured workload marginal is
+not identified (:class:`~dpmatrix.errors.NotMeasuredError`); a zero-weight workload marginal
+inside a measured one is answered (not planned for), and so is a workload marginal whose budget
+went to the others. The level shares, and the budgets of ``objective="max"``, are still chosen
+with the per-marginal model above (the joint estimate only improves on it).
 """
 
 from __future__ import annotations
@@ -63,14 +71,15 @@ from ...reconstruct.measurements import query_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
+from .entry_summaries import EntryVarianceSummaries
+from .joint_budgets import JointSumObjective
+from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
 from .levels import (
     KINDS,
     AttributeLevels,
     best_levels,
-    interval_rows,
-    quadratic_diagonal,
+    with_factor,
 )
-from .entry_summaries import EntryVarianceSummaries
 from .units import PureUnits, check_epsilon
 
 __all__ = ["HIERARCHICAL_FORMAT", "LEVEL_STRATEGIES", "HierarchicalPlan", "plan_hierarchical"]
@@ -82,13 +91,6 @@ HIERARCHICAL_FORMAT = "dpmatrix.pure_levels_plan/1"
 LEVEL_STRATEGIES = {"marginals": ("cells",), "hierarchical": ("tree",), "haar": ("haar",), "auto": KINDS}
 
 AttrSet = tuple[int, ...]
-
-
-def mode_products(mats, t: np.ndarray) -> np.ndarray:
-    """``(⊗ mats) · vec(t)`` as a tensor: ``mats[k]`` applied along axis ``k`` (C order)."""
-    for ax, m in enumerate(mats):
-        t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
-    return t
 
 
 def _fraction_str(f: Fraction) -> str:
@@ -111,7 +113,7 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         ``budgets[j][t]``: exact discrete Laplace parameter of level tuple ``t`` of marginal ``j``
         (``itertools.product`` order over the marginal's attributes' levels).
     strategy : str
-        ``"cells"`` (each marginal's cells, estimated alone), ``"hierarchical"`` (trees),
+        ``"cells"`` (each marginal's cells), ``"hierarchical"`` (trees),
         ``"haar"``, or ``"mixed"`` (each attribute its best kind).
     budgeting, objective, variance_model : str
         ``"optimal"`` / ``"uniform"``; ``"sum"`` / ``"max"``; ``"discrete"`` (exact discrete
@@ -181,114 +183,72 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         return tuple(out)
 
     @cached_property
-    def _sandwich(self) -> dict[AttributeLevels, list[np.ndarray]]:
-        """``M_ℓ = G⁻¹ H^{ℓᵀ} H^ℓ G⁻¹`` of every distinct attribute strategy."""
-        out: dict[AttributeLevels, list[np.ndarray]] = {}
-        for ts in self.per_attribute:
-            for t in ts:
-                if t not in out:
-                    gi = t.gram_inverse
-                    out[t] = [gi @ (h.T @ h) @ gi for h in t.levels()]
-        return out
+    def _joint(self) -> JointLevelGLS:
+        """The joint GLS over every measured group (:mod:`.joint_levels`): one level strategy per
+        attribute, ``ω_A = ε_A²`` with ``ε_A`` the budget the marginal's groups spend."""
+        return JointLevelGLS(
+            bases={i: AttributeBasis.of(t) for i, t in _shared_levels(self.workload.sets, self.per_attribute,
+                                                                       self.measured, self.domain).items()},
+            marginals=tuple(tuple(self.workload.sets[j]) for j in self._measured),
+            omega=tuple(float(sum(self.budgets[j], Fraction(0))) ** 2 for j in self._measured),
+            coefficients=tuple(self._coefficients[j] for j in self._measured),
+        )
+
+    @cached_property
+    def _measured(self) -> tuple[int, ...]:
+        return tuple(j for j in range(len(self.budgets)) if self.measured(j))
+
+    def answerable(self, key: AttrSet) -> bool:
+        """Whether the marginal on ``key`` lies inside a measured workload marginal."""
+        return bool(self._measured) and self._joint.answerable(tuple(key))
+
+    def _require_key(self, key: AttrSet) -> None:
+        if not self.answerable(key):
+            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside a measured marginal "
+                                   "of the workload")
 
     def _require(self, j: int) -> None:
-        if not self.measured(j):
-            raise NotMeasuredError(
-                f"marginal {self.domain.names_of(self.workload.sets[j])} has weight 0 and is not measured"
-            )
+        self._require_key(tuple(self.workload.sets[j]))
 
-    def _kron_variance(self, j: int, rows: list[np.ndarray]) -> np.ndarray:
-        """Variances of the queries ``⊗_k rows[k]`` on marginal ``j``'s table (a tensor of shape
-        ``(rows[k].shape[0], …)``): ``Σ_ℓ ω_ℓ² v_ℓ ⊗_k diag(R_k M_{kℓ_k} R_kᵀ)`` as mode products
-        of the coefficient tensor."""
-        self._require(j)
-        diags = []
-        for t, r in zip(self.per_attribute[j], rows):
-            iv = interval_rows(r)
-            diags.append(np.array([quadratic_diagonal(r, m, iv) for m in self._sandwich[t]]).T)
-        return mode_products(diags, self._coefficients[j])
+    def _kron_variance(self, key: AttrSet, rows: list[np.ndarray]) -> np.ndarray:
+        """Variances of the queries ``⊗_k rows[k]`` on the ``key``-table (a tensor of shape
+        ``(rows[k].shape[0], …)``), exact for the joint estimator under the released noise."""
+        self._require_key(key)
+        return self._joint.kron_variance(tuple(key), rows)
 
     @cached_property
     def _entry_variances(self) -> tuple[np.ndarray | None, ...]:
-        return tuple(self._kron_variance(j, self._queries(j)) if self.measured(j) else None
-                     for j in range(len(self.budgets)))
+        return tuple(self._kron_variance(s, self._queries(j)) if self.answerable(s) else None
+                     for j, s in enumerate(self.workload.sets))
 
     def entry_variance(self, j: int) -> np.ndarray:
         """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
         self._require(j)
         return self._entry_variances[j].copy()
 
-    def _rows_for(self, j: int, key: AttrSet) -> list[np.ndarray]:
-        """Per-attribute maps from marginal ``j``'s table to the cells of ``key ⊆ A_j``."""
-        return [np.eye(self.domain.sizes[a]) if a in key else np.ones((1, self.domain.sizes[a]))
-                for a in self.workload.sets[j]]
-
-    def _cells_variance(self, j: int, key: AttrSet) -> np.ndarray:
-        v = self._kron_variance(j, self._rows_for(j, key))
-        return v.reshape(tuple(self.domain.sizes[a] for a in key))
-
-    @cached_property
-    def _source_cache(self) -> dict:
-        return {}
-
-    def source(self, key: AttrSet) -> int:
-        """The workload marginal the ``key``-marginal is estimated from: itself if it is a
-        measured workload marginal, else the measured one containing it with the smallest total
-        cell variance."""
-        key = tuple(key)
-        if key in self._source_cache:
-            return self._source_cache[key]
-        pos = self.workload._position.get(key)
-        if pos is not None and self.measured(pos):
-            j = pos
-        else:
-            cands = [j for j, s in enumerate(self.workload.sets) if set(key) <= set(s) and self.measured(j)]
-            if not cands:
-                raise NotMeasuredError(
-                    f"{list(self.domain.names_of(key))} is not inside a measured marginal of the workload"
-                )
-            j = min(cands, key=lambda c: float(self._cells_variance(c, key).sum()))
-        self._source_cache[key] = j
-        return j
+    def _cells(self, key: AttrSet) -> list[np.ndarray]:
+        return [np.eye(self.domain.sizes[a]) for a in key]
 
     def _variance(self, key: AttrSet) -> np.ndarray:
-        return self._cells_variance(self.source(key), key)
+        return self._kron_variance(key, self._cells(key))
 
     def _query_variance(self, key: AttrSet) -> np.ndarray:
         return self.entry_variance(self.workload.index(key))
 
-    def lifted_variance(self, j: int, q: np.ndarray) -> float:
-        """Variance of ``⟨q, x̂_{A_j}⟩`` for a query ``q`` shaped like marginal ``j``'s table."""
-        self._require(j)
-        q = np.asarray(q, dtype=float)
-        total = 0.0
-        c = self._coefficients[j]
-        ms = [self._sandwich[t] for t in self.per_attribute[j]]
-        for lev in self.level_tuples(j):
-            if c[lev] == 0:
-                continue
-            total += float(c[lev]) * float(np.sum(q * mode_products([m[k] for m, k in zip(ms, lev)], q)))
-        return total
+    def lifted_variance(self, key: AttrSet, q: np.ndarray) -> float:
+        """Variance of ``⟨q, x̂_key⟩`` for a query ``q`` shaped like the ``key``-table."""
+        key = tuple(key)
+        self._require_key(key)
+        return self._joint.vector_variance(key, q)
 
     def covariance(self, attrs) -> np.ndarray:
         """Dense covariance of the estimate of the marginal on ``attrs`` (C order; ≤ 4,096 cells)."""
         key = self.domain.resolve(attrs)
-        j = self.source(key)
+        self._require_key(key)
         cells = self.domain.cells(key)
         if cells > 4096:
             raise PlanError(f"covariance of a {cells}-cell marginal is too large to build densely")
-        rows = self._rows_for(j, key)
-        c = self._coefficients[j]
-        ms = [self._sandwich[t] for t in self.per_attribute[j]]
-        out = np.zeros((cells, cells))
-        for lev in self.level_tuples(j):
-            if c[lev] == 0:
-                continue
-            k = np.ones((1, 1))
-            for r, m, l in zip(rows, ms, lev):
-                k = np.kron(k, r @ m[l] @ r.T)
-            out += float(c[lev]) * k
-        return out
+        return self._joint.kron_covariance(key, self._cells(key))
 
     def table(self) -> pd.DataFrame:
         """One row per measured group: marginal, level strategies, level tuple, rows, budget
@@ -369,8 +329,9 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
                                            tuple(m.shape[0] for m in mats), "discrete_laplace", b))
         return self, out
 
-    def estimator(self, noisy) -> "HierarchicalEstimator":
-        """GLS estimates (within each marginal) from the noisy group outputs ``noisy[(j, ℓ)]``."""
+    def estimator(self, noisy) -> HierarchicalEstimator:
+        """Joint GLS estimates (every group of every marginal, :mod:`.joint_levels`) from the noisy
+        group outputs ``noisy[(j, ℓ)]``."""
         return HierarchicalEstimator(self, noisy)
 
     # -- serialization ----------------------------------------------------------------------------
@@ -392,7 +353,7 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "HierarchicalPlan":
+    def from_dict(cls, d: Mapping) -> HierarchicalPlan:
         """The plan written by :meth:`to_dict` (structure and exact privacy re-checked).
 
         Examples
@@ -422,6 +383,7 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
                    comparison=tuple(d.get("comparison", ())))
         if plan.privacy_epsilon() > Fraction(plan.epsilon):
             raise PlanError("stored plan spends more than its epsilon: refusing it")
+        _shared_levels(wk.sets, per, plan.measured, dom)
         return plan
 
 
@@ -436,18 +398,21 @@ class _IntegerLevels:
 
 
 class HierarchicalEstimator(Estimator):
-    """The :class:`~dpmatrix.reconstruct.estimator.Estimator` of a :class:`HierarchicalPlan`."""
+    """The :class:`~dpmatrix.reconstruct.estimator.Estimator` of a :class:`HierarchicalPlan`: the
+    joint GLS over every group (:mod:`.joint_levels`), one estimate behind every answer."""
 
     def __init__(self, plan: HierarchicalPlan, noisy):
         self.plan = plan
         self.noisy = noisy
-        self._cells: dict[int, np.ndarray] = {}
+        self._tables: dict[int, np.ndarray] = {}
+        self._components: dict[AttrSet, np.ndarray] = {}
+        self._marginals: dict[AttrSet, np.ndarray] = {}
 
-    def cells(self, j: int) -> np.ndarray:
-        """GLS estimate of workload marginal ``j``'s table from its own groups."""
-        if j not in self._cells:
+    def _table(self, pos: int) -> np.ndarray:
+        """``b_A = Σ_ℓ ω_ℓ (⊗ H^{ℓᵀ}) y_{A,ℓ}`` of the ``pos``-th measured marginal."""
+        if pos not in self._tables:
             p = self.plan
-            p._require(j)
+            j = p._measured[pos]
             ts = p.per_attribute[j]
             levels = [t.levels() for t in ts]
             acc = np.zeros(tuple(t.n for t in ts))
@@ -459,15 +424,24 @@ class HierarchicalEstimator(Estimator):
                 hs = [levels[k][l].astype(float) for k, l in enumerate(lev)]
                 y = np.asarray(self.noisy[(j, lev)], dtype=float).reshape([h.shape[0] for h in hs])
                 acc += w * mode_products([h.T for h in hs], y)
-            self._cells[j] = mode_products([t.gram_inverse for t in ts], acc)
-        return self._cells[j]
+            self._tables[pos] = acc
+        return self._tables[pos]
+
+    def _component(self, s: AttrSet) -> np.ndarray:
+        if s not in self._components:
+            self._components[s] = self.plan._joint.component(s, self._table)
+        return self._components[s]
+
+    def marginal(self, key: AttrSet) -> np.ndarray:
+        """Joint GLS estimate of the marginal table on ``key`` (inside a measured marginal)."""
+        key = tuple(key)
+        if key not in self._marginals:
+            self.plan._require_key(key)
+            self._marginals[key] = self.plan._joint.marginal(key, self._component)
+        return self._marginals[key]
 
     def estimate(self, key):
-        j = self.plan.source(key)
-        s = self.plan.workload.sets[j]
-        drop = tuple(k for k, a in enumerate(s) if a not in key)
-        t = self.cells(j)
-        return t.sum(axis=drop) if drop else t.copy()
+        return self.marginal(key).copy()
 
     def variance(self, key):
         return self.plan._variance(key)
@@ -476,14 +450,12 @@ class HierarchicalEstimator(Estimator):
         return self.plan.covariance(key)
 
     def query_vector(self, key, q):
-        j = self.plan.source(key)
-        s = self.plan.workload.sets[j]
-        shape = tuple(self.plan.domain.sizes[a] if a in key else 1 for a in s)
-        qa = np.broadcast_to(np.asarray(q, dtype=float).reshape(shape), self.cells(j).shape)
-        return float(np.sum(qa * self.cells(j))), self.plan.lifted_variance(j, qa)
+        key = tuple(key)
+        qa = np.asarray(q, dtype=float).reshape(self.marginal(key).shape)
+        return float(np.sum(qa * self.marginal(key))), self.plan.lifted_variance(key, qa)
 
     def entries(self):
-        return iter([j for j in range(len(self.plan.workload)) if self.plan.measured(j)])
+        return iter([j for j, s in enumerate(self.plan.workload.sets) if self.plan.answerable(s)])
 
     def entry_of(self, key):
         return self.plan.workload.index(key)
@@ -493,7 +465,7 @@ class HierarchicalEstimator(Estimator):
         wk, dom = p.workload, p.domain
         key = wk.sets[i]
         qs = p._queries(i)
-        est = mode_products(qs, self.cells(i))
+        est = mode_products(qs, self.marginal(key))
         labels = []
         for a, t, q in zip(key, wk.types(i), qs):
             attr = dom.attributes[a]
@@ -509,25 +481,64 @@ class HierarchicalEstimator(Estimator):
 
 
 def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branching: int | None):
-    cache: dict = {}
-    out = []
+    """One level strategy per attribute (what the joint estimate needs), with each marginal's
+    factor for its own query type. An attribute whose marginals ask different query types (per
+    marginal overrides) whose best strategies differ gets the best strategy for all their distinct
+    query matrices stacked (a heuristic: the sum / max objective over the union of its queries)."""
+
+    def best(q, allowed):
+        try:
+            return best_levels(q, kinds=allowed, objective=objective, shares=shares,
+                               branchings=None if branching is None else [int(branching)])
+        except PlanError:
+            if "cells" in allowed:
+                raise
+            # e.g. a tree on 1 cell: that attribute keeps its cells
+            return best_levels(q, kinds=("cells",), objective=objective)
+
+    def allowed(k):
+        return ("cells",) if k == "identity" else tuple(kinds)
+
+    types: dict[int, list[str]] = {}
     for j, s in enumerate(workload.sets):
-        row = []
         for a, k in zip(s, workload.types(j)):
-            key = (a, k)
-            if key not in cache:
-                q = np.asarray(workload.query_matrix(a, k), dtype=float)
-                allowed = ("cells",) if k == "identity" else tuple(kinds)
-                try:
-                    cache[key] = best_levels(q, kinds=allowed, objective=objective, shares=shares,
-                                             branchings=None if branching is None else [int(branching)])
-                except PlanError:
-                    if "cells" in allowed:
-                        raise
-                    # e.g. a tree on 1 cell: that attribute keeps its cells
-                    cache[key] = best_levels(q, kinds=("cells",), objective=objective)
-            row.append(cache[key])
-        out.append(tuple(row))
+            if k not in types.setdefault(a, []):
+                types[a].append(k)
+    chosen: dict[tuple[int, str], AttributeLevels] = {}
+    for a, ks in types.items():
+        qs = {k: np.asarray(workload.query_matrix(a, k), dtype=float) for k in ks}
+        own = {k: best(qs[k], allowed(k)) for k in ks}
+        first = own[ks[0]]
+        if all(_same_strategy(first, t) for t in own.values()):
+            chosen.update({(a, k): t for k, t in own.items()})
+            continue
+        kinds_all = tuple(dict.fromkeys(x for k in ks for x in allowed(k)))
+        shared = best(np.vstack([qs[k] for k in ks]), kinds_all)
+        chosen.update({(a, k): with_factor(shared, qs[k], objective) for k in ks})
+    return [tuple(chosen[a, k] for a, k in zip(s, workload.types(j))) for j, s in enumerate(workload.sets)]
+
+
+def _same_strategy(a: AttributeLevels, b: AttributeLevels) -> bool:
+    """Same levels and shares (so the same Gram ``G``), whatever the queries' factor."""
+    return (a.n, a.kind, a.branching, a.shares) == (b.n, b.kind, b.branching, b.shares)
+
+
+def _shared_levels(sets, per_attribute, measured, domain: Domain) -> dict[int, AttributeLevels]:
+    """The level strategy of each attribute of a measured marginal; :class:`PlanError` if two
+    measured marginals measure one attribute with different strategies (the joint estimate's
+    decomposition needs one Gram per attribute; :func:`plan_hierarchical` never plans that)."""
+    out: dict[int, AttributeLevels] = {}
+    for j, (s, ts) in enumerate(zip(sets, per_attribute)):
+        if not measured(j):
+            continue
+        for a, t in zip(s, ts):
+            if a in out and not _same_strategy(out[a], t):
+                raise PlanError(
+                    f"attribute {domain.names[a]!r} is measured with two different level strategies "
+                    f"({out[a].label} {list(out[a].shares)} and {t.label} {list(t.shares)}); a consistent "
+                    "joint estimate needs one per attribute: plan the workload again"
+                )
+            out.setdefault(a, t)
     return out
 
 
@@ -609,13 +620,30 @@ def plan_hierarchical(
     else:
         r = np.sqrt([2 * x * prod(t.factor for t in ts) for x, ts in zip(w, per)])
         eps_a = eps * r / r.sum()
-    eta, idx = [], []
+    plan = _with_split(workload, eps, per, eps_a, budgeting, objective, variance_model)
+    if budgeting == "optimal" and objective == "sum":
+        # the joint GLS reads each marginal from all the others: re-split the marginals' budgets
+        # for it (:mod:`.joint_budgets`) and keep whichever split has the smaller exact objective
+        bases = {i: AttributeBasis.of(t) for i, t in _shared_levels(workload.sets, per, lambda j: w[j] > 0,
+                                                                     workload.domain).items()}
+        rows = [[np.asarray(workload.query_matrix(a, k), dtype=float) for a, k in zip(s, workload.types(j))]
+                for j, s in enumerate(workload.sets)]
+        split = JointSumObjective(workload.sets, w, rows, bases, w > 0).minimize(eps_a)
+        joint = _with_split(workload, eps, per, split, budgeting, objective, variance_model)
+        if joint.total_variance() < plan.total_variance():
+            plan = joint
+    return plan
+
+
+def _with_split(workload, eps, per, eps_a, budgeting, objective, variance_model) -> HierarchicalPlan:
+    """The plan spending ``eps_a[j]`` on marginal ``j`` (product-form level budgets, rounded down)."""
+    eta, ends = [], []
     for j, ts in enumerate(per):
         for lev in itertools.product(*[range(len(t.shares)) for t in ts]):
             eta.append(eps_a[j] * prod(t.shares[k] for t, k in zip(ts, lev)))
-            idx.append(j)
+        ends.append(len(eta))
     flat = round_budgets(eta, [1] * len(eta), eps)
-    budgets = tuple(tuple(b for b, i in zip(flat, idx) if i == j) for j in range(len(per)))
+    budgets = tuple(tuple(flat[lo:hi]) for lo, hi in zip([0, *ends[:-1]], ends))
     return HierarchicalPlan(domain=workload.domain, workload=workload, epsilon=eps, per_attribute=tuple(per),
                             budgets=budgets, strategy=_strategy_name(per), budgeting=budgeting,
                             objective=objective, variance_model=variance_model)

@@ -53,7 +53,7 @@ from ...errors import PlanError
 from ...solvers.budget_split import cube_root_split
 
 __all__ = ["AttributeLevels", "KINDS", "best_levels", "haar_levels", "interval_rows", "level_matrices",
-           "quadratic_diagonal", "tree_levels"]
+           "quadratic_diagonal", "tree_levels", "with_factor"]
 
 #: per-attribute level kinds
 KINDS = ("cells", "tree", "haar")
@@ -349,6 +349,20 @@ class _Factor:
         a = ginv @ w_outer @ ginv
         dt = np.array([-2.0 * e * float(np.sum(a * g)) for e, g in zip(eta, self.grams)])
         return t * s * s, dt * s * s + 2.0 * t * s
+
+
+def with_factor(levels: AttributeLevels, q: np.ndarray, objective: str) -> AttributeLevels:
+    """The same level strategy (kind, branching, shares) with the factor of the queries ``q``.
+
+    Examples
+    --------
+    >>> t = best_levels(np.tril(np.ones((8, 8))), kinds=("haar",))
+    >>> with_factor(t, np.eye(8), "sum").shares == t.shares
+    True
+    """
+    fac = _Factor(np.asarray(q, dtype=float), [(h.T @ h).astype(float) for h in levels.levels()], objective)
+    return AttributeLevels(levels.n, levels.kind, levels.branching, levels.shares,
+                           float(fac.value(np.asarray(levels.shares, dtype=float))))
 
 
 def _cube_root_start(fac: _Factor, k: int) -> np.ndarray | None:

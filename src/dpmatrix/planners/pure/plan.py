@@ -544,8 +544,8 @@ def plan_pure(
         prefix/range/matrix query types take the same cell strategies (their queries answered
         from the consistent GLS cells; budgets weighted by the queries, :mod:`.query_factors`)
         and the per-attribute level strategies ``"hierarchical"`` (trees) and ``"haar"``
-        (:mod:`.hierarchical`, a :class:`~.hierarchical.HierarchicalPlan`, each marginal
-        estimated from its own groups); ``"auto"`` compares them all. A matrix is a user
+        (:mod:`.hierarchical`, a :class:`~.hierarchical.HierarchicalPlan`, one joint GLS
+        over all marginals, consistent); ``"auto"`` compares them all. A matrix is a user
         strategy on the cells of the union of the workload's attributes
         (:func:`~.matrix_strategy.plan_pure_matrix`).
     budgeting : {"optimal", "uniform"}
