@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import io
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,6 @@ __all__ = [
     "fairness_scatter",
     "heatmap",
     "interval_bars",
-    "render_all",
     "std_bars",
 ]
 
@@ -413,63 +411,3 @@ def heatmap(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
         ax.set_title(title, loc="left")
         return _render(fig, f"Heatmap of the {nr} by {nc} estimated counts of {row_name} by "
                        f"{col_name}; brighter is larger.")
-
-
-#: figures drawn in worker processes only from this many (below, starting the workers costs more)
-PARALLEL_MIN = 8
-
-
-def _draw(spec: tuple[str, tuple, dict]) -> Figure:
-    name, args, kwargs = spec
-    if name not in __all__ or name in ("Figure", "OKABE_ITO", "render_all"):
-        raise ValueError(f"not a figure of this module: {name!r}")
-    return globals()[name](*args, **kwargs)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def render_all(specs: Sequence[tuple[str, tuple, dict]], *, workers: int | None = None) -> list[Figure]:
-    """Draw many figures, in worker processes when there are several cores.
-
-    Each figure takes tens of milliseconds of matplotlib (text layout and drawing, all Python
-    under the GIL), so a report with dozens of charts draws them in ``workers`` fresh processes
-    (``spawn``: nothing of the caller's state is inherited; the figures are plain numbers in,
-    PNG bytes out, so the result is the same as drawing them here, byte for byte). With fewer
-    than :data:`PARALLEL_MIN` figures, one core, or if worker processes cannot be started, they
-    are drawn here, one after another.
-
-    Parameters
-    ----------
-    specs : sequence of (name, args, kwargs)
-        The figure function of this module (e.g. ``"heatmap"``) and its arguments.
-    workers : int, optional
-        Worker processes (default: the cores available, at most 4; ``1`` draws here).
-
-    Returns
-    -------
-    list of Figure
-        In the order of ``specs``.
-
-    Examples
-    --------
-    >>> figs = render_all([("budget_share_chart", (["1-way", "2-way"], [0.25, 0.75]), {})])
-    >>> figs[0].png_base64[:8]  # a PNG
-    'iVBORw0K'
-    """
-    specs = list(specs)
-    n = min(4, _cores()) if workers is None else int(workers)
-    if n > 1 and len(specs) >= PARALLEL_MIN:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        try:
-            with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
-                return list(pool.map(_draw, specs, chunksize=max(1, len(specs) // (4 * n))))
-        except (OSError, cf.process.BrokenProcessPool):  # no worker processes here: draw in this one
-            pass
-    return [_draw(spec) for spec in specs]

@@ -641,9 +641,6 @@ def _tables_section(report: Report) -> str:
     for t in tabs.inline:
         by_order.setdefault(t.order, []).append(t)
     counts = dict(tabs.count_by_order)
-    # the charts of every table shown, drawn together (in worker processes when there are many)
-    specs = {t.index: spec for t in tabs.inline if (spec := _figure_spec(t, pct_text)) is not None}
-    drawn = dict(zip(specs, figures.render_all(list(specs.values()))))
     for k in sorted(by_order):
         shown = by_order[k]
         if k:
@@ -652,7 +649,7 @@ def _tables_section(report: Report) -> str:
             out.append(f'<p class="note">Showing {num(len(shown), derive=["shown_k", k])} of '
                        f'{num(counts[k], derive=["count_k", k])}; the others are linked below.</p>')
         for t in shown:
-            out.append(_marginal_block(t, level, drawn.get(t.index)))
+            out.append(_marginal_block(t, level, pct_text))
     if tabs.links or tabs.links_left_out:
         z = _z(level)
         rows = "".join(
@@ -674,25 +671,7 @@ def _tables_section(report: Report) -> str:
     return "".join(out)
 
 
-def _figure_spec(t: TableView, pct_text: str) -> tuple[str, tuple, dict] | None:
-    """The chart of a shown table, as a :func:`figures.render_all` spec: bars with intervals for a
-    one-way marginal, a heatmap for a two-way one (None: no chart)."""
-    if not (t.show_figure and t.estimate and t.attributes):
-        return None
-    if t.order == 1:
-        side = len(t.estimate) <= 14
-        return ("interval_bars", (list(t.axes[0]), t.estimate, t.lower, t.upper),
-                {"title": f"{t.attributes[0]}: estimates", "xlabel": t.attributes[0], "level_pct": pct_text,
-                 "width": 5.4 if side else figures.WIDTH})  # fmt: skip
-    if t.order == 2:
-        grid = np.asarray(t.estimate).reshape(len(t.axes[0]), len(t.axes[1]))
-        return ("heatmap", (grid, list(t.axes[0]), list(t.axes[1])),
-                {"row_name": t.attributes[0], "col_name": t.attributes[1],
-                 "title": f"{t.attributes[0]} × {t.attributes[1]}: estimates"})  # fmt: skip
-    return None
-
-
-def _marginal_block(t: TableView, level: float, figure: figures.Figure | None) -> str:
+def _marginal_block(t: TableView, level: float, pct_text: str) -> str:
     name = mname(t.attributes)
     parts = [f'<div class="marginal" id="m{t.index}"><div class="mhead"><h3>{name}</h3>'
              f'<span class="files">{_files(t)}</span></div>']
@@ -714,8 +693,19 @@ def _marginal_block(t: TableView, level: float, figure: figures.Figure | None) -
         i_lo, i_hi = int(np.argmin(std)), int(np.argmax(std))
         parts.append(f'<p class="note">Standard deviations from {num(t.std[i_lo], src=(t.source, i_lo, "std"))}'
                      f' to {num(t.std[i_hi], src=(t.source, i_hi, "std"))}.</p>')
-    fig = "" if figure is None else _img(figure)
-    side = figure is not None and (len(t.estimate) <= 14 if t.order == 1 else figure.width <= 560)
+    fig = ""
+    side = False
+    if t.show_figure and t.order == 1:
+        side = len(t.estimate) <= 14
+        fig = _img(figures.interval_bars(
+            list(t.axes[0]), t.estimate, t.lower, t.upper, title=f"{t.attributes[0]}: estimates",
+            xlabel=t.attributes[0], level_pct=pct_text, width=5.4 if side else figures.WIDTH))
+    elif t.show_figure and t.order == 2:
+        grid = np.asarray(t.estimate).reshape(len(t.axes[0]), len(t.axes[1]))
+        f = figures.heatmap(grid, list(t.axes[0]), list(t.axes[1]), row_name=t.attributes[0],
+                            col_name=t.attributes[1], title=f"{t.attributes[0]} × {t.attributes[1]}: estimates")
+        side = f.width <= 560
+        fig = _img(f)
     table = ""
     if t.show_table:
         head = "".join(f"<th>{lab(a)}</th>" for a in t.attributes)
