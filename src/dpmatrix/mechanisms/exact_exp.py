@@ -57,10 +57,11 @@ below the smallest float, and the draw is still exact). The geometric's continua
 
 Small ``ε``: the inversion cells of ``M`` have relative width ``≈ ε``, so for
 ``ε < 2⁻²⁴`` undecided draws would become common; there ``M = K·B + R`` with ``K = 2^j``,
-``Kε ∈ (1/2, 1]``: ``B`` geometric with parameter ``Kε`` (inversion as above) and ``R`` on
+``Kε ∈ (2⁻¹¹, 2⁻¹⁰]``: ``B`` geometric with parameter ``Kε`` (inversion as above) and ``R`` on
 ``{0..K-1}`` with ``P(R = r) ∝ exp(-rε)`` (``j`` uniform bits kept with probability
-``exp(-rε)``, retried otherwise) — independent, so
-``P(M = bK + r) ∝ exp(-(bK + r)ε)``: the same law (CKS Algorithm 2's split).
+``exp(-rε) > e^{-2⁻¹⁰}``, retried otherwise; the word's other ``64 - j`` bits begin the
+acceptance uniform) — independent, so ``P(M = bK + r) ∝ exp(-(bK + r)ε)``: the same law (CKS
+Algorithm 2's split ``X = U + tV``, with a block ``K`` instead of ``t``).
 
 Randomness comes only from the source's bytes (``src.words``, ``src.random_bytes``); no
 floating-point randomness and no global state.
@@ -390,19 +391,22 @@ def geometric(
 
 
 def _split_geometric(src: ByteSource, eps: Fraction, size: int, slack: float) -> np.ndarray:
-    """``M = K·B + R`` for a small ``ε`` (module docstring); ``K = 2^j``, ``Kε ∈ (1/2, 1]``."""
-    j = (eps.denominator // eps.numerator).bit_length() - 1
+    """``M = K·B + R`` for a small ``ε`` (module docstring); ``K = 2^j``, ``Kε ∈ (2⁻¹¹, 2⁻¹⁰]``."""
+    s, t = eps.numerator, eps.denominator
+    j = (t // (s << 10)).bit_length() - 1  # 2^j ≤ t/(2¹⁰ s) < 2^(j+1); j ≥ 14 as ε < 2⁻²⁴
     big_k = 1 << j
     b = geometric(src, [eps * big_k], size, slack=slack)
     r = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     eps_f = float(eps)
-    s, t = eps.numerator, eps.denominator
+    acc_bits = 64 - j if j <= 40 else 32  # R and its acceptance share a word if j ≤ 40
     while pending.size:
-        cand = (src.words(pending.size, 64) & np.uint64(big_k - 1)).astype(np.int64)
+        raw = src.words(pending.size, 64)
+        cand = (raw & np.uint64(big_k - 1)).astype(np.int64)
+        acc = raw >> np.uint64(j) if j <= 40 else src.words(pending.size, 32)
         keep = bernoulli_exp_words(
-            src.words(pending.size, 32), 32, cand.astype(np.float64) * eps_f,
-            lambda i: (int(cand[i]) * s, t), src, slack=slack,
+            acc, acc_bits, cand.astype(np.float64) * eps_f, lambda i: (int(cand[i]) * s, t), src,
+            slack=slack,
         )  # fmt: skip
         r[pending[keep]] = cand[keep]
         pending = pending[~keep]
