@@ -104,20 +104,22 @@ def integer_outputs(mech: ResidualMechanism, marginal: np.ndarray) -> np.ndarray
     v = np.asarray(marginal)
     if v.dtype.kind not in "iu":
         raise PlanError("the discrete mechanism needs an integer marginal table")
-    return apply_centering(v.astype(np.int64), len(mech.shape))
+    return apply_centering(v, len(mech.shape))
 
 
-def apply_centering(v: np.ndarray, k: int) -> np.ndarray:
+def apply_centering(v: np.ndarray, k: int, *, inplace: bool = False) -> np.ndarray:
     """``(⊗ (n_i I − 11ᵀ)) v`` on the last ``k`` axes of an integer array (leading axes: a batch).
 
     Each factor is ``(n I − 11ᵀ) x = n x − (Σ x) 1`` along its axis: exact in ``int64``, the same
     integers as :func:`~dpmatrix.linalg.kron.kron_apply` with :func:`centering_matrix` factors,
-    without the integer matrix products.
+    without the integer matrix products. ``inplace=True`` overwrites ``v`` (an ``int64`` array
+    the caller owns) instead of copying it.
     """
-    out = v
+    out = v if inplace and v.dtype == np.int64 else np.array(v, dtype=np.int64)
     for ax in range(v.ndim - k, v.ndim):
-        n = out.shape[ax]
-        out = n * out - out.sum(axis=ax, keepdims=True)
+        total = out.sum(axis=ax, keepdims=True)
+        out *= out.shape[ax]
+        out -= total
     return out
 
 
@@ -177,10 +179,10 @@ def discrete_measure_many(
         v = np.stack([np.asarray(marginals[i]) for i in idx])
         if v.dtype.kind not in "iu":
             raise PlanError("the discrete mechanism needs an integer marginal table")
-        hv = apply_centering(v.astype(np.int64), len(shape))
-        z = sample_discrete_gaussian(gamma2, hv.size, rng).reshape(hv.shape)
+        hv = apply_centering(v.astype(np.int64, copy=False), len(shape), inplace=True)  # v: ours
+        hv += sample_discrete_gaussian(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
         y_pinv = tuple(b.Sub / b.n for b in mech.bases)  # post-processing from here on
-        noisy = kron_apply(y_pinv, (hv + z).astype(float))
+        noisy = kron_apply(y_pinv, hv.astype(float))
         for j, i in enumerate(idx):
             out[i] = noisy[j]
     return out  # type: ignore[return-value]

@@ -69,6 +69,7 @@ floating-point randomness and no global state.
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from fractions import Fraction
@@ -182,18 +183,26 @@ def _ln_bounds(x: int, dn: Context, up: Context) -> tuple[Decimal, Decimal]:
     return dn.next_minus(r), up.next_plus(r)
 
 
+@functools.lru_cache(maxsize=64)
+def _ln2_bounds(prec: int) -> tuple[Decimal, Decimal]:
+    dn, up = _contexts(prec)
+    ln2 = dn.ln(Decimal(2))
+    return dn.next_minus(ln2), up.next_plus(ln2)
+
+
 def less_exp(u: LazyUniform, p: int, q: int, src: ByteSource) -> bool:
     """Exactly whether ``W < exp(-p/q)`` for the lazy uniform ``u`` (refined in place)."""
     e = Fraction(int(p), int(q))
     if e < 0:
         raise SamplerArgumentError("less_exp(): the exponent must be non-negative")
+    if u.n < 64:  # a short prefix the float test left undecided nearly always straddles exp(-E)
+        u.extend(src)
     while True:
         v, n = u.value, u.n
         # digits enough to resolve the cell's width in -ln W (≈ 2^-bitlength(v)) at n·ln 2
         prec = 20 + (v.bit_length() * 3) // 10 + len(str(n + 1))
         dn, up = _contexts(prec)
-        ln2 = dn.ln(Decimal(2))
-        ln2_lo, ln2_hi = dn.next_minus(ln2), up.next_plus(ln2)
+        ln2_lo, ln2_hi = _ln2_bounds(prec)
         # W < H = (v+1)/2^n ≤ exp(-E)  ⇔  -ln H = n ln2 - ln(v+1) ≥ E
         a = dn.subtract(dn.multiply(Decimal(n), ln2_lo), _ln_bounds(v + 1, dn, up)[1])
         if Fraction(a) >= e:

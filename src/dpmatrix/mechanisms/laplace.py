@@ -164,7 +164,13 @@ def sample_discrete_laplace_many(budgets, sizes, rng=None) -> list[np.ndarray]:
     for start in range(0, group.size, _CHUNK):  # bounded working set
         pending = np.arange(start, min(start + _CHUNK, group.size))
         while pending.size:
-            m, negative = geometric(src, eps, group[pending] if len(eps) > 1 else pending.size, signs=True)
+            if len(eps) == 1:
+                m, negative = geometric(src, eps, pending.size, signs=True)
+            else:  # only the chunk's own groups (few: ``group`` is sorted), renumbered from 0
+                gp = group[pending]
+                starts = np.r_[0, np.flatnonzero(np.diff(gp)) + 1]
+                local = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, gp.size]))
+                m, negative = geometric(src, [eps[g] for g in gp[starts].tolist()], local, signs=True)
             keep = ~(negative & (m == 0))
             out[pending[keep]] = np.where(negative, -m, m)[keep]
             pending = pending[~keep]
