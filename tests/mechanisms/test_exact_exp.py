@@ -32,8 +32,15 @@ from dpmatrix.mechanisms.exact_exp import (
     geometric_words,
     reject_threshold,
 )
-from dpmatrix.mechanisms.laplace import sample_discrete_laplace_eps, sample_discrete_laplace_many
-from dpmatrix.mechanisms.samplers import RandomSource, SeededRandom, sample_discrete_gaussian
+from dpmatrix.mechanisms.laplace import (
+    sample_discrete_laplace_eps,
+    sample_discrete_laplace_many,
+)
+from dpmatrix.mechanisms.samplers import (
+    RandomSource,
+    SeededRandom,
+    sample_discrete_gaussian,
+)
 
 P_MIN = 1e-4
 

@@ -78,8 +78,7 @@ def round_plan(plan, rel_var_tol: float = 1e-4):
     # a plan has thousands of residuals but few distinct σ²: each distinct float value is rounded
     # once (the rounding is a function of the exact value, so the cache changes nothing)
     rounded: dict[float, tuple[Fraction, float]] = {}
-    for i, s2 in enumerate(plan.sigma2.tolist() if hasattr(plan.sigma2, "tolist") else plan.sigma2):
-        s2 = float(s2)
+    for i, s2 in enumerate(new.tolist()):
         if not math.isfinite(s2):
             sigma_bar[i] = None
             continue

@@ -71,9 +71,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from fractions import Fraction
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -83,12 +84,12 @@ __all__ = [
     "SLACK",
     "LazyUniform",
     "accept_threshold",
-    "reject_threshold",
     "bernoulli_exp_words",
-    "less_exp",
+    "exact_geometric",
     "geometric",
     "geometric_words",
-    "exact_geometric",
+    "less_exp",
+    "reject_threshold",
 ]
 
 #: Relative slack ``s`` of the float thresholds (module docstring); larger values are valid too
@@ -160,7 +161,7 @@ def reject_threshold(e_f: np.ndarray, bits: int, slack: float = SLACK) -> np.nda
 class LazyUniform:
     """A uniform real ``W ∈ [value/2^n, (value+1)/2^n)`` whose later bits are drawn on demand."""
 
-    __slots__ = ("value", "n")
+    __slots__ = ("n", "value")
 
     def __init__(self, value: int, n: int) -> None:
         self.value, self.n = int(value), int(n)
@@ -380,11 +381,11 @@ def geometric(
     if n_direct:
         if group is None:
             eps_f: np.ndarray | float = float(eps[0])
-            exact_eps = lambda i: eps[0]  # noqa: E731
+            exact_eps = lambda i: eps[0]
         else:
             gd = group if direct is None else group[direct]
             eps_f = np.array([float(e) for e in eps], dtype=np.float64)[gd]
-            exact_eps = lambda i: eps[int(gd[i])]  # noqa: E731
+            exact_eps = lambda i: eps[int(gd[i])]
         raw = src.words(n_direct, 64)
         m = geometric_words(raw >> np.uint64(1), eps_f, exact_eps, src, slack=slack)
         sel = slice(None) if direct is None else direct
@@ -414,7 +415,7 @@ def _split_geometric(src: ByteSource, eps: Fraction, size: int, slack: float) ->
         cand = (raw & np.uint64(big_k - 1)).astype(np.int64)
         acc = raw >> np.uint64(j) if j <= 40 else src.words(pending.size, 32)
         keep = bernoulli_exp_words(
-            acc, acc_bits, cand.astype(np.float64) * eps_f, lambda i: (int(cand[i]) * s, t), src,
+            acc, acc_bits, cand.astype(np.float64) * eps_f, lambda i, c=cand: (int(c[i]) * s, t), src,
             slack=slack,
         )  # fmt: skip
         r[pending[keep]] = cand[keep]
