@@ -11,8 +11,9 @@ rational exponents:
 Both are read off one uniform real ``W ∈ [0, 1)``, revealed lazily: ``Bernoulli(exp(-E))`` is the
 event ``W < exp(-E)``, and ``M = max{m ≥ 0 : W < exp(-m·ε)}`` (so ``P(M ≥ m) = exp(-mε)``:
 inversion of the geometric law). Any algorithm that outputs this deterministic function of ``W``
-is exact, however it evaluates it. The first ``k`` random bits ``w`` (``k = 32`` or ``63``) put
-``W`` in the cell ``[w/2^k, (w+1)/2^k)``.
+is exact, however it evaluates it. The first ``k ≤ 63`` random bits ``w`` put ``W`` in the cell
+``[w/2^k, (w+1)/2^k)`` (the samplers use ``k = 15`` or ``32`` for acceptances, ``48`` or ``63``
+for inversions, several parts of one 64-bit word being independent uniforms).
 
 Fast path (numpy, float64)
 --------------------------
@@ -33,7 +34,8 @@ Proof: ``exp(-E) ≥ exp(-E_f - δ) ≥ v(1 - s/16)(1 - δ) ≥ v(1 - s(E_f + 17
 still holds (``E ≥ 700 - s·701``), and ``lo = 0``. Then, exactly in integers,
 ``w < ⌊lo·2^k⌋`` implies ``W < (w+1)/2^k ≤ lo ≤ exp(-E)`` (accept), and ``w ≥ ⌈hi·2^k⌉``
 implies ``W ≥ exp(-E)`` (reject). The remaining cells (probability about
-``2^-k + 3s(E+2)e^{-E}``, i.e. ``≈ 2⁻³²`` or ``2⁻⁴⁰``) are *undecided*.
+``2^-k + 3s(E+2)e^{-E}`` for one comparison; ``≈ 2⁻⁴⁰/ε`` for an inversion with parameter
+``ε``, whose boundaries are ``ε`` apart in ``-ln W``) are *undecided*.
 
 The float exponents (``u = 2⁻⁵³``): ``fl(fl(p)/fl(q))`` errs by ``≤ 3.01u·E``; the geometric's
 ``fl(m·ε_f)`` (``m < 2⁵²`` exact) and ``fl(fl(m·ε_f) + ε_f)`` by ``≤ 3.01u·E``; the discrete

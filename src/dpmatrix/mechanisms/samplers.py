@@ -26,11 +26,12 @@ Canonne, Kamath & Steinke (2020), *The Discrete Gaussian for Differential Privac
   ``σ² = a/b`` in lowest terms, the exponent is the rational ``(|Y|·b·t - a)² / (2·a·b·t²)``.
 * ``Bernoulli(exp(-E))`` is the event ``W < exp(-E)`` for a uniform real ``W``.
 
-Both comparisons of ``W`` with ``exp(-E)`` are decided from its first 32 (acceptance) or 63
-(inversion) random bits against float64 thresholds with a proven error margin, and, in the rare
-cells the margin cannot decide (probability ``≈ 2⁻³²`` per acceptance, ``≈ 2⁻⁴⁰/ε`` per
-inversion with parameter ``ε``), finished exactly by
-drawing further bits of the *same* ``W`` and comparing in :mod:`decimal` interval arithmetic:
+Both comparisons of ``W`` with ``exp(-E)`` are decided from its first random bits against
+float64 thresholds with a proven error margin — one 64-bit word per discrete Gaussian candidate:
+the sign, 15 bits of the acceptance uniform, 48 bits of the magnitude's — and, in the rare cells
+the margin cannot decide (probability ``≈ 2⁻¹⁵`` per acceptance, ``≈ 2⁻⁴⁰/ε`` per inversion with
+parameter ``ε``), finished exactly by drawing further bits of the *same* ``W`` and comparing in
+:mod:`decimal` interval arithmetic:
 :mod:`dpmatrix.mechanisms.exact_exp` states and proves the margins. The common path is numpy
 ``int64``/``float64`` only; no Python-integer arrays.
 
