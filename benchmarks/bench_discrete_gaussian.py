@@ -1,13 +1,22 @@
-"""Throughput of dpmatrix's exact discrete Gaussian sampler vs OpenDP's, side by side; and of the
-secure default noise (exact discrete Gaussian / lattice sampler) vs the old floating-point path.
+"""Throughput of dpmatrix's exact discrete Gaussian sampler vs OpenDP's, side by side; of the
+secure default noise (exact discrete Gaussian / lattice sampler) vs the old floating-point path;
+and (``--part speed``) of the exact samplers against an earlier version of dpmatrix.
 
 Usage::
 
     PYTHONPATH=src python benchmarks/bench_discrete_gaussian.py [--n 2000000] [--n-opendp 20000]
     PYTHONPATH=src python benchmarks/bench_discrete_gaussian.py --part secure [--rows 200000]
+    git archive a5b4d51 src | tar -x -C /tmp/before && \\
+        PYTHONPATH=src python benchmarks/bench_discrete_gaussian.py --part speed --before /tmp/before/src
 
-Both samplers draw from N_Z(0, σ²) with randomness from the OS CSPRNG, in the same process and
-run. For each σ² the best of ``--repeat`` timings is reported (the machine may be shared; the
+``--part speed`` times the discrete Gaussian (σ² from 10 to 10⁹, and the γ² of a 3-way residual
+of the 30-attribute release: a rounded σ̄² times 10⁶) and the discrete Laplace (integer scale
+``t``, and the pure ε-DP sampler with ``ε = 1/t``) in two fresh processes, this tree's ``src``
+and ``--before``, one after the other in the same run; each rate is draws per second of *CPU*
+time (``time.process_time``, best of ``--repeat``), so a shared machine distorts it little.
+
+``--part samplers`` (with OpenDP): both samplers draw from N_Z(0, σ²) with randomness from the
+OS CSPRNG, in the same process and run. For each σ² the best of ``--repeat`` timings is reported (the machine may be shared; the
 1-minute load average is printed so busy runs can be recognized). OpenDP is optional: without it
 only dpmatrix's column is filled.
 """
@@ -15,10 +24,14 @@ only dpmatrix's column is filled.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
+import subprocess
+import sys
 import time
+from pathlib import Path
 from fractions import Fraction
 
 import numpy as np
@@ -48,9 +61,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2_000_000, help="draws per timing (dpmatrix)")
     ap.add_argument("--n-opendp", type=int, default=20_000, help="draws per timing (OpenDP)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--part", choices=["samplers", "secure", "all"], default="all")
+    ap.add_argument("--part", choices=["samplers", "secure", "speed", "all"], default="all")
     ap.add_argument("--rows", type=int, default=200_000, help="records for the end-to-end timings")
+    ap.add_argument("--before", metavar="SRC", help="source folder of the version to compare with")
+    ap.add_argument("--n-speed", type=int, default=1_000_000, help="draws per timing (--part speed)")
     args = ap.parse_args()
+    if args.part in ("speed", "all"):
+        speed_vs_before(args)
+    if args.part == "speed":
+        return
     if args.part in ("secure", "all"):
         secure_vs_float(args)
     if args.part == "secure":
@@ -139,5 +158,72 @@ def secure_vs_float(args) -> None:  # type: ignore[no-untyped-def]
     print()
 
 
+def speed_cases() -> list[tuple[str, str, object]]:
+    """(sampler, scale label, parameter) for ``--part speed``."""
+    gamma2 = rational_upper_bound(math.sqrt(11.7)) ** 2 * 10**6  # a 3-way residual's γ² = σ̄²·10⁶
+    cases: list[tuple[str, str, object]] = [("gaussian", f"σ² = {lab}", Fraction(v))
+                                            for lab, v in (("10", 10), ("10³", 10**3), ("10⁶", 10**6), ("10⁹", 10**9))]
+    cases.append(("gaussian", f"γ² = {gamma2.numerator}/{gamma2.denominator} (≈{float(gamma2):.3g})", gamma2))
+    for lab, t in (("10", 10), ("10⁴", 10**4), ("10⁸", 10**8)):
+        cases.append(("laplace", f"t = {lab}", t))
+    for lab, t in (("10", 10), ("10⁴", 10**4), ("10⁸", 10**8)):
+        cases.append(("laplace_eps", f"ε = 1/{lab}", Fraction(1, t)))
+    return cases
+
+
+def rates_here(n: int, repeat: int) -> list[float]:
+    """Draws per CPU second of every :func:`speed_cases` case, in this process."""
+    from dpmatrix.mechanisms.laplace import sample_discrete_laplace_eps
+    from dpmatrix.mechanisms.samplers import sample_discrete_laplace
+
+    fns = {"gaussian": sample_discrete_gaussian, "laplace": sample_discrete_laplace,
+           "laplace_eps": sample_discrete_laplace_eps}  # fmt: skip
+    out = []
+    for kind, _, param in speed_cases():
+        fn = fns[kind]
+        fn(param, 10_000)  # warm-up
+        best = math.inf
+        for _ in range(repeat):
+            c = time.process_time()
+            x = fn(param, n)
+            best = min(best, time.process_time() - c)
+            assert len(x) == n
+        out.append(n / best)
+    return out
+
+
+def spawn_rates(src: str, n: int, repeat: int) -> list[float]:
+    env = dict(os.environ, PYTHONPATH=src, OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, __file__, "--_rates", str(n), str(repeat)], env=env,
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    if r.returncode != 0:
+        raise SystemExit(f"rates under {src} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def speed_vs_before(args) -> None:  # type: ignore[no-untyped-def]
+    """Draws per CPU second, this tree vs ``--before``, each in a fresh process, same run."""
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    print(f"exact samplers, {args.n_speed:,} draws per timing, best of {args.repeat} (CPU time); "
+          f"load average {os.getloadavg()[0]:.2f}\n")
+    before = spawn_rates(args.before, args.n_speed, args.repeat) if args.before else None
+    after = spawn_rates(here, args.n_speed, args.repeat)
+    if before:
+        print("| sampler | scale | before draws/s | after draws/s | after / before |")
+        print("|---|---|---:|---:|---:|")
+    else:
+        print("| sampler | scale | draws/s |")
+        print("|---|---|---:|")
+    for i, (kind, label, _) in enumerate(speed_cases()):
+        if before:
+            print(f"| {kind} | {label} | {before[i]:,.0f} | {after[i]:,.0f} | {after[i] / before[i]:.1f}× |")
+        else:
+            print(f"| {kind} | {label} | {after[i]:,.0f} |")
+    print(f"\nload average after: {os.getloadavg()[0]:.2f}\n")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--_rates":
+        print(json.dumps(rates_here(int(sys.argv[2]), int(sys.argv[3]))))
+    else:
+        main()

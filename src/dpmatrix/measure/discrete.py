@@ -75,16 +75,21 @@ def round_plan(plan, rel_var_tol: float = 1e-4):
         )
     sigma_bar = np.empty(len(plan.sigma2), dtype=object)
     new = np.array(plan.sigma2, dtype=float)
-    for i, s2 in enumerate(plan.sigma2):
-        if np.isfinite(s2):
-            sb = rational_sigma(float(s2), rel_var_tol)
-            sigma_bar[i] = sb
+    # a plan has thousands of residuals but few distinct σ²: each distinct float value is rounded
+    # once (the rounding is a function of the exact value, so the cache changes nothing)
+    rounded: dict[float, tuple[Fraction, float]] = {}
+    for i, s2 in enumerate(new.tolist()):
+        if not math.isfinite(s2):
+            sigma_bar[i] = None
+            continue
+        hit = rounded.get(s2)
+        if hit is None:
+            sb = rational_sigma(s2, rel_var_tol)
             f = float(sb * sb)
             if Fraction(f) > sb * sb:  # never report more noise than is added
                 f = float(np.nextafter(f, 0.0))
-            new[i] = f
-        else:
-            sigma_bar[i] = None
+            hit = rounded[s2] = (sb, f)
+        sigma_bar[i], new[i] = hit
     return plan._with_sigma2(new), sigma_bar
 
 
@@ -98,7 +103,23 @@ def integer_outputs(mech: ResidualMechanism, marginal: np.ndarray) -> np.ndarray
     v = np.asarray(marginal)
     if v.dtype.kind not in "iu":
         raise PlanError("the discrete mechanism needs an integer marginal table")
-    return kron_apply(tuple(centering_matrix(n) for n in mech.shape), v.astype(np.int64))
+    return apply_centering(v, len(mech.shape))
+
+
+def apply_centering(v: np.ndarray, k: int, *, inplace: bool = False) -> np.ndarray:
+    """``(⊗ (n_i I − 11ᵀ)) v`` on the last ``k`` axes of an integer array (leading axes: a batch).
+
+    Each factor is ``(n I − 11ᵀ) x = n x − (Σ x) 1`` along its axis: exact in ``int64``, the same
+    integers as :func:`~dpmatrix.linalg.kron.kron_apply` with :func:`centering_matrix` factors,
+    without the integer matrix products. ``inplace=True`` overwrites ``v`` (an ``int64`` array
+    the caller owns) instead of copying it.
+    """
+    out = v if inplace and v.dtype == np.int64 else np.array(v, dtype=np.int64)
+    for ax in range(v.ndim - k, v.ndim):
+        total = out.sum(axis=ax, keepdims=True)
+        out *= out.shape[ax]
+        out -= total
+    return out
 
 
 def discrete_measure(
@@ -142,9 +163,14 @@ def discrete_measure_many(
             k = keys[id(b)] = np.ascontiguousarray(b.Sub, dtype=float).tobytes()
         return k
 
+    gammas: dict[tuple, Fraction] = {}  # γ² depends on the shape and σ̄ only: few distinct values
     groups: dict[tuple, list[int]] = {}
     for i, (mech, s_bar) in enumerate(zip(mechs, sigma_bars)):
-        key = (tuple(mech.shape), gamma_squared(mech, s_bar), tuple(basis_key(b) for b in mech.bases))
+        shape = tuple(mech.shape)
+        gamma2 = gammas.get((shape, s_bar))
+        if gamma2 is None:
+            gamma2 = gammas[shape, s_bar] = gamma_squared(mech, s_bar)
+        key = (shape, gamma2, tuple(basis_key(b) for b in mech.bases))
         groups.setdefault(key, []).append(i)
     out: list[np.ndarray | None] = [None] * len(mechs)
     for (shape, gamma2, _), idx in groups.items():
@@ -152,10 +178,10 @@ def discrete_measure_many(
         v = np.stack([np.asarray(marginals[i]) for i in idx])
         if v.dtype.kind not in "iu":
             raise PlanError("the discrete mechanism needs an integer marginal table")
-        hv = kron_apply(tuple(centering_matrix(n) for n in shape), v.astype(np.int64))
-        z = sample_discrete_gaussian(gamma2, hv.size, rng).reshape(hv.shape)
+        hv = apply_centering(v.astype(np.int64, copy=False), len(shape), inplace=True)  # v: ours
+        hv += sample_discrete_gaussian(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
         y_pinv = tuple(b.Sub / b.n for b in mech.bases)  # post-processing from here on
-        noisy = kron_apply(y_pinv, (hv + z).astype(float))
+        noisy = kron_apply(y_pinv, hv.astype(float))
         for j, i in enumerate(idx):
             out[i] = noisy[j]
     return out  # type: ignore[return-value]

@@ -225,12 +225,16 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
     closure, measured = plan.closure, plan.measured
     forms, sbar = {}, {}
     new = np.array(plan.sigma2, dtype=float)
+    rounded: dict[tuple[float, int], Fraction] = {}  # few distinct (σ², scale): round each once
     for i, (sub, on) in enumerate(zip(closure.sets, measured)):
         if not on:
             continue
         mech = plan.mechanism(sub)
         q, post, scale = residual_lattice_form(mech.bases)
-        sb = lattice_sigma_bar(float(plan.sigma2[i]), scale, rel_var_tol=rel_var_tol, tol=tol)
+        key = (float(plan.sigma2[i]), scale)
+        sb = rounded.get(key)
+        if sb is None:
+            sb = rounded[key] = lattice_sigma_bar(key[0], scale, rel_var_tol=rel_var_tol, tol=tol)
         f = min(choose_exponent(q, tol=tol), max_exponent(sb))
         forms[sub], sbar[sub] = (q, post), sb
         new[i] = rescored_sigma2(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))

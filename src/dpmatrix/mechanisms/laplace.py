@@ -9,12 +9,13 @@ Budget split (``plan``) uses the continuous ``2/ε²`` model of the paper (its c
 reported variances and the GLS weights use the exact discrete variance of the *rounded* rational
 budgets actually used by the sampler (:func:`round_budgets`).
 
-Sampler: Canonne, Kamath & Steinke (2020) Algorithm 2 for the rational scale ``t/s``
-(``ε = s/t``): ``U`` uniform on ``{0..t-1}`` kept with probability ``e^{-U/t}``, ``V`` geometric
-with ``P(V ≥ v) = e^{-v}``, ``X = U + tV`` (so ``P(X = x) ∝ e^{-x/t}``), ``Y = ⌊X/s⌋``
-(``P(Y = y) ∝ e^{-ys/t}``), random sign with the negative zero rejected. The exact Bernoulli
-draws and the OS-CSPRNG byte source are reused from :mod:`dpmatrix.mechanisms.samplers`;
-no floating point touches the randomness.
+Sampler: the magnitude ``M`` with ``P(M ≥ m) = e^{-mε}`` is read off one uniform real ``W`` by
+inversion, ``M = max{m : W < e^{-mε}}`` (decided in float64 with proven margins and finished
+exactly when the margins cannot decide, :mod:`dpmatrix.mechanisms.exact_exp`); a random sign is
+attached and the negative zero rejected, so ``P(y) ∝ e^{-ε|y|}``. This is the law of CKS (2020)
+Algorithm 2's ``⌊X/s⌋`` for ``ε = s/t``, drawn without its ``Bernoulli(e^{-1})`` loops. Random
+bytes come from the OS CSPRNG (or a seeded source for tests, **not secure**); no floating-point
+randomness.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from numbers import Integral, Rational
 import numpy as np
 
 from ..errors import BudgetError, SamplerArgumentError
+from .exact_exp import geometric
 from .samplers import RandomSource, SecureRandom, SeededRandom
 
 __all__ = [
@@ -38,6 +40,8 @@ __all__ = [
 
 #: Rounded budgets keep at least this many significant bits (relative loss ≤ 2^-20).
 _BUDGET_BITS = 20
+#: Draws per vectorized pass (keeps the working set small).
+_CHUNK = 1 << 15
 
 
 def discrete_laplace_variance(epsilon) -> np.ndarray:
@@ -132,37 +136,19 @@ def sample_discrete_laplace_eps(epsilon, size: int, rng=None) -> np.ndarray:
         raise BudgetError(f"epsilon must be positive, got {eps}")
     if isinstance(size, bool) or not isinstance(size, Integral) or size < 0:
         raise SamplerArgumentError(f"size must be a non-negative integer, got {size!r}")
-    s, t = eps.numerator, eps.denominator
-    if t >= 1 << 60 or s >= 1 << 60:
+    if eps.denominator >= 1 << 60 or eps.numerator >= 1 << 60:
         raise SamplerArgumentError(f"epsilon = {eps} has a numerator/denominator beyond 2**60")
     src = _as_source(rng)
-    out = np.empty(int(size), dtype=np.int64)
-    filled = 0
-    rate = 0.3
-    while filled < size:
-        need = size - filled
-        m = min(1 << 17, int(need / rate * 1.05) + 16)
-        got = _candidates(src, s, t, m)
-        rate = max(0.02, got.shape[0] / m)
-        take = min(need, got.shape[0])
-        out[filled : filled + take] = got[:take]
-        filled += take
-    return out
+    return sample_discrete_laplace_many([eps], [int(size)], src)[0]
 
 
 def sample_discrete_laplace_many(budgets, sizes, rng=None) -> list[np.ndarray]:
     """Independent discrete Laplace vectors, ``sizes[g]`` draws with parameter ``budgets[g]``.
 
-    One vectorized pass for all groups: the rational parameters are written over a common
-    denominator ``T`` (``ε_g = s_g/T``), and CKS Algorithm 2 runs with the shared ``T`` and a
-    per-element ``s``: ``X`` with ``P(X = x) ∝ e^{-x/T}``, ``Y = ⌊X/s_g⌋``, random sign, negative
-    zero rejected (per element; rejected elements are redrawn). Falls back to one call per group
-    when ``T ≥ 2⁴⁸``. ``rng`` as in :func:`sample_discrete_laplace_eps`.
-
-    The candidates ``X`` do not depend on the element (only ``Y = ⌊X/s_g⌋`` does), so they are
-    drawn as one i.i.d. pool per pass (:func:`_magnitudes`) and handed to the pending elements in
-    order; an element whose ``(X, sign)`` is rejected takes the next fresh ``X`` — the same
-    per-element rejection sampler, without the per-element bookkeeping of rejected attempts.
+    One vectorized pass for all groups: every pending element draws ``±M`` with
+    ``P(M ≥ m) = e^{-m ε_g}`` (its own group's ``ε_g``,
+    :func:`~dpmatrix.mechanisms.exact_exp.geometric`); an element whose draw is the negative
+    zero is drawn again. ``rng`` as in :func:`sample_discrete_laplace_eps`.
     """
     eps = []
     for b in budgets:
@@ -173,62 +159,19 @@ def sample_discrete_laplace_many(budgets, sizes, rng=None) -> list[np.ndarray]:
     if len(sizes) != len(eps) or any(n < 0 for n in sizes):
         raise SamplerArgumentError("need one non-negative size per budget")
     src = _as_source(rng)
-    big_t = math.lcm(*[e.denominator for e in eps]) if eps else 1
-    nums = [e.numerator * (big_t // e.denominator) for e in eps]
-    if big_t >= 1 << 48 or (nums and max(nums) >= 1 << 60):
-        return [sample_discrete_laplace_eps(e, n, src) for e, n in zip(eps, sizes)]
-    s_elem = np.repeat(np.asarray(nums, dtype=np.int64), sizes)
-    total = s_elem.size
-    out = np.empty(total, dtype=np.int64)
-    pending = np.arange(total)
-    rate = 0.6
-    while pending.size:
-        need = pending.size
-        m = min(1 << 20, int(need / rate * 1.05) + 16)
-        x = _magnitudes(src, big_t, m)
-        rate = max(0.02, x.size / m)
-        take = min(need, x.size)
-        idx = pending[:take]
-        y = x[:take] // s_elem[idx]
-        negative = src.random_bits(take)
-        keep = ~(negative & (y == 0))
-        out[idx[keep]] = np.where(negative, -y, y)[keep]
-        pending = np.concatenate([idx[~keep], pending[take:]])
+    group = np.repeat(np.arange(len(eps), dtype=np.int64), sizes)
+    out = np.empty(group.size, dtype=np.int64)
+    for start in range(0, group.size, _CHUNK):  # bounded working set
+        pending = np.arange(start, min(start + _CHUNK, group.size))
+        while pending.size:
+            if len(eps) == 1:
+                m, negative = geometric(src, eps, pending.size, signs=True)
+            else:  # only the chunk's own groups (few: ``group`` is sorted), renumbered from 0
+                gp = group[pending]
+                starts = np.r_[0, np.flatnonzero(np.diff(gp)) + 1]
+                local = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, gp.size]))
+                m, negative = geometric(src, [eps[g] for g in gp[starts].tolist()], local, signs=True)
+            keep = ~(negative & (m == 0))
+            out[pending[keep]] = np.where(negative, -m, m)[keep]
+            pending = pending[~keep]
     return np.split(out, np.cumsum(sizes)[:-1]) if sizes else []
-
-
-def _magnitudes(src: RandomSource, t: int, m: int) -> np.ndarray:
-    """The accepted ones of ``m`` attempts at ``X`` with ``P(X = x) ∝ e^{-x/t}`` (CKS Alg. 2 steps
-    1–3: ``U`` uniform on ``{0..t-1}`` kept w.p. ``e^{-U/t}``, ``V`` with ``P(V ≥ v) = e^{-v}``,
-    ``X = U + tV``); ``t < 2⁴⁸``, exact int64 (Python integers if ``tV`` could overflow)."""
-    u = src.integers(t, m)
-    u = u[src.bernoulli_exp(u, t)]
-    v = np.zeros(u.shape[0], dtype=np.int64)
-    alive = np.arange(u.shape[0])
-    while alive.size:
-        alive = alive[src.bernoulli_exp_minus_one(alive.size)]
-        v[alive] += 1
-    if v.size and int(v.max()) >= (1 << 62) // t:
-        return (u.astype(object) + t * v.astype(object)).astype(np.int64)
-    return u + t * v
-
-
-def _candidates(src: RandomSource, s: int, t: int, m: int) -> np.ndarray:
-    """``m`` attempts of CKS Algorithm 2 with scale ``t/s``; the accepted draws."""
-    u = src.integers(t, m)
-    u = u[src.bernoulli_exp(u, t)]
-    n = u.shape[0]
-    v = np.zeros(n, dtype=np.int64)
-    alive = np.arange(n)
-    while alive.size:
-        alive = alive[src.bernoulli_exp_minus_one(alive.size)]
-        v[alive] += 1
-    if t < (1 << 40):
-        x = u + t * v
-        y = x // s
-    else:  # exact Python integers
-        x = u.astype(object) + t * v.astype(object)
-        y = (x // s).astype(np.int64)
-    negative = src.random_bits(n)
-    keep = ~(negative & (y == 0))
-    return np.where(negative, -y, y)[keep]

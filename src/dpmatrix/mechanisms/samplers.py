@@ -8,6 +8,7 @@ This module provides that noise:
 * :func:`rational_upper_bound` rounds a (float) scale ``σ`` up to a simple rational ``s/t``;
 * :func:`sample_discrete_gaussian` draws exact ``N_Z(0, sigma2)`` samples for a rational ``sigma2``;
 * :func:`sample_discrete_laplace` draws exact discrete Laplace samples (the proposal distribution);
+  pure ε-DP releases use :mod:`.laplace`, built on the same exact primitives;
 * :class:`SecureRandom` (default) and :class:`SeededRandom` (tests only, **not secure**) supply
   uniform bits, uniform integers and exact Bernoulli draws to the samplers.
 
@@ -16,39 +17,36 @@ Algorithm
 Canonne, Kamath & Steinke (2020), *The Discrete Gaussian for Differential Privacy*, Algorithms
 1–3, vectorized with numpy over many candidates at once:
 
-* ``Bernoulli(n/d)`` compares a uniform real ``u ∈ [0, 1)`` with ``n/d`` lazily, ``k`` random bits
-  at a time (``u < n/d`` is decided after the first ``k`` bits unless they equal the first ``k``
-  bits of ``n/d``, probability ``2^-k``; undecided draws continue with the exact integer
-  remainder). No rejection loop, no modulo bias, no floats.
-* ``Bernoulli(exp(-γ))`` for rational ``γ ∈ [0, 1)``: the series method (draw ``Bernoulli(γ/K)``
-  for ``K = 1, 2, ...`` until one fails; succeed iff the final ``K`` is odd). For ``γ ≥ 1``:
-  ``⌊γ⌋`` independent ``Bernoulli(exp(-1))`` draws and one ``Bernoulli(exp(-(γ - ⌊γ⌋)))``.
-* Discrete Laplace with integer scale ``t``: ``U`` uniform on ``{0..t-1}`` kept with probability
-  ``exp(-U/t)``, ``V`` geometric via ``Bernoulli(exp(-1))``, ``X = U + tV``, random sign, the
-  negative zero rejected.
+* Discrete Laplace with integer scale ``t``: a magnitude ``M`` with ``P(M ≥ k) = exp(-k/t)``,
+  a random sign, the negative zero rejected (``P(x) ∝ exp(-|x|/t)``). ``M`` is the inversion
+  ``M = max{k : W < exp(-k/t)}`` of one uniform real ``W`` — the law of CKS Algorithm 2's
+  ``U + tV``, without its loops of ``Bernoulli(exp(-1))`` draws.
 * Discrete Gaussian: ``t = ⌊σ⌋ + 1``, candidate ``Y`` from the discrete Laplace with scale ``t``,
-  accepted with probability ``exp(-(|Y| - σ²/t)² / (2σ²))``. Writing ``σ² = a/b`` in lowest
-  terms, the exponent is the rational ``(|Y|·b·t - a)² / (2·a·b·t²)``.
+  accepted with probability ``exp(-(|Y| - σ²/t)² / (2σ²))`` (CKS Algorithm 3). Writing
+  ``σ² = a/b`` in lowest terms, the exponent is the rational ``(|Y|·b·t - a)² / (2·a·b·t²)``.
+* ``Bernoulli(exp(-E))`` is the event ``W < exp(-E)`` for a uniform real ``W``.
 
+Both comparisons of ``W`` with ``exp(-E)`` are decided from its first random bits against
+float64 thresholds with a proven error margin — one 64-bit word per discrete Gaussian candidate:
+the sign, 15 bits of the acceptance uniform, 48 bits of the magnitude's — and, in the rare cells
+the margin cannot decide (probability ``≈ 2⁻¹⁵`` per acceptance, ``≈ 2⁻⁴⁰/ε`` per inversion with
+parameter ``ε``), finished exactly by drawing further bits of the *same* ``W`` and comparing in
+:mod:`decimal` interval arithmetic:
+:mod:`dpmatrix.mechanisms.exact_exp` states and proves the margins. The common path is numpy
+``int64``/``float64`` only; no Python-integer arrays.
+
+``Bernoulli(n/d)`` (:meth:`RandomSource.bernoulli`, rational probability) compares a uniform
+real ``u ∈ [0, 1)`` with ``n/d`` lazily, ``k`` random bits at a time, in exact integers.
 Uniform integers on ``{0..m-1}`` use Lemire's multiply-and-reject method on 16- or 32-bit words
 (``m < 2³²``) or masked rejection on 64-bit words (exact for any ``m`` up to ``2⁶²``).
 
-Exactness and overflow
-----------------------
-All probabilities are ratios of integers and every comparison is exact. Arithmetic runs in
-``int64`` whenever the operands are provably below ``2⁶²`` and otherwise on numpy ``object``
-arrays of Python integers (exact, about 20–50× slower). Concretely, with ``σ² = a/b`` and
-``t = ⌊σ⌋ + 1``:
-
-* the acceptance exponent's numerator ``(|Y|·b·t - a)²`` stays in ``int64`` for candidates with
-  ``|Y|·b·t + a < 2³¹``; rarer (tail) candidates are handled with Python integers;
-* ``Bernoulli(f/(2abt²·K))`` uses ``k = min(8, 62 - bitlength(2abt²·K))`` bits per round in
-  ``int64``; when ``2abt²·K ≥ 2⁶¹`` the round runs on Python integers.
-
-So the fast path covers ``2abt² < 2⁵³`` comfortably (e.g. ``σ² = 10⁷`` with ``b = 1``, or
-``σ² ≈ 10⁴`` with ``b`` up to ~10⁴); larger numerators/denominators stay exact but get slower.
-The returned noise is an ``int64`` array; values beyond ``±2⁶³`` are impossible in practice (the
-probability is below ``exp(-2¹²⁰)`` for any ``σ² < 2⁶⁰``) and raise :class:`OverflowError`.
+Exactness and range
+-------------------
+Every draw is a deterministic function of uniform random bits equal to the exact algorithm's
+output: the float path only decides what it can prove. ``σ`` must be below ``2⁴⁰`` (and the
+discrete Laplace scale ``t`` below ``2⁴⁰``). The returned noise is an ``int64`` array; values
+beyond ``±2⁶³`` are impossible in practice (the probability is below ``exp(-2²³)`` for any
+allowed scale) and raise :class:`OverflowError`.
 
 Randomness
 ----------
@@ -70,6 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BudgetError, SamplerArgumentError
+from .exact_exp import bernoulli_exp_words, geometric, geometric_words
 
 __all__ = [
     "SamplerArgumentError",
@@ -92,7 +91,7 @@ _FAST_BITS = 8
 # Bits per round of the Python-integer Bernoulli.
 _SLOW_BITS = 32
 # Candidates per vectorized chunk (keeps the working set in cache).
-_CHUNK = 1 << 16
+_CHUNK = 1 << 15
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,59 +253,37 @@ class RandomSource:
         """Exact independent ``Bernoulli(exp(-num/den))`` draws, integers ``num ≥ 0``, ``den ≥ 1``.
 
         ``num`` may be an ``int64`` or Python-integer (``object``) array; ``den`` is one integer.
+        Each draw is ``W < exp(-num/den)`` for a uniform ``W`` whose first 32 bits are compared
+        with float thresholds and, when those cannot decide (probability ``≈ 2⁻³²``), refined
+        exactly (:mod:`.exact_exp`).
         """
         den = int(den)
         num_a = np.atleast_1d(np.asarray(num))
         if num_a.dtype.kind not in "iuO" or den < 1:
             raise SamplerArgumentError("bernoulli_exp(): need an integer array num and den >= 1")
-        if num_a.dtype != object and den >= _I64_SAFE:
-            num_a = num_a.astype(object)
-        whole = num_a // den
-        frac = num_a - whole * den
-        out = self._bernoulli_exp_fraction(frac, den)
-        # Integer part: ⌊γ⌋ further independent Bernoulli(exp(-1)) successes are required.
-        alive = np.flatnonzero(out & (whole > 0))
-        j = 0
-        while alive.size:
-            ok = self.bernoulli_exp_minus_one(alive.size)
-            out[alive[~ok]] = False
-            j += 1
-            alive = alive[ok]
-            alive = alive[whole[alive] > j]
-        return out
-
-    def _bernoulli_exp_fraction(self, num: np.ndarray, den: int) -> BoolArray:
-        """``Bernoulli(exp(-num/den))`` for ``0 ≤ num < den`` by the series method.
-
-        Draw ``A_K ~ Bernoulli(γ/K)`` for ``K = 1, 2, ...`` until the first failure; succeed iff
-        that ``K`` is odd (``P = Σ_k odd (γ^(k-1)/(k-1)! - γ^k/k!) = exp(-γ)``).
-        """
-        a = self._bernoulli_array(num, den)  # K = 1
-        out = ~a  # stopped at K = 1 (odd): success
-        pending = np.flatnonzero(a)
-        num = num[pending]
-        kk = 2
-        while pending.size:
-            a = self._bernoulli_array(num, den * kk)
-            out[pending[~a]] = kk % 2 == 1
-            pending = pending[a]
-            num = num[a]
-            kk += 1
-        return out
+        if num_a.size and np.any(num_a < 0):
+            raise SamplerArgumentError("bernoulli_exp(): num must be non-negative")
+        e_f = _float_ratios(num_a, den)
+        return bernoulli_exp_words(
+            self.words(num_a.shape[0], 32), 32, e_f, lambda i: (int(num_a[i]), den), self
+        )
 
     def bernoulli_exp_minus_one(self, size: int) -> BoolArray:
-        """``size`` exact independent ``Bernoulli(exp(-1))`` draws (series method, ``γ = 1``)."""
-        # K = 1: Bernoulli(1/1) always succeeds. K = 2: stopping there (even) means failure.
-        a = self._bernoulli_scalar(1, 2, size)
-        out = np.zeros(size, dtype=bool)
-        pending = np.flatnonzero(a)
-        kk = 3
-        while pending.size:
-            a = self._bernoulli_scalar(1, kk, pending.size)
-            out[pending[~a]] = kk % 2 == 1
-            pending = pending[a]
-            kk += 1
-        return out
+        """``size`` exact independent ``Bernoulli(exp(-1))`` draws."""
+        return self.bernoulli_exp(np.ones(size, dtype=np.int64), 1)
+
+
+def _float_ratios(num: np.ndarray, den: int) -> np.ndarray:
+    """Float64 values of ``num[i]/den`` with relative error ``≤ 3.01·2⁻⁵³`` (``inf`` if too big)."""
+    if num.dtype != object and den < (1 << 1000):
+        return num.astype(np.float64) / float(den)
+    out = np.empty(num.shape[0], dtype=np.float64)
+    for i, p in enumerate(num.tolist()):
+        try:
+            out[i] = int(p) / den  # int true division is correctly rounded
+        except OverflowError:
+            out[i] = math.inf
+    return out
 
 
 class SecureRandom(RandomSource):
@@ -388,7 +365,7 @@ def _check_sigma2(sigma2: object) -> Fraction:
             f"{type(sigma2).__name__} {sigma2!r}; round a float scale up with "
             "rational_upper_bound(sigma) and pass its square"
         )
-    value = Fraction(sigma2.numerator, sigma2.denominator)
+    value = Fraction(int(sigma2.numerator), int(sigma2.denominator))
     if value <= 0:
         raise BudgetError(f"sigma2 must be positive, got {value}")
     return value
@@ -480,17 +457,9 @@ def _exact_positive(value: object, name: str) -> Fraction:
 
 
 def _laplace_candidates(src: RandomSource, t: int, m: int) -> IntArray:
-    """Run ``m`` attempts of CKS Algorithm 2 (scale ``t``); return the accepted draws (≤ m)."""
-    u = src.integers(t, m)
-    u = u[src.bernoulli_exp(u, t)]
-    n = u.shape[0]
-    v = np.zeros(n, dtype=np.int64)
-    alive = np.arange(n)
-    while alive.size:
-        alive = alive[src.bernoulli_exp_minus_one(alive.size)]
-        v[alive] += 1
-    x = u + t * v
-    negative = src.random_bits(n)
+    """``m`` attempts at ``P(x) ∝ exp(-|x|/t)``: ``±M`` with ``P(M ≥ k) = exp(-k/t)``, the
+    negative zero rejected; returns the accepted draws (``≤ m``)."""
+    x, negative = geometric(src, [Fraction(1, t)], m, signs=True)
     keep = ~(negative & (x == 0))
     return np.where(negative, -x, x)[keep]
 
@@ -510,7 +479,7 @@ def sample_discrete_laplace(
         raise SamplerArgumentError(f"discrete Laplace scale t must be below 2**40, got {t}")
     size = _check_size(size)
     src = _as_source(rng)
-    return _fill(size, 0.5, lambda m: _laplace_candidates(src, t, m))
+    return _fill(size, 1.0, lambda m: _laplace_candidates(src, t, m))
 
 
 def _fill(size: int, rate: float, draw) -> IntArray:
@@ -585,28 +554,40 @@ def sample_discrete_gaussian(
         raise SamplerArgumentError(f"sigma2 = {s2} is too large (sigma must be below 2**40)")
     bt = b * t
     den = 2 * a * b * t * t  # exponent = (|Y|·b·t - a)² / den
-    # |Y| up to y_fast keeps |Y|·b·t - a and its square inside int64.
-    y_fast = ((1 << 31) - a) // bt if a < (1 << 31) and bt < (1 << 31) else -1
+    # float exponents (|Y| - c)²·inv with c = σ²/t, inv = 1/(2σ²): error ≤ 2⁻⁵⁰(1 + E) when c
+    # and inv are normal floats and |Y| < 2⁵² (exact_exp module docstring)
+    floats = Fraction(1, 1 << 500) < s2
+    c_f = a / bt if floats else 0.0  # int true division: correctly rounded
+    inv_f = b / (2 * a) if floats else 0.0
+    eps = [Fraction(1, t)]
+
+    def exact(x: IntArray) -> object:
+        return lambda i: ((int(x[i]) * bt - a) ** 2, den)
+
+    packed = eps[0] >= Fraction(1, 1 << 24)  # one 64-bit word per candidate (below)
 
     def draw(m: int) -> IntArray:
-        y = _laplace_candidates(src, t, m)
-        ay = np.abs(y)
-        if y_fast >= 0 and int(ay.max(initial=0)) <= y_fast:
-            e = ay * bt - a
-            accept = src.bernoulli_exp(e * e, den)
-        else:  # some (or all) exponents need Python integers
-            accept = np.empty(ay.shape[0], dtype=bool)
-            fast = ay <= y_fast
-            fi = np.flatnonzero(fast)
-            if fi.size:
-                e = ay[fi] * bt - a
-                accept[fi] = src.bernoulli_exp(e * e, den)
-            si = np.flatnonzero(~fast)
-            e_obj = ay[si].astype(object) * bt - a
-            accept[si] = src.bernoulli_exp(e_obj * e_obj, den)
-        return y[accept]
+        if packed:
+            # one uniform word per candidate, split into independent parts: bit 0 the sign,
+            # bits 1–15 the first bits of the acceptance uniform, bits 16–63 those of the
+            # magnitude's uniform (its inversion cells stay far finer than the float margins)
+            raw = src.words(m, 64)
+            negative = (raw & np.uint64(1)).astype(bool)
+            acc_words, acc_bits = (raw >> np.uint64(1)) & np.uint64(0x7FFF), 15
+            x = geometric_words(raw >> np.uint64(16), 1.0 / t, lambda i: eps[0], src, bits=48)
+        else:
+            x, negative = geometric(src, eps, m, signs=True)  # |Y|: P(|Y| ≥ k) = exp(-k/t)
+            acc_words, acc_bits = src.words(m, 32), 32
+        keep = ~(negative & (x == 0))
+        if floats and int(x.max(initial=0)) < 1 << 52:
+            d = x.astype(np.float64) - c_f
+            e_f = d * d * inv_f
+        else:  # huge |Y| or tiny σ²: correctly rounded exponents one by one (rare)
+            e_f = _float_ratios(np.array([(int(v) * bt - a) ** 2 for v in x], dtype=object), den)
+        accept = bernoulli_exp_words(acc_words, acc_bits, e_f, exact(x), src)
+        return np.where(negative, -x, x)[keep & accept]
 
-    return _fill(size, 0.4, draw)
+    return _fill(size, 0.76, draw)
 
 
 # ---------------------------------------------------------------------------------------------
