@@ -23,7 +23,8 @@ validation, encoding into the code table) and counts how many statements read th
 statement reads the file iff DuckDB's physical plan (``EXPLAIN``) has a ``READ_PARQUET`` /
 ``READ_CSV`` operator. ``materialize=False`` (no code table: the file is read per engine call) is
 timed on a few ``GROUPING SETS`` batches and, streamed, on every triple (one call, one file read).
-All engines must return identical tables.
+All engines must return identical tables. Last, calls of a few sets (and one 256^3 table) are timed
+strategy by strategy on one code table, best of 3, to show where ``strategy="auto"`` switches.
 
     PYTHONPATH=src python benchmarks/bench_duckdb_counting.py --quick      # 1,000,000 rows
     PYTHONPATH=src python benchmarks/bench_duckdb_counting.py              # 10,000,000 rows
@@ -220,6 +221,56 @@ def summary(times: list[float]) -> str:
             f"min {min(times):.3f}, max {max(times):.3f}")  # fmt: skip
 
 
+def best_of(fn, reps: int = 3) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def few_sets(parquet: Path, domain: Domain, rows: int, threads: int, folder: Path) -> None:
+    """Calls of a few sets (where ``strategy="auto"`` keeps SQL) and one huge table (where it
+    streams even a single set): each strategy on the same code table, best of 3, beside numpy."""
+    ne = NumpyEngine(pq.read_table(parquet).to_pandas(), domain)
+    eng = DuckDBEngine(parquet, domain, threads=threads)
+    triples = list(itertools.combinations(range(ATTRS), 3))
+    pairs = list(itertools.combinations(range(ATTRS), 2))
+    cases = [("1 triple", triples[:1]), ("4 triples", triples[:4]), ("16 triples", triples[:16]),
+             ("16 pairs", pairs[:16]), (f"{ATTRS} one-way", [(i,) for i in range(ATTRS)]),
+             ("406 triples with a0", [t for t in triples if t[0] == 0])]  # fmt: skip
+    print("| call | sets | columns | auto picks | numpy ms | stream ms | grouping_sets ms "
+          "| grouping_sets / stream |")  # fmt: skip
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
+
+    def row(label, e, n, sets):
+        pick = e.strategy_for(sets)
+        t_np = best_of(lambda: n.count(sets))
+        times = {}
+        for st in ("stream", "grouping_sets"):
+            e.strategy = st  # the same code table, one strategy at a time
+            times[st] = best_of(lambda: e.count(sets))
+        e.strategy = "auto"
+        cols = len({a for s in sets for a in s})
+        print(f"| {label} | {len(sets)} | {cols} | {pick} | {t_np * 1e3:.0f} | {times['stream'] * 1e3:.0f} | "
+              f"{times['grouping_sets'] * 1e3:.0f} | {times['grouping_sets'] / times['stream']:.2f}x |",
+              flush=True)  # fmt: skip
+
+    for label, sets in cases:
+        row(label, eng, ne, sets)
+    eng.close()
+    del ne
+    # one table of 256^3 = 16.8 M cells (more than 2^16: auto streams it)
+    big = Domain.from_sizes([256] * 3)
+    rng = np.random.default_rng(SEED)
+    codes = rng.integers(0, 256, size=(rows, 3), dtype=np.uint8)
+    path = folder / "big.parquet"
+    pq.write_table(pa.table({n: codes[:, j] for j, n in enumerate(big.names)}), path)
+    with DuckDBEngine(path, big, threads=threads) as be:
+        row("one 256^3 table", be, NumpyEngine(codes, big), [(0, 1, 2)])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1,000,000 rows")
@@ -230,6 +281,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rescan-batches", type=int, default=4,
                     help="batches timed with materialize=False (file re-read per batch); 0: skip")  # fmt: skip
     ap.add_argument("--no-csv", action="store_true")
+    ap.add_argument("--no-few-sets", action="store_true",
+                    help="skip the calls of a few sets / one huge table (strategy by strategy)")  # fmt: skip
     ap.add_argument("--no-before", action="store_true",
                     help="skip strategy='grouping_sets' (the counting of a5b4d51) on the code table")  # fmt: skip
     args = ap.parse_args(argv)
@@ -329,6 +382,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\nre-reading the Parquet file per GROUPING SETS batch (materialize=False): median "
                   f"{rescan[0]:.3f} s per batch vs {rescan[1]:.3f} s for the same batches on the code table "
                   f"({rescan[0] / rescan[1]:.2f}x)")  # fmt: skip
+        if not args.no_few_sets:
+            print("\ncalls of a few sets, and one huge table, on the code table of the Parquet file:")
+            few_sets(parquet, domain, rows, args.threads, Path(tmp))
 
 if __name__ == "__main__":
     main()

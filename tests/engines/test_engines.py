@@ -153,6 +153,14 @@ def test_duckdb_stream_in_chunks_equals_groupby(
         assert np.array_equal(t, reference(frame, domain, s)), s
 
 
+def test_duckdb_stream_no_rows(domain, tmp_path):
+    path = tmp_path / "empty.parquet"
+    pd.DataFrame({n: np.zeros(0, dtype=np.int64) for n in domain.names}).to_parquet(path, index=False)
+    with DuckDBEngine(path, domain, strategy="stream") as de:
+        got = de.count(MIXED_SETS)
+    assert de.n_records == 0 and all(not t.any() for t in got.values())
+
+
 def test_duckdb_stream_reads_only_needed_columns(frame, domain, files):
     """Chunk rows come from the byte budget of the columns a call needs: 2 one-byte columns + 24
     index bytes per row, 26 bytes → a 260-byte budget is 10 rows per chunk, 300 chunks."""

@@ -8,7 +8,10 @@ The count table of a sorted attribute set ``S = (a_1, ..., a_k)`` over rows with
 i.e. ``np.ravel_multi_index`` of the codes, so ``np.bincount(idx, minlength=prod n_{a_i})``
 reshaped to ``(n_{a_1}, ..., n_{a_k})`` is the table. The sets are processed in sorted order so
 that the index of a shared prefix (the pair ``(i, j)`` of every triple ``(i, j, k)``) is computed
-once and reused; rows are processed in cache-sized chunks.
+once and reused; rows are processed in cache-sized chunks. A table with more cells than the rows
+of a pass gets ``np.add.at`` (one scattered increment per row) instead of ``np.bincount``, whose
+cost includes allocating and adding every cell: measured with numpy 2.4, 10^5 rows into a 256^3
+table take 1 ms instead of 160 ms, and add.at is within ~1.3x of bincount otherwise.
 
 :func:`add_counts` *adds* the counts of the rows it is given to existing flat tables, so an
 engine holding every row calls it once (:class:`~.numpy_engine.NumpyEngine`) and an engine
@@ -80,7 +83,10 @@ def add_counts(
                 flat[s][0] += hi - lo
                 continue
             idx = _index(columns, s, lo, hi, sizes, cache)
-            flat[s] += np.bincount(idx, minlength=flat[s].size)
+            if flat[s].size > hi - lo:  # more cells than rows: scatter, do not sweep the cells
+                np.add.at(flat[s], idx, 1)
+            else:
+                flat[s] += np.bincount(idx, minlength=flat[s].size)
 
 
 def _cells(sizes: Sequence[int], s: AttrSet) -> int:
