@@ -84,9 +84,8 @@ def test_streaming_engine_counts_all_triples_in_one_call(data):
         assert [len(c) for c in spy.calls] == [16, 16, 16, 8]
 
 
-def test_cells_still_bound_a_streamed_batch(data):
+def test_cells_still_bound_a_streamed_batch():
     """The preferred batch never lifts MEASURE_BATCH_CELLS: tables alive together stay bounded."""
-    domain, df, path = data
     big = Domain.from_sizes([200] * 4)  # a triple is 8,000,000 cells > 2^22
     assert big.cells((0, 1, 2)) > MEASURE_BATCH_CELLS
     eng = NumpyEngine(np.zeros((3, 4), dtype=np.uint8), big)

@@ -30,6 +30,7 @@ from ..domain import Domain
 from ..encode import UNKNOWN_HINT, problem_messages, remap_message, resolve_policies, warn_remapped
 from ..errors import DataError
 from .base import (
+    MAX_SHOWN,
     AttrSet,
     Progress,
     empty_table,
@@ -40,7 +41,6 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
-from .base import MAX_SHOWN
 from .bincount import add_counts
 from .sql import quote_ident, quote_str, sql_encode, sql_number, sql_type_class
 
@@ -189,12 +189,16 @@ class DuckDBEngine:
         * ``"auto"`` (default): ``"grouping_sets"`` for a call of few small tables — fewer
           than two non-empty sets per code column the call reads (:data:`SETS_PER_COLUMN`) and
           none over :data:`SQL_MAX_CELLS` cells — else ``"stream"``. Streaming costs one export
-          of the columns (~1 ms per column per million rows) and then numpy's counting speed;
-          SQL costs ~1.5x numpy's per set, on DuckDB's threads. Measured on 2 cores
-          (benchmarks/results_counting.md): 1-16 sets of 10^2-10^3 cells over 10 M rows,
-          GROUPING SETS 1-1.6x faster than streaming; all 4,060 triples of 30 attributes,
-          streaming (1 scan) ~2.5x faster than 254 GROUPING SETS batches, at numpy's speed; a
-          256^3 table over 10 M rows, streaming 4x faster.
+          of the columns (~1 ms per column per million rows), then numpy's counting speed on
+          one thread; SQL costs about twice the CPU per set, spread over DuckDB's threads, plus
+          a fixed cost per query. Measured on 2 cores (benchmarks/results_counting.md): all
+          4,060 triples of 30 attributes, streamed in one scan, count at numpy's speed with half
+          the CPU of 254 GROUPING SETS batches (wall: 4.2x faster at 100 k rows, 1.9-2.4x at
+          1 M; at 10 M 1.8x under load, on par on an idle machine, where DuckDB's 2 threads make
+          up for its double work); 1-30 sets of 10-1,000 cells over 10 M rows, GROUPING SETS
+          1.1-1.6x faster; one 256^3 table over 10 M rows, streaming 4.7x faster. With many
+          idle cores and 10 M+ rows, ``"grouping_sets"`` may be the faster choice (it scales
+          with ``threads``; numpy's ``bincount`` holds the GIL, so streaming does not).
     batch_size
         Sets per ``GROUPING SETS`` query (at most 62; measured ~1.5x faster than ``"group_by"``
         on 1M x 20 with batches of 16, batches of 62 are slower).
