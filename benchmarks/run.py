@@ -229,7 +229,7 @@ def run_point(spec: dict) -> dict:
             parquet, _csv, _ = write_files(Path(tmp), spec["rows"])
             df = pq.read_table(parquet).to_pandas()
             t0 = time.perf_counter()
-            ref, _ = count_all(NumpyEngine(df, domain), domain, top)
+            ref, _, _ = count_all(NumpyEngine(df, domain), domain, top)
             t_np = time.perf_counter() - t0
             del df
             got, rep = duckdb_point(parquet, domain, top, threads=2, materialize=True)

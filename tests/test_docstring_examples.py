@@ -15,7 +15,7 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",
            "dpmatrix.queries", "dpmatrix.statement", "dpmatrix.measure.secure",
            "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
-           "dpmatrix.table_text",
+           "dpmatrix.table_text", "dpmatrix.engines.bincount",
            # pure ε-DP strategies (issue 14)
            "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical", "dpmatrix.planners.pure.joint_levels",
            "dpmatrix.planners.pure.joint_budgets",

@@ -630,6 +630,11 @@ class CountingBar:
     def n_records(self) -> int:
         return self._engine.n_records
 
+    @property
+    def preferred_batch(self) -> int | None:
+        """The wrapped engine's batch size (``measure.counting.count_batch``)."""
+        return getattr(self._engine, "preferred_batch", None)
+
     def count(self, attr_sets, progress: bool = False):
         out = self._engine.count(attr_sets)
         self.bar.update(len(out))

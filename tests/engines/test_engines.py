@@ -116,6 +116,117 @@ def test_duckdb_identical_to_numpy(engines, name):
         assert np.array_equal(got[s], want[s]), (name, s)
 
 
+# -- the DuckDB engine's strategies --------------------------------------------------------------
+# sets of every size: the empty set, 1- to 4-way, all six attributes (2,520 cells), unsorted input
+MIXED_SETS = [(), (4,), (5, 0), (1, 2, 4), (0, 2, 3, 4), (0, 1, 2, 3, 4, 5), (3, 1), (2,)]
+
+
+@pytest.mark.parametrize("materialize", [True, False])
+@pytest.mark.parametrize(
+    "chunk_bytes, arrow_rows, chunks",
+    # 1000 bytes per chunk: 33 rows of 6 one-byte codes + 24 index bytes, so 90 chunks of 33
+    # rows and a last one of 30; DuckDB's Arrow batches of 7 rows straddle the chunk ends.
+    # 10^6 bytes: every row in one chunk, from batches of 128 rows.
+    [(1000, 7, [33] * 90 + [30]), (10**6, 128, [3000])],
+)
+def test_duckdb_stream_in_chunks_equals_groupby(
+    frame, domain, files, monkeypatch, materialize, chunk_bytes, arrow_rows, chunks
+):
+    from dpmatrix.engines import duckdb_engine
+
+    seen: list[int] = []
+    real = duckdb_engine.add_counts
+
+    def spy(*args, n_rows, **kwargs):
+        seen.append(n_rows)
+        return real(*args, n_rows=n_rows, **kwargs)
+
+    monkeypatch.setattr(duckdb_engine, "add_counts", spy)
+    monkeypatch.setattr(duckdb_engine, "ARROW_BATCH_ROWS", arrow_rows)
+    with DuckDBEngine(files["parquet"], domain, strategy="stream", chunk_bytes=chunk_bytes,
+                      materialize=materialize) as de:  # fmt: skip
+        got = de.count(MIXED_SETS)
+    assert seen == chunks
+    assert set(got) == {tuple(sorted(s)) for s in MIXED_SETS}
+    for s, t in got.items():
+        assert t.dtype == np.int64 and t.shape == tuple(SIZES[i] for i in s)
+        assert np.array_equal(t, reference(frame, domain, s)), s
+
+
+def test_duckdb_stream_no_rows(domain, tmp_path):
+    path = tmp_path / "empty.parquet"
+    pd.DataFrame({n: np.zeros(0, dtype=np.int64) for n in domain.names}).to_parquet(path, index=False)
+    with DuckDBEngine(path, domain, strategy="stream") as de:
+        got = de.count(MIXED_SETS)
+    assert de.n_records == 0 and all(not t.any() for t in got.values())
+
+
+def test_duckdb_stream_reads_only_needed_columns(frame, domain, files):
+    """Chunk rows come from the byte budget of the columns a call needs: 2 one-byte columns + 24
+    index bytes per row, 26 bytes → a 260-byte budget is 10 rows per chunk, 300 chunks."""
+    with DuckDBEngine(files["csv"], domain, strategy="stream", chunk_bytes=260) as de:
+        got = de.count([(1, 3), (3,)])
+    for s in [(1, 3), (3,)]:
+        assert np.array_equal(got[s], reference(frame, domain, s)), s
+
+
+def test_duckdb_auto_strategy_rule(frame, domain, files):
+    """auto: SQL for fewer than 2 sets per column read, all of <= 2^16 cells; else streaming."""
+    with DuckDBEngine(files["csv"], domain) as de:
+        assert de.strategy == "auto"
+        assert de.strategy_for([(0, 1, 2)]) == "grouping_sets"  # 1 set, 3 columns
+        assert de.strategy_for([(i,) for i in range(6)]) == "grouping_sets"  # 6 sets, 6 columns
+        triples = list(itertools.combinations(range(6), 3))
+        assert de.strategy_for(triples) == "stream"  # 20 sets, 6 columns
+        of_five = list(itertools.combinations(range(5), 3))
+        assert de.strategy_for(of_five) == "stream"  # 10 sets, 5 columns: 10 >= 2 * 5
+        assert de.strategy_for(of_five[1:]) == "grouping_sets"  # 9 sets, 5 columns
+        got = de.count(triples)
+        for s in triples:
+            assert np.array_equal(got[s], reference(frame, domain, s)), s
+    big = Domain({"x": 300, "y": 300})  # 90,000 cells > 2^16: streamed even alone
+    df = pd.DataFrame({"x": [299, 0, 299, 5], "y": [1, 0, 1, 299]})
+    path = files["csv"].parent / "big.parquet"
+    df.to_parquet(path, index=False)
+    with DuckDBEngine(path, big) as de:
+        assert de.strategy_for([(0, 1)]) == "stream"
+        assert de.strategy_for([(0,), (1,)]) == "grouping_sets"
+        t = de.count([(0, 1)])[(0, 1)]
+    assert t.dtype == np.int64 and t[299, 1] == 2 and t[0, 0] == 1 and t[5, 299] == 1 and t.sum() == 4
+    for name, st in [("grouping_sets", "grouping_sets"), ("group_by", "group_by"), ("stream", "stream")]:
+        with DuckDBEngine(files["csv"], domain, strategy=st) as de:
+            assert de.strategy_for(triples) == de.strategy_for([(0,)]) == name
+
+
+def test_duckdb_preferred_batch(domain, files):
+    """Callers batching many sets (measure.counting) get one call for all sets when streaming."""
+    from dpmatrix.engines.duckdb_engine import STREAM_BATCH
+
+    with DuckDBEngine(files["csv"], domain) as de:
+        assert de.preferred_batch == STREAM_BATCH
+    with DuckDBEngine(files["csv"], domain, strategy="grouping_sets", batch_size=9) as de:
+        assert de.preferred_batch == 9
+    assert NumpyEngine.preferred_batch == 512
+
+
+def test_duckdb_bad_strategy_options(domain, files):
+    with pytest.raises(ValueError, match="strategy must be one of 'auto', 'stream'"):
+        DuckDBEngine(files["csv"], domain, strategy="arrow")
+    with pytest.raises(ValueError, match="chunk_bytes must be positive"):
+        DuckDBEngine(files["csv"], domain, chunk_bytes=0)
+
+
+def test_duckdb_stream_sees_a_changed_file(frame, domain, tmp_path):
+    """Without a code table the file is read again per call: more rows than at construction
+    is an error, not tables that disagree with n_records."""
+    path = tmp_path / "grows.parquet"
+    frame.to_parquet(path, index=False)
+    with DuckDBEngine(path, domain, materialize=False, strategy="stream") as de:
+        pd.concat([frame, frame.iloc[:5]]).to_parquet(path, index=False)
+        with pytest.raises(DataError, match="now has 3,005 rows, 3,000 when the engine was built"):
+            de.count([(0, 1)])
+
+
 @pytest.mark.parametrize("name", ["numpy", "duckdb-csv", "duckdb-parquet"])
 def test_derived_submarginals_equal_direct_counts(engines, frame, domain, name):
     eng = engines[name]
@@ -290,7 +401,7 @@ def test_duckdb_never_reads_through_pandas(monkeypatch, domain, files, frame):
     monkeypatch.setattr(pd.DataFrame, "__init__", boom)
     sets = all_sets(len(SIZES), 2)
     for path in files.values():
-        for strategy in ("grouping_sets", "group_by"):
+        for strategy in ("stream", "grouping_sets", "group_by"):
             with DuckDBEngine(path, domain, strategy=strategy) as de:
                 got = marginals_from_maximal(de, sets)
             assert int(got[()]) == 3000

@@ -5,9 +5,12 @@ in-process connection; records never pass through pandas. By default the domain 
 copied once into a DuckDB table of compact codes (``UTINYINT``/``USMALLINT``), so the file is
 parsed once however many marginals are needed (DuckDB spills to its temp directory when the table
 outgrows ``memory_limit``). Validation is SQL (one aggregate query), with the same
-:class:`~dpmatrix.errors.DataError` messages as :class:`~.numpy_engine.NumpyEngine`. Each counted
-attribute set is a mixed-radix cell key, grouped in batches of ``GROUPING SETS`` (or one
-``GROUP BY`` per set),
+:class:`~dpmatrix.errors.DataError` messages as :class:`~.numpy_engine.NumpyEngine`.
+
+Counting (``strategy``): by default a call streams the code columns it needs out of DuckDB once,
+as Arrow record batches gathered into bounded numpy chunks, and counts every requested set per
+chunk with the numpy engine's kernel (:func:`.bincount.add_counts`); a call of very few sets
+instead groups mixed-radix cell keys in SQL (``GROUPING SETS``, or one ``GROUP BY`` per set),
 fetched with ``fetchnumpy()`` and scattered into the dense table.
 
 ``encoding="raw"`` maps raw values (labels, numeric bins) to codes inside DuckDB with the SQL
@@ -27,6 +30,7 @@ from ..domain import Domain
 from ..encode import UNKNOWN_HINT, problem_messages, remap_message, resolve_policies, warn_remapped
 from ..errors import DataError
 from .base import (
+    MAX_SHOWN,
     AttrSet,
     Progress,
     empty_table,
@@ -37,7 +41,7 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
-from .base import MAX_SHOWN
+from .bincount import add_counts
 from .sql import quote_ident, quote_str, sql_encode, sql_number, sql_type_class
 
 if TYPE_CHECKING:  # duckdb itself is imported where a connection is made or read
@@ -133,6 +137,28 @@ def _int_type(size: int) -> str:
     return "UINTEGER"
 
 
+_NUMPY_CODE = {"UTINYINT": np.uint8, "USMALLINT": np.uint16, "UINTEGER": np.uint32}
+
+#: Strategies of :class:`DuckDBEngine` (``"auto"`` picks one of the others per call).
+STRATEGIES = ("auto", "stream", "grouping_sets", "group_by")
+#: Default byte budget of one streamed chunk: its code columns plus the int64 cell indices.
+DEFAULT_CHUNK_BYTES = 64 << 20
+#: Bytes per row of cell-index temporaries budgeted beside the codes (three int64 arrays: a
+#: cached prefix index, the index and its product, for tables counted in whole-chunk passes).
+_INDEX_BYTES_PER_ROW = 3 * 8
+#: ``strategy="auto"``: a call counting fewer sets than this many per code column it reads, all
+#: of at most ``SQL_MAX_CELLS`` cells, is counted in SQL (the export of the columns would
+#: dominate); any other call streams.
+SETS_PER_COLUMN = 2
+SQL_MAX_CELLS = 1 << 16
+#: Rows per Arrow record batch asked of DuckDB (its default; DuckDB also cuts at its row groups
+#: of 122,880 rows); the batches are gathered into chunks of ``chunk_bytes``.
+ARROW_BATCH_ROWS = 1 << 17
+#: Sets per ``count`` call the streamed path prefers: one scan counts them all, so callers
+#: should batch by memory (the tables alive together), not by number.
+STREAM_BATCH = 1 << 16
+
+
 class DuckDBEngine:
     """Count marginals of a CSV or Parquet file with embedded DuckDB.
 
@@ -151,9 +177,35 @@ class DuckDBEngine:
         the file is parsed once. ``False`` re-scans the file for every query (cheap for Parquet's
         column pruning, slow for CSV).
     strategy
-        ``"grouping_sets"`` (default: ``batch_size`` sets per query, one scan of the code table
-        per batch; measured ~1.5x faster than ``"group_by"`` on 1M x 20 with batches of 16,
-        batches of 62 are slower) or ``"group_by"`` (one query per counted set).
+        How :meth:`count` counts (every strategy gives the same tables):
+
+        * ``"stream"``: one scan per call streams the needed code columns out of DuckDB as
+          Arrow record batches into numpy chunks of at most ``chunk_bytes``, and every requested
+          set is counted per chunk with :func:`.bincount.add_counts` (the numpy engine's kernel),
+          chunk results summed. Memory stays bounded whatever the number of rows.
+        * ``"grouping_sets"``: ``batch_size`` sets per SQL query (``GROUP BY GROUPING SETS``
+          on one mixed-radix key per set), one scan per batch, aggregated by DuckDB's threads.
+        * ``"group_by"``: one ``GROUP BY`` query per set.
+        * ``"auto"`` (default): ``"grouping_sets"`` for a call of few small tables — fewer
+          than two non-empty sets per code column the call reads (:data:`SETS_PER_COLUMN`) and
+          none over :data:`SQL_MAX_CELLS` cells — else ``"stream"``. Streaming costs one export
+          of the columns (~1 ms per column per million rows), then numpy's counting speed on
+          one thread; SQL costs about twice the CPU per set, spread over DuckDB's threads, plus
+          a fixed cost per query. Measured on 2 cores (benchmarks/results_counting.md): all
+          4,060 triples of 30 attributes, streamed in one scan, count at numpy's speed with half
+          the CPU of 254 GROUPING SETS batches (wall: 4.2x faster at 100 k rows, 1.9-2.4x at
+          1 M; at 10 M 1.8x under load, on par on an idle machine, where DuckDB's 2 threads make
+          up for its double work); 1-30 sets of 10-1,000 cells over 10 M rows, GROUPING SETS
+          1.1-1.6x faster; one 256^3 table over 10 M rows, streaming 4.7x faster. With many
+          idle cores and 10 M+ rows, ``"grouping_sets"`` may be the faster choice (it scales
+          with ``threads``; numpy's ``bincount`` holds the GIL, so streaming does not).
+    batch_size
+        Sets per ``GROUPING SETS`` query (at most 62; measured ~1.5x faster than ``"group_by"``
+        on 1M x 20 with batches of 16, batches of 62 are slower).
+    chunk_bytes
+        Byte budget of one streamed chunk (``"stream"``): its rows hold the needed code columns
+        (1 byte per attribute of at most 256 values, 2 up to 65,536) and 24 bytes of int64 cell
+        indices, so 64 MB (default) is ~1.2 M rows of 30 one-byte attributes.
     threads, memory_limit, temp_directory
         DuckDB settings (defaults: DuckDB's).
     csv_options
@@ -169,8 +221,9 @@ class DuckDBEngine:
         format: Literal["csv", "parquet"] | None = None,
         on_unknown: str | Mapping[str, str] = "error",
         materialize: bool = True,
-        strategy: Literal["group_by", "grouping_sets"] = "grouping_sets",
+        strategy: Literal["auto", "stream", "grouping_sets", "group_by"] = "auto",
         batch_size: int = 16,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         threads: int | None = None,
         memory_limit: str | None = None,
         temp_directory: str | Path | None = None,
@@ -180,14 +233,17 @@ class DuckDBEngine:
             raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
         if encoding not in ("codes", "raw"):
             raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
-        if strategy not in ("group_by", "grouping_sets"):
-            raise ValueError(f"strategy must be 'group_by' or 'grouping_sets', got {strategy!r}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
+        if int(chunk_bytes) < 1:
+            raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes!r}")
         self._domain = domain
         self.path = str(path)
         self.format = detect_format(path, format)
         self.encoding = encoding
         self.strategy = strategy
         self.batch_size = min(max(1, int(batch_size)), 62)  # DuckDB: <= 64 groups
+        self.chunk_bytes = int(chunk_bytes)
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
         if encoding == "raw" and self.format == "csv":
             # every column as text, then the domain's rules (issue 16 item 10): no sniffing of
@@ -363,6 +419,24 @@ class DuckDBEngine:
             key = f"({key} * {sizes[a]} + c{a})"
         return key
 
+    @property
+    def preferred_batch(self) -> int:
+        """Sets per :meth:`count` call that callers batching many sets should use
+        (:func:`dpmatrix.measure.counting.count_batch`): ``batch_size`` for the SQL strategies
+        (one scan per query of that many sets anyway), :data:`STREAM_BATCH` for ``"stream"`` and
+        ``"auto"`` (one scan per call counts every set, so only memory should bound a batch)."""
+        return self.batch_size if self.strategy in ("grouping_sets", "group_by") else STREAM_BATCH
+
+    def strategy_for(self, attr_sets: Sequence[AttrSet]) -> str:
+        """The strategy a call counting these non-empty sets uses (``"auto"`` resolved: see the
+        class docstring)."""
+        if self.strategy != "auto":
+            return self.strategy
+        columns = {a for s in attr_sets for a in s}
+        few = len(attr_sets) < SETS_PER_COLUMN * len(columns)
+        small = all(self._domain.cells(s) <= SQL_MAX_CELLS for s in attr_sets)
+        return "grouping_sets" if few and small else "stream"
+
     def count(
         self, attr_sets: Sequence[AttrSet], progress: bool = False
     ) -> dict[AttrSet, np.ndarray]:
@@ -375,7 +449,13 @@ class DuckDBEngine:
             if not s:
                 out[s][()] = self._n
                 prog.step()
-        if self.strategy == "group_by":
+        strategy = self.strategy_for(todo)
+        if not todo:
+            pass
+        elif strategy == "stream":
+            self._count_stream(todo, out)
+            prog.step(len(todo))
+        elif strategy == "group_by":
             for s in todo:
                 res = self._con.execute(
                     f"SELECT {self._key_sql(s)} AS k, count(*) AS n FROM codes GROUP BY ALL"
@@ -388,6 +468,52 @@ class DuckDBEngine:
                 self._count_grouping_sets(batch, out)
                 prog.step(len(batch))
         return out
+
+    def _count_stream(self, sets: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
+        """One scan of the code table: the columns the sets need, streamed as Arrow record
+        batches and copied into fixed numpy chunks of at most ``chunk_bytes``; every set is
+        counted per chunk (:func:`.bincount.add_counts`) into ``out``. Counts of disjoint
+        row blocks add up to the counts of all rows, in any row order."""
+        import duckdb
+        import pyarrow as pa
+
+        sizes = self._domain.sizes
+        attrs = sorted({a for s in sets for a in s})
+        dtypes = [np.dtype(_NUMPY_CODE[_int_type(sizes[a])]) for a in attrs]
+        row_bytes = sum(t.itemsize for t in dtypes) + _INDEX_BYTES_PER_ROW
+        rows = max(1, min(self._n, self.chunk_bytes // row_bytes))
+        chunk = [np.empty(rows, dtype=t) for t in dtypes]
+        flat = {s: out[s].reshape(-1) for s in sets}
+
+        def count_chunk(n: int) -> None:
+            cols = {a: c[:n] for a, c in zip(attrs, chunk)}
+            add_counts(cols, sizes, sets, flat, n_rows=n)
+
+        filled = seen = 0
+        sql = f"SELECT {', '.join(f'c{a}' for a in attrs)} FROM codes"
+        try:
+            with self._con.sql(sql).to_arrow_reader(min(rows, ARROW_BATCH_ROWS)) as reader:
+                for batch in reader:
+                    got = [batch.column(j).to_numpy(zero_copy_only=False) for j in range(len(attrs))]
+                    m, off = batch.num_rows, 0
+                    seen += m
+                    while off < m:
+                        take = min(m - off, rows - filled)
+                        for dst, src in zip(chunk, got):
+                            dst[filled : filled + take] = src[off : off + take]
+                        filled, off = filled + take, off + take
+                        if filled == rows:
+                            count_chunk(rows)
+                            filled = 0
+        except (duckdb.Error, pa.ArrowException) as exc:
+            raise DataError(f"DuckDB failed reading {self.path!r}: {exc}") from None
+        if filled:
+            count_chunk(filled)
+        if seen != self._n:  # the file changed under a non-materialized engine
+            raise DataError(
+                f"{self.path!r} now has {seen:,} rows, {self._n:,} when the engine was built; "
+                "build the engine again"
+            )
 
     def _count_grouping_sets(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
         keys = [self._key_sql(s) for s in batch]

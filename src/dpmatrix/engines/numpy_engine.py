@@ -2,9 +2,10 @@
 
 The records are validated once, stored as one compact unsigned array per attribute
 (``uint8``/``uint16`` codes), and each marginal is one ``np.bincount`` over the flat cell index
-``np.ravel_multi_index``-style (mixed radix) of the attribute set. Attribute sets are processed in
-sorted order, so the flat index of a shared prefix (e.g. the pair ``(i, j)`` for all triples
-``(i, j, k)``) is computed once and reused; rows are processed in cache-sized chunks.
+``np.ravel_multi_index``-style (mixed radix) of the attribute set (:func:`.bincount.add_counts`,
+shared with the DuckDB engine's streamed counting). Attribute sets are processed in sorted order,
+so the flat index of a shared prefix (e.g. the pair ``(i, j)`` for all triples ``(i, j, k)``) is
+computed once and reused; rows are processed in cache-sized chunks.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
+from .bincount import DEFAULT_CHUNK_ROWS, add_counts
 
-#: Rows per chunk when counting (index arrays of this many int64 stay in the L2/L3 cache).
-DEFAULT_CHUNK_ROWS = 1 << 16
 
 
 def _sorted_distinct(values: np.ndarray) -> list[Any]:
@@ -96,6 +96,11 @@ class NumpyEngine:
     a few offending values, number of rows). To count raw values (labels, numbers to bin), first
     map them with :func:`dpmatrix.encode.encode_frame` or use :meth:`from_raw`.
     """
+
+    #: Sets per :meth:`count` call that callers batching many sets should use
+    #: (:func:`dpmatrix.measure.counting.count_batch`): counting reads no data source, so a
+    #: batch only bounds the tables alive together (512 three-way tables of 10^3 cells: 4 MB).
+    preferred_batch = 512
 
     def __init__(
         self,
@@ -162,54 +167,9 @@ class NumpyEngine:
     ) -> dict[AttrSet, np.ndarray]:
         """Count exactly the requested attribute sets (see :class:`~.base.CountEngine`)."""
         sets = normalize_sets(self._domain, attr_sets)
-        order = sorted(sets)  # shared prefixes become adjacent
-        sizes = self._domain.sizes
         out = {s: empty_table(self._domain, s) for s in sets}
+        prog = Progress(len(sets), progress)
         flat = {s: t.reshape(-1) for s, t in out.items()}
-        prog = Progress(len(order), progress)
-        n, step = self._n, max(1, self.chunk_rows)
-        big = [s for s in order if self._domain.cells(s) > step]  # whole-column passes
-        small = [s for s in order if self._domain.cells(s) <= step]
-        for lo, hi, todo in [(0, n, big)] + [
-            (lo, min(lo + step, n), small) for lo in range(0, n, step)
-        ]:
-            if not todo or hi <= lo:
-                continue
-            cache: dict[AttrSet, np.ndarray] = {}  # prefix -> flat index of this row chunk
-            for s in todo:
-                if not s:
-                    flat[s][0] += hi - lo
-                    continue
-                idx = self._index(s, lo, hi, sizes, cache)
-                flat[s] += np.bincount(idx, minlength=flat[s].size)
-            if todo is big or hi == n:
-                prog.step(len(todo))
-        if n == 0:
-            prog.step(len(small))
+        add_counts(self._codes, self._domain.sizes, sets, flat, n_rows=self._n, chunk_rows=self.chunk_rows)
+        prog.step(len(sets))
         return out
-
-    def _index(
-        self,
-        s: AttrSet,
-        lo: int,
-        hi: int,
-        sizes: tuple[int, ...],
-        cache: dict[AttrSet, np.ndarray],
-    ) -> np.ndarray:
-        """Flat (C-order) cell index of rows ``lo:hi`` on the sorted set ``s``, with a cache of
-        the prefixes of the previous set."""
-        if len(s) == 1:
-            return self._codes[s[0]][lo:hi]
-        prefix = s[:-1]
-        base = cache.get(prefix)
-        if base is None:
-            base = self._index(prefix, lo, hi, sizes, cache)
-            if len(prefix) == 1:
-                base = base.astype(np.intp)
-            # keep only prefixes of the current chain (sorted order => bounded cache)
-            for k in [k for k in cache if k != prefix[: len(k)]]:
-                del cache[k]
-            cache[prefix] = base
-        idx = base * sizes[s[-1]]
-        idx += self._codes[s[-1]][lo:hi]
-        return idx

@@ -21,11 +21,11 @@ __all__ = [
 
 AttrSet = tuple[int, ...]
 
-# maximal marginals counted per engine call (DuckDB batches them into GROUPING SETS)
+# maximal marginals counted per call by an engine that does not say (``preferred_batch``)
 COUNT_BATCH = 16
 # maximal marginals counted per call by the in-memory numpy engine (tables of a batch are alive
 # together: 512 three-way tables of 10^3 cells are 4 MB)
-NUMPY_COUNT_BATCH = 512
+NUMPY_COUNT_BATCH = NumpyEngine.preferred_batch
 # and at most this many cells per batch, so that huge tables (e.g. 256^3) are measured one by one
 MEASURE_BATCH_CELLS = 1 << 22
 
@@ -47,10 +47,12 @@ def count_batches(domain, top: list[AttrSet], eng) -> Iterator[tuple[list[AttrSe
 
 
 def count_batch(engine) -> int:
-    """Maximal sets counted per engine call: in-memory engines take large batches (one pass over
-    the rows counts them all), others (DuckDB's GROUPING SETS) the default."""
-
-    return NUMPY_COUNT_BATCH if isinstance(engine, NumpyEngine) else COUNT_BATCH
+    """Maximal sets counted per engine call: the engine's ``preferred_batch`` when it has one
+    (the numpy engine: 512; DuckDB streaming the code columns: every set, one scan per call;
+    DuckDB's SQL strategies: their ``batch_size``), else ``COUNT_BATCH``. Whatever the number,
+    :func:`count_batches` also bounds a batch by ``MEASURE_BATCH_CELLS``."""
+    preferred = getattr(engine, "preferred_batch", None)
+    return COUNT_BATCH if preferred is None else max(1, int(preferred))
 
 
 def marginal_tables(domain, wanted: Iterable[AttrSet], eng) -> Iterator[tuple[AttrSet, np.ndarray]]:
