@@ -10,7 +10,7 @@ are made before the clock starts, so the floor pays only for producing the cells
     python benchmarks/bench_broadcast.py --d 100 --n 10
 
 Both ways of making the three-way tables are timed: numpy's broadcast passes, and the compiled
-kernel of :mod:`dpmatrix.reconstruct.fused` (the optional ``fast`` extra, numba), with the
+kernel of :mod:`dpmatrix.reconstruct.fused` (numba), with the
 one-off cost of the kernel in a fresh process.
 """
 

@@ -49,7 +49,7 @@ def available() -> bool:
         return False
     try:
         import numba  # noqa: F401
-    except ImportError:  # pragma: no cover - numba is a dependency; a broken install falls back
+    except ImportError:  # pragma: no cover - numba is a dependency; an install without it falls back
         return False
     return True
 
