@@ -90,6 +90,7 @@ __all__ = [
     "exact_geometric",
     "geometric",
     "geometric_words",
+    "last_true",
     "less_exp",
     "reject_threshold",
 ]
@@ -240,9 +241,15 @@ def exact_geometric(u: LazyUniform, eps: Fraction, src: ByteSource) -> int:
                 lo = cand
                 break
             hi, step = cand, step * 2
-    while hi - lo > 1:  # below(lo) and not below(hi)
+    return last_true(below, lo, hi)
+
+
+def last_true(pred: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The largest ``k`` in ``[lo, hi)`` with ``pred(k)``, by bisection, for a predicate true at
+    ``lo``, false at ``hi`` and monotone in between."""
+    while hi - lo > 1:
         mid = (lo + hi) // 2
-        if below(mid):
+        if pred(mid):
             lo = mid
         else:
             hi = mid

@@ -68,7 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BudgetError, SamplerArgumentError
-from .exact_exp import bernoulli_exp_words, geometric, geometric_words
+from .exact_exp import bernoulli_exp_words, geometric, geometric_words, last_true
 
 __all__ = [
     "SamplerArgumentError",
@@ -430,13 +430,7 @@ def _last_true(pred) -> int:  # type: ignore[no-untyped-def]
     lo, hi = 1, 2
     while pred(hi):
         lo, hi = hi, 2 * hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pred(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return last_true(pred, lo, hi)
 
 
 def _exact_positive(value: object, name: str) -> Fraction:

@@ -13,6 +13,7 @@ Explicit dense matrices on tiny domains, built from the definitions:
 from __future__ import annotations
 
 import itertools
+import math
 from functools import reduce
 
 import numpy as np
@@ -77,3 +78,59 @@ def dlap_var(eps):
     p = np.exp(-eps * np.abs(y))
     p /= p.sum()
     return float((p * y * y).sum())
+
+
+# -- level strategies of one attribute, written out by hand -------------------------------------
+
+
+def tree_levels_by_hand(n: int, b: int) -> list[np.ndarray]:
+    """Level ℓ: blocks of b^(L-ℓ) consecutive cells, L = ⌈log_b n⌉ (0 = total, L = cells)."""
+    depth = math.ceil(math.log(n, b) - 1e-12) if n > 1 else 0
+    out = []
+    for lev in range(depth + 1):
+        width = b ** (depth - lev)
+        blocks = [list(range(s, min(s + width, n))) for s in range(0, n, width)]
+        h = np.zeros((len(blocks), n))
+        for r, blk in enumerate(blocks):
+            h[r, blk] = 1
+        out.append(h)
+    return out
+
+
+def haar_levels_by_hand(n: int) -> list[np.ndarray]:
+    """Haar wavelets by recursion: the total, then for an interval [lo, hi) of ≥ 2 cells the row
+    +1 on [lo, mid), -1 on [mid, hi), mid = lo + ⌊(hi-lo)/2⌋, at depth d (level d + 1)."""
+    rows = {0: [np.ones(n)]}
+
+    def split(lo, hi, d):
+        if hi - lo < 2:
+            return
+        mid = lo + (hi - lo) // 2
+        r = np.zeros(n)
+        r[lo:mid], r[mid:hi] = 1, -1
+        rows.setdefault(d + 1, []).append(r)
+        split(lo, mid, d + 1)
+        split(mid, hi, d + 1)
+
+    split(0, n, 0)
+    return [np.array(rows[k]) for k in sorted(rows)]
+
+
+def levels_by_hand(t) -> list[np.ndarray]:
+    """The level rows of an attribute's level strategy ``t`` (``t.kind``: cells, tree or Haar;
+    ``t.n``; ``t.branching``), from the definitions above."""
+    if t.kind == "cells":
+        return [np.eye(t.n)]
+    if t.kind == "tree":
+        return tree_levels_by_hand(t.n, t.branching)
+    return haar_levels_by_hand(t.n)
+
+
+def assert_mean_and_variance(errs: np.ndarray, variance: np.ndarray, k: float = 5.0) -> None:
+    """Simulated errors (one row per run) have mean 0 and the given per-entry variance, each
+    within ``k`` standard errors (of the mean; of the sample variance, from the fourth moment)."""
+    reps = errs.shape[0]
+    assert np.all(np.abs(errs.mean(axis=0)) < k * np.sqrt(variance / reps))
+    s2 = errs.var(axis=0)
+    m4 = ((errs - errs.mean(axis=0)) ** 4).mean(axis=0)
+    assert np.all(np.abs(s2 - variance) < k * np.sqrt((m4 - s2**2) / reps))

@@ -24,47 +24,6 @@ from dpmatrix.workload import Workload
 SIZES = (16, 3, 5)
 
 
-def _levels_by_hand(n, b):
-    """Level ℓ: blocks of b^(L-ℓ) consecutive cells, L = ⌈log_b n⌉ (0 = total, L = cells)."""
-    depth = math.ceil(math.log(n, b) - 1e-12) if n > 1 else 0
-    out = []
-    for lev in range(depth + 1):
-        width = b ** (depth - lev)
-        blocks = [list(range(s, min(s + width, n))) for s in range(0, n, width)]
-        h = np.zeros((len(blocks), n))
-        for r, blk in enumerate(blocks):
-            h[r, blk] = 1
-        out.append(h)
-    return out
-
-
-def _haar_by_hand(n):
-    """Haar wavelets by recursion: the total, then for an interval [lo, hi) of ≥ 2 cells the row
-    +1 on [lo, mid), -1 on [mid, hi), mid = lo + ⌊(hi-lo)/2⌋, at depth d (level d + 1)."""
-    rows = {0: [np.ones(n)]}
-
-    def split(lo, hi, d):
-        if hi - lo < 2:
-            return
-        mid = lo + (hi - lo) // 2
-        r = np.zeros(n)
-        r[lo:mid], r[mid:hi] = 1, -1
-        rows.setdefault(d + 1, []).append(r)
-        split(lo, mid, d + 1)
-        split(mid, hi, d + 1)
-
-    split(0, n, 0)
-    return [np.array(rows[k]) for k in sorted(rows)]
-
-
-def _by_hand(t):
-    if t.kind == "cells":
-        return [np.eye(t.n)]
-    if t.kind == "tree":
-        return _levels_by_hand(t.n, t.branching)
-    return _haar_by_hand(t.n)
-
-
 def _prefix(n):
     return np.tril(np.ones((n, n)))
 
@@ -85,7 +44,7 @@ def _explicit(plan, j):
     """Full-domain blocks (one per level tuple, budgets' order), their budgets and the query
     matrix of workload marginal j, all built here."""
     s = plan.workload.sets[j]
-    lv = [(_by_hand(plan.per_attribute[j][s.index(i)]) if i in s else [np.ones((1, n))])
+    lv = [(po.levels_by_hand(plan.per_attribute[j][s.index(i)]) if i in s else [np.ones((1, n))])
           for i, n in enumerate(SIZES)]
     blocks = [po.kron_all([lv[i][k] for i, k in enumerate(lev)])
               for lev in itertools.product(*[range(len(x)) for x in lv])]
@@ -104,7 +63,7 @@ def _pinv(g):
 def test_tree_levels_by_hand():
     for n, b in [(8, 2), (5, 2), (10, 3), (7, 7), (9, 4)]:
         ours = tree_levels(n, b)
-        hand = _levels_by_hand(n, b)
+        hand = po.tree_levels_by_hand(n, b)
         assert len(ours) == len(hand)
         for h1, h2 in zip(ours, hand):
             np.testing.assert_array_equal(h1, h2)
@@ -113,7 +72,7 @@ def test_tree_levels_by_hand():
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 8, 12, 16])
 def test_haar_levels_by_hand(n):
-    ours, hand = haar_levels(n), _haar_by_hand(n)
+    ours, hand = haar_levels(n), po.haar_levels_by_hand(n)
     assert len(ours) == len(hand)
     for h1, h2 in zip(ours, hand):
         assert h1.dtype.kind == "i"  # integer ±1 rows: exact discrete Laplace, no rescaling
@@ -141,7 +100,7 @@ def test_prefix_tree_beats_cells_and_haar_is_a_candidate():
     assert h.factor <= hu.factor * (1 + 1e-12)
     # the factor is tr(Q G⁻¹ Qᵀ)(Ση)² with G = Σ η² HᵀH, recomputed here from the hand levels
     for a in (t, h, hu):
-        g = sum(e * e * (m.T @ m) for m, e in zip(_by_hand(a), a.shares))
+        g = sum(e * e * (m.T @ m) for m, e in zip(po.levels_by_hand(a), a.shares))
         assert a.factor == pytest.approx(np.trace(_prefix(16) @ np.linalg.inv(g) @ _prefix(16).T), rel=1e-9)
 
 
@@ -149,11 +108,11 @@ def test_max_factor_is_the_largest_query_variance():
     r = _ranges(12)
     for kind in ("tree", "haar"):
         a = best_levels(r, kinds=(kind,), objective="max")
-        g = sum(e * e * (m.T @ m) for m, e in zip(_by_hand(a), a.shares))
+        g = sum(e * e * (m.T @ m) for m, e in zip(po.levels_by_hand(a), a.shares))
         assert a.factor == pytest.approx(np.diag(r @ np.linalg.inv(g) @ r.T).max(), rel=1e-9)
         # and minimizing the max does better on the max than the sum-optimal shares
         s = best_levels(r, kinds=(kind,), branchings=None if kind == "haar" else [a.branching])
-        gs = sum(e * e * (m.T @ m) for m, e in zip(_by_hand(s), s.shares))
+        gs = sum(e * e * (m.T @ m) for m, e in zip(po.levels_by_hand(s), s.shares))
         assert a.factor <= np.diag(r @ np.linalg.inv(gs) @ r.T).max() * (1 + 1e-6)
 
 
@@ -323,11 +282,7 @@ def test_monte_carlo_real_sampler(strategy):
     reps = 1500
     with pytest.warns(InsecureRandomnessWarning):
         errs = np.array([p.measure(rec, rng=gen).answer("a0")["estimate"].to_numpy() - truth for _ in range(reps)])
-    v = p.entry_variance(0)
-    assert np.all(np.abs(errs.mean(axis=0)) < 5 * np.sqrt(v / reps))
-    s2 = errs.var(axis=0)
-    m4 = ((errs - errs.mean(axis=0)) ** 4).mean(axis=0)
-    assert np.all(np.abs(s2 - v) < 5 * np.sqrt((m4 - s2**2) / reps))
+    po.assert_mean_and_variance(errs, p.entry_variance(0))
 
 
 def test_auto_keeps_the_best_and_reports_the_comparison(wl):
@@ -355,7 +310,7 @@ def test_one_attribute_prefix_numbers():
         p = plan_pure(wl, 1.0, strategy=strategy, objective="sum", variance_model="continuous")
         t = p.per_attribute[0][0]
         assert p.total_variance() == pytest.approx(2 * t.factor, rel=1e-5)
-        blocks = _by_hand(t)
+        blocks = po.levels_by_hand(t)
         prec = np.concatenate([np.full(b.shape[0], float(e) ** 2 / 2) for b, e in zip(blocks, p.budgets[0])])
         s = np.vstack(blocks)
         assert p.total_variance() == pytest.approx(np.trace(_prefix(16) @ np.linalg.pinv(s.T @ (prec[:, None] * s))
@@ -420,7 +375,7 @@ def test_factor_and_gradient(kind, objective, p):
     n = 9  # levels of the ternary tree: total, thirds, cells
     q = _prefix(n) if kind == "prefix" else _ranges(n) if kind == "range" else \
         np.random.default_rng(1).integers(-1, 2, (7, n)).astype(float) + np.eye(7, n)
-    levels = _levels_by_hand(n, 3)
+    levels = po.tree_levels_by_hand(n, 3)
     fac = _Factor(q, [h.T @ h for h in levels], objective)
     assert (fac.intervals is None) == (kind is None)
     eta = np.array([0.2, 0.5, 0.9])

@@ -29,38 +29,6 @@ from dpmatrix.workload import Workload
 SIZES = (3, 4, 5, 2)  # a3 is in no marginal
 
 
-def _tree(n, b=2):
-    depth = math.ceil(math.log(n, b) - 1e-12) if n > 1 else 0
-    out = []
-    for lev in range(depth + 1):
-        width = b ** (depth - lev)
-        h = np.zeros((-(-n // width), n))
-        for c in range(n):
-            h[c // width, c] = 1
-        out.append(h)
-    return out
-
-
-def _haar(n):
-    rows = {0: [np.ones(n)]}
-
-    def split(lo, hi, d):
-        if hi - lo >= 2:
-            mid = lo + (hi - lo) // 2
-            r = np.zeros(n)
-            r[lo:mid], r[mid:hi] = 1, -1
-            rows.setdefault(d + 1, []).append(r)
-            split(lo, mid, d + 1)
-            split(mid, hi, d + 1)
-
-    split(0, n, 0)
-    return [np.array(rows[k]) for k in sorted(rows)]
-
-
-def _hand(t):
-    return [np.eye(t.n)] if t.kind == "cells" else _tree(t.n, t.branching) if t.kind == "tree" else _haar(t.n)
-
-
 def _prefix(n):
     return np.tril(np.ones((n, n)))
 
@@ -97,7 +65,7 @@ def _explicit(plan, model="discrete"):
     blocks, keys, budgets, om, var = [], [], [], [], []
     for j, s in enumerate(wl.sets):
         ts = plan.per_attribute[j]
-        hand = {a: _hand(t) for a, t in zip(s, ts)}
+        hand = {a: po.levels_by_hand(t) for a, t in zip(s, ts)}
         eps_a = float(sum(plan.budgets[j]))
         for lev, b in zip(plan.level_tuples(j), plan.budgets[j]):
             if b == 0:
@@ -292,7 +260,7 @@ def test_joint_sum_objective_is_the_continuous_total():
     for eps_a in ([0.1, 0.2, 0.3, 0.4], [0.0, 0.5, 0.2, 0.3], [0.4, 0.3, 0.2, 0.1]):
         blocks, prec = [], []
         for j, (s, ts) in enumerate(zip(wl.sets, plan.per_attribute)):
-            hand = {a: _hand(t) for a, t in zip(s, ts)}
+            hand = {a: po.levels_by_hand(t) for a, t in zip(s, ts)}
             for lev in itertools.product(*[range(len(t.shares)) for t in ts]):
                 e = eps_a[j] * math.prod(t.shares[k] for t, k in zip(ts, lev))
                 if e > 0:
@@ -325,11 +293,7 @@ def test_monte_carlo_real_sampler():
     reps = 1500
     with pytest.warns(InsecureRandomnessWarning):
         errs = np.array([p.measure(rec, rng=gen).answer("a0")["estimate"].to_numpy() - truth for _ in range(reps)])
-    v = p.entry_variance(0)
-    assert np.all(np.abs(errs.mean(axis=0)) < 5 * np.sqrt(v / reps))
-    s2 = errs.var(axis=0)
-    m4 = ((errs - errs.mean(axis=0)) ** 4).mean(axis=0)
-    assert np.all(np.abs(s2 - v) < 5 * np.sqrt((m4 - s2**2) / reps))
+    po.assert_mean_and_variance(errs, p.entry_variance(0))
 
 
 def test_one_strategy_per_attribute_with_per_marginal_query_types():
@@ -344,7 +308,7 @@ def test_one_strategy_per_attribute_with_per_marginal_query_types():
     t0, t1 = p.per_attribute[0][0], p.per_attribute[1][0]
     assert (t0.kind, t0.branching, t0.shares) == (t1.kind, t1.branching, t1.shares) and t0.kind == "tree"
     assert 32 % t0.branching != 0 and sum(x > 0 for x in t0.shares) >= 2  # uneven blocks, ≥ 2 levels
-    g = sum(e * e * h.T @ h for h, e in zip(_hand(t0), t0.shares))
+    g = sum(e * e * h.T @ h for h, e in zip(po.levels_by_hand(t0), t0.shares))
     for t, q in ((t0, _prefix(32)), (t1, np.eye(32))):
         assert t.factor == pytest.approx(np.trace(q @ np.linalg.inv(g) @ q.T) * sum(t.shares) ** 2, rel=1e-9)
     _, _, _, _, cov = _explicit(p)
