@@ -18,6 +18,7 @@ reports the GLS variances of those budgets, never larger than the direct ones (�
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from math import prod
 
@@ -43,24 +44,32 @@ def direct_cell_coefficients(
     ``Π_B c Π d ≤ Π_B max c Π max d``), exact when one query maximizes every factor."""
     cells = lambda a: float(prod(sizes[i] for i in a))
     forms = [None] * len(sets) if forms is None else list(forms)
-    c = np.zeros((len(sets), len(strategy.groups)))
-    index = {g.attrs: j for j, g in enumerate(strategy.groups)}
+    groups = strategy.groups
+    c = np.zeros((len(sets), len(groups)))
+    index = {frozenset(g.attrs): j for j, g in enumerate(groups)}
+    # supersets by a membership matrix (groups × attributes), not a Python loop over every pair
+    member = np.zeros((len(groups), len(sizes)), dtype=bool)
+    for j, g in enumerate(groups):
+        member[j, list(g.attrs)] = True
+    group_cells = np.array([g.cells for g in groups], dtype=float)
     for r, (w, f) in enumerate(zip(sets, forms)):
         w = tuple(w)
         norm = 1.0 if f is None else prod(x.total_max for x in f)  # max ‖q‖² (1 for a cell)
-        if strategy.name == "fourier":
-            for j, g in enumerate(strategy.groups):
-                if set(g.attrs) <= set(w):
-                    c[r, j] = 2 * fourier_term(w, f, sizes, g.attrs, maximum=True)
+        if strategy.name == "fourier":  # every group B ⊆ W: the subsets of W that are groups
+            for k in range(len(w) + 1):
+                for sub in itertools.combinations(w, k):
+                    j = index.get(frozenset(sub))
+                    if j is not None:
+                        c[r, j] = 2 * fourier_term(w, f, sizes, groups[j].attrs, maximum=True)
             continue
-        if strategy.name == "marginals" and w in index:
-            c[r, index[w]] = 2.0 * norm
+        if strategy.name == "marginals" and frozenset(w) in index:
+            c[r, index[frozenset(w)]] = 2.0 * norm
             continue
-        supers = [j for j, g in enumerate(strategy.groups) if set(w) <= set(g.attrs)]
-        if not supers:
+        supers = member[:, list(w)].all(axis=1)
+        if not supers.any():
             raise PlanError(f"strategy {strategy.name!r} has no group that answers marginal {w}")
-        j = min(supers, key=lambda k: strategy.groups[k].cells)
-        c[r, j] = 2 * norm * strategy.groups[j].cells / cells(w)
+        j = int(np.argmin(np.where(supers, group_cells, np.inf)))  # the smallest (first of ties)
+        c[r, j] = 2 * norm * groups[j].cells / cells(w)
     return c
 
 
