@@ -217,9 +217,18 @@ def _text_labels(labels, codes: np.ndarray) -> list[str]:
     return [str(c) for c in range(hi)]
 
 
-def _masked(values: np.ndarray, valid: np.ndarray) -> pa.Array:
-    flat, ok = values.reshape(-1), valid.reshape(-1)
-    return pa.array(flat) if ok.all() else pa.array(flat, mask=~ok)
+def _table_masked(values: np.ndarray, tables: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """The ``(m, rows)`` ``values`` as one Arrow array, null outside the tables ``tables`` (a
+    boolean per table): the validity bitmap is built from whole tables and both buffers are
+    handed to Arrow without a copy."""
+    rows = values.shape[1]
+    flat = np.ascontiguousarray(values).reshape(-1)
+    valid = int(tables.sum()) * rows
+    if valid == flat.size:
+        return pa.array(flat, type=type_)
+    bits = np.packbits(np.repeat(tables, rows), bitorder="little")
+    return pa.Array.from_buffers(type_, flat.size, [pa.py_buffer(bits), pa.py_buffer(flat)],
+                                 null_count=flat.size - valid)
 
 
 def block_table(block: TableBlock, label_columns: Mapping[str, str], z: float, decimals: int | None) -> pa.Table:
@@ -243,19 +252,20 @@ def block_table(block: TableBlock, label_columns: Mapping[str, str], z: float, d
         if not parts:
             cols[name] = pa.nulls(n, pa.int64() if kind == CODE else _LABEL_TYPE)
             continue
-        valid = np.zeros((m, rows), dtype=bool)
+        tables = np.zeros(m, dtype=bool)  # the tables that have this column (whole tables)
         vals = np.zeros((m, rows), dtype=np.int64 if kind == CODE else np.int32)
         for j, sel in parts:
             vals[sel] = block.axis_codes(j, sel)
-            valid[sel] = True
+            tables[sel] = True
         labels = block.labels.get(name)
         if kind == CODE:
             if labels is not None:
                 raise ReleaseError(f"column {name!r} holds integer codes, but a table labels it")
-            cols[name] = _masked(vals, valid)
+            cols[name] = _table_masked(vals, tables, pa.int64())
         else:
-            text = _text_labels(labels, vals[valid])
-            cols[name] = pa.DictionaryArray.from_arrays(_masked(vals, valid), pa.array(text, pa.string()))
+            text = _text_labels(labels, vals[tables])
+            cols[name] = pa.DictionaryArray.from_arrays(_table_masked(vals, tables, pa.int32()),
+                                                        pa.array(text, pa.string()))
     cols.update(_stat_columns(block, idx, z, decimals))
     return pa.table(cols, schema=schema(label_columns))
 
