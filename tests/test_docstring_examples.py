@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release",
-           "dpmatrix.reconstruct.measurements", "dpmatrix.reconstruct.broadcast", "dpmatrix.reconstruct.fused", "dpmatrix.reconstruct.stacked",
+           "dpmatrix.reconstruct.measurements", "dpmatrix.reconstruct.broadcast", "dpmatrix.reconstruct.fused", "dpmatrix.mechanisms.exact_exp", "dpmatrix.reconstruct.stacked",
            "dpmatrix.planners.optimality", "dpmatrix.planners.explicit.plan",
            "dpmatrix.planners.explicit.evaluation", "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map",
            "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",

@@ -51,3 +51,8 @@ class ReleaseError(DPMatrixError, ValueError):
 
 class SamplerArgumentError(DPMatrixError, ValueError):
     """A noise-sampler argument (size, random source, backend, tolerance) is invalid."""
+
+
+class SamplerEnvironmentError(DPMatrixError, RuntimeError):
+    """This machine's numerical library breaks an assumption of the exact samplers' proof (so no
+    noise is drawn rather than noise whose exactness is not proven)."""

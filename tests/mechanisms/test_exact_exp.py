@@ -321,3 +321,29 @@ def test_gaussian_large_scales(sigma2: Fraction) -> None:
     cdf = stats.norm.cdf(np.r_[-np.inf, edges, np.inf] / s)
     p = np.diff(cdf)
     assert stats.chisquare(counts, p / p.sum() * counts.sum()).pvalue > P_MIN
+
+
+def test_the_samplers_check_numpy_exp_on_the_machine_that_draws(monkeypatch) -> None:
+    """An exp less accurate than the proof assumes stops the float path with a typed error before
+    any threshold (hence any noise) is computed; an accurate one passes."""
+    from dpmatrix.errors import SamplerEnvironmentError
+    from dpmatrix.mechanisms import exact_exp as X
+
+    X.exp_self_check.cache_clear()
+    assert X.exp_self_check() <= X.EXP_REL_ERROR
+    real_exp = np.exp
+
+    def sloppy_exp(x, *args, **kwargs):  # a library erring by 2⁻⁴⁰, relative
+        return real_exp(x, *args, **kwargs) * (1 + 2.0**-40)
+
+    monkeypatch.setattr(X.np, "exp", sloppy_exp)
+    X.exp_self_check.cache_clear()
+    try:
+        with pytest.raises(SamplerEnvironmentError, match="exact noise samplers' proof"):
+            X.accept_threshold(np.array([1.0]), 32)
+        with pytest.raises(SamplerEnvironmentError):
+            X.reject_threshold(np.array([1.0]), 32)
+    finally:
+        monkeypatch.undo()
+        X.exp_self_check.cache_clear()
+    assert X.exp_self_check() <= X.EXP_REL_ERROR
