@@ -10,10 +10,9 @@ comes alone and the shared lower-order pieces are evicted and recomputed.
 from __future__ import annotations
 
 import numpy as np
-import oracle
 import pandas as pd
 import pytest
-from reconstruct_cases import random_plan
+from reconstruct_cases import DenseReference, answerable, random_plan
 
 import dpmatrix as dm
 from dpmatrix.reconstruct import broadcast as B
@@ -23,16 +22,11 @@ def _random_plan(seed: int):
     return random_plan(seed, max_size=5, max_sets=10, objective="sum_var")
 
 
-def _answerable(plan, meas):
-    return [i for i, s in enumerate(plan.workload.sets) if all(k in meas.noisy for k in oracle.closure([s]))]
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_blocks_equal_dense_algorithm2(seed, monkeypatch):
     sizes, plan, meas = _random_plan(seed)
     monkeypatch.setattr(B, "CHUNK_CELLS", 5)  # several chunks per block
-    omegas = {key: np.asarray(v, dtype=float).reshape(-1) for key, v in meas.noisy.items()}
-    sigma2 = {key: float(plan.sigma2[plan.closure.index(key)]) for key in meas.noisy}
+    ref = DenseReference(sizes, plan, meas)
     seen, buffers = [], []
     block_cells = 12
     for blk in B.plain_blocks(meas, block_cells=block_cells, max_cells=30, cache_floats=5):
@@ -41,18 +35,8 @@ def test_blocks_equal_dense_algorithm2(seed, monkeypatch):
         assert m * cells <= block_cells or m == 1  # a table larger than the buffer comes alone
         if m * cells <= block_cells:
             buffers.append(blk.estimate)
-        for j, pos in enumerate(blk.positions.tolist()):
-            key = tuple(int(a) for a in blk.attrs[j])
-            assert key == plan.workload.sets[pos]
-            want = oracle.algorithm2_reconstruct(sizes, key, omegas)
-            np.testing.assert_allclose(blk.estimate[j].reshape(-1), want, rtol=1e-12, atol=1e-9)
-            var = oracle.theorem44_cell_variance(sizes, key, sigma2)
-            np.testing.assert_allclose(np.broadcast_to(blk.variance[j], blk.shape), var, rtol=1e-13)
-            # streamed or asked alone: the same bits
-            np.testing.assert_array_equal(meas.estimate(key), blk.estimate[j])
-            np.testing.assert_array_equal(meas.variance(key), np.broadcast_to(blk.variance[j], blk.shape))
-            seen.append(pos)
-    assert sorted(seen) == _answerable(plan, meas)  # every answerable marginal once
+        seen += ref.check(blk)
+    assert sorted(seen) == answerable(plan, meas)  # every answerable marginal once
     # the blocks that fit are views of one buffer, reused from block to block
     for a, b in zip(buffers, buffers[1:]):
         assert np.shares_memory(a, b)

@@ -10,10 +10,9 @@ Kronecker-product path, checked here to still give Algorithm 6's numbers through
 from __future__ import annotations
 
 import numpy as np
-import oracle
 import pandas as pd
 import pytest
-from reconstruct_cases import random_plan
+from reconstruct_cases import DenseReference, answerable, random_plan
 
 import dpmatrix as dm
 from dpmatrix.reconstruct import broadcast as B
@@ -43,29 +42,18 @@ def test_broadcast_tables_equal_dense_algorithm2(seed, three_way_path):
     assert plan.is_plain
     has_three_way = any(len(s) == 3 for s in plan.workload.sets)
     assert fused.use_for(plan.workload) == (three_way_path == "compiled" and has_three_way)
-    omegas = {key: np.asarray(v, dtype=float).reshape(-1) for key, v in meas.noisy.items()}
-    sigma2 = {key: float(plan.sigma2[plan.closure.index(key)]) for key in meas.noisy}
+    ref = DenseReference(sizes, plan, meas)
     seen, runs = [], []
     # tiny batches: blocks split across batches, lower-order residuals shared and evicted
     for batch in B.plain_batches(meas, max_cells=7, cache_floats=5):
         runs.append(sorted(p for blk in batch for p in blk.positions.tolist()))
         for blk in batch:
-            for j, pos in enumerate(blk.positions.tolist()):
-                key = tuple(int(a) for a in blk.attrs[j])
-                assert key == plan.workload.sets[pos]
-                want = oracle.algorithm2_reconstruct(sizes, key, omegas)
-                np.testing.assert_allclose(blk.estimate[j].reshape(-1), want, rtol=1e-12, atol=1e-9)
-                var = oracle.theorem44_cell_variance(sizes, key, sigma2)
-                np.testing.assert_allclose(np.broadcast_to(blk.variance[j], blk.shape), var, rtol=1e-13)
-                # one marginal asked alone: the same bits as streamed
-                np.testing.assert_array_equal(meas.estimate(key), blk.estimate[j])
-                np.testing.assert_array_equal(meas.variance(key), np.broadcast_to(blk.variance[j], blk.shape))
-                seen.append(pos)
+            seen += ref.check(blk)
     # every answerable workload marginal once; batches are consecutive runs of the workload
-    answerable = [i for i, s in enumerate(plan.workload.sets) if all(k in meas.noisy for k in oracle.closure([s]))]
-    assert sorted(seen) == answerable
-    assert [p for run in runs for p in run] == answerable
-    assert [names for names, _ in meas.iter_marginals()] == [plan.workload.names(i) for i in answerable]
+    expected = answerable(plan, meas)
+    assert sorted(seen) == expected
+    assert [p for run in runs for p in run] == expected
+    assert [names for names, _ in meas.iter_marginals()] == [plan.workload.names(i) for i in expected]
 
 
 def test_unmeasured_marginal_raises_the_usual_error():
