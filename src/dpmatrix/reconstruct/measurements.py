@@ -35,7 +35,7 @@ from ..workload import AttrSet
 from .broadcast import MarginalBlock, plain_block_batches, plain_blocks, plain_estimate, plain_variance
 from .store import open_store
 
-__all__ = ["Measurements", "QueryAnswer", "marginal_frame", "query_labels"]
+__all__ = ["Measurements", "QueryAnswer", "axis_labels", "marginal_frame", "query_labels"]
 
 # residual estimates kept for reuse, in numbers of floats (about 400 MB)
 _CACHE_FLOATS = 50_000_000
@@ -565,12 +565,18 @@ def group_entry_labels(domain, group) -> tuple[tuple[str, ...], tuple[str, ...],
         return attrs, ("query",), [[f"q{j}" for j in range(group.shape[0])]]
     kinds = group.label.split(",") if group.label else []
     kinds = kinds if len(kinds) == len(group.attrs) else ["custom"] * len(group.attrs)
+    return attrs, attrs, axis_labels(domain, group.attrs, kinds, group.factors)
+
+
+def axis_labels(domain, attrs, kinds, matrices) -> list:
+    """Per axis of a tidy table, the labels of its query rows (:func:`query_labels`), or
+    ``None`` for plain cells of an attribute with neither labels nor bins (shown as codes)."""
     labels = []
-    for a, kind, W in zip(group.attrs, kinds, group.factors):
+    for a, kind, W in zip(attrs, kinds, matrices):
         attr = domain.attributes[a]
         plain = kind == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
         labels.append(None if plain else query_labels(attr, kind, W))
-    return attrs, attrs, labels
+    return labels
 
 
 def query_labels(attr, key: str, W: np.ndarray) -> list[str]:

@@ -67,7 +67,7 @@ from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
-from ...reconstruct.measurements import query_labels
+from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
@@ -466,11 +466,7 @@ class HierarchicalEstimator(Estimator):
         key = wk.sets[i]
         qs = p._queries(i)
         est = mode_products(qs, self.marginal(key))
-        labels = []
-        for a, t, q in zip(key, wk.types(i), qs):
-            attr = dom.attributes[a]
-            plain = t == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
-            labels.append(None if plain else query_labels(attr, t, q))
+        labels = axis_labels(dom, key, wk.types(i), qs)
         names = dom.names_of(key)
         return EntryAnswer(names, names, labels, est, p.entry_variance(i))
 

@@ -42,7 +42,7 @@ from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, dyadic_floor
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
-from ...reconstruct.measurements import query_labels
+from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import convex_budget_split, convex_max_budget_split
 from ...workload import Workload
 from ..base import PlanBase
@@ -337,11 +337,8 @@ class MatrixEstimator(Estimator):
         wk, dom = p.workload, p.domain
         key = wk.sets[i]
         est = (p.entry_matrix(i) @ self.cells).reshape(p._entry_shape(i))
-        labels = []
-        for a, t in zip(key, wk.types(i)):
-            attr = dom.attributes[a]
-            plain = t == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
-            labels.append(None if plain else query_labels(attr, t, wk.query_matrix(a, t)))
+        types = wk.types(i)
+        labels = axis_labels(dom, key, types, [wk.query_matrix(a, t) for a, t in zip(key, types)])
         names = dom.names_of(key)
         return EntryAnswer(names, names, labels, est, p.entry_variance(i))
 

@@ -40,7 +40,7 @@ from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
-from ...reconstruct.measurements import query_labels
+from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
 from ..base import PlanBase
@@ -415,11 +415,7 @@ class PureEstimator(Estimator):
         est = self.estimate(key)
         for ax, m in enumerate(mats):  # ⊗ W_i applied axis by axis
             est = np.moveaxis(np.tensordot(m, est, axes=([1], [ax])), 0, ax)
-        labels = []
-        for a, t, m in zip(key, wk.types(i), mats):
-            attr = dom.attributes[a]
-            plain = t == "identity" and attr.labels is None and getattr(attr, "bins", None) is None
-            labels.append(None if plain else query_labels(attr, t, m))
+        labels = axis_labels(dom, key, wk.types(i), mats)
         return EntryAnswer(names, names, labels, est, self.plan.entry_variance(i))
 
 
