@@ -11,7 +11,7 @@ from ..errors import DPMatrixError
 from ..statement import pure_summary
 from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta
 from ._options import _add_budget, _add_targets, _add_workload
-from ._output import Out, _describe_plan, _describe_targets, warn_large_epsilon
+from ._output import Out, _describe_plan, _describe_targets, plan_privacy, warn_large_epsilon
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -23,7 +23,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = _make_plan(args, domain)
     if _is_pure(plan):
         return _print_pure_plan(plan, args, say)
-    warn_large_epsilon(plan.budget.epsilon(delta), delta)
+    privacy = plan_privacy(plan, delta, args)  # the default release's guarantee
+    warn_large_epsilon(privacy["epsilon"], delta)
     table = plan.marginal_table()
     table["marginal"] = table["marginal"].replace("", "total")  # named as in query's output
     if plan.is_plain:
@@ -37,7 +38,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _write_plan_report(plan, args.report, delta)
     if args.format == "json":
         out = plan.to_dict()
-        out["privacy"].update({"epsilon": plan.epsilon(delta), "delta": delta})
+        out["privacy"].update(privacy)
         out["marginal_table"] = json.loads(table.to_json(orient="records"))
         try:
             out["lower_bound"] = plan.lower_bound_facts()
@@ -48,7 +49,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
         return 0
-    _describe_plan(plan, say, delta)
+    _describe_plan(plan, say, delta, privacy=privacy)
     say("")
     say(table.to_string(index=False))
     if args.target:
