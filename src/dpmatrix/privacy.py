@@ -355,11 +355,23 @@ class Budget:
             raise BudgetError("a pure epsilon-DP budget claims no mu-GDP; report epsilon (or rho = epsilon^2/2)")
         return math.sqrt(self.pcost)
 
-    def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at the given δ (exact analytic Gaussian curve; the pure ε at any δ)."""
+    def epsilon(self, delta: float, noise: str = "gaussian") -> float:
+        """ε of (ε, δ)-DP at the given δ for noise of kind ``noise`` (the pure ε at any δ).
+
+        The default is the continuous Gaussian's claim (exact analytic curve); releases draw
+        secure discrete noise by default, whose guarantee is ``epsilon(delta, noise="auto")``
+        (the zCDP conversion, :func:`stated_epsilon`) — what manifests and ``dpmatrix plan``
+        state.
+
+        Examples
+        --------
+        >>> b = Budget.zcdp(0.5)
+        >>> round(b.epsilon(1e-9), 5), round(b.epsilon(1e-9, noise="auto"), 5)
+        (6.17394, 6.47407)
+        """
         if self.pure_epsilon is not None:
             return self.pure_epsilon
-        return epsilon_from_delta(delta, self.pcost)
+        return stated_epsilon(self.pcost, delta, accounting_of(noise))
 
     def delta(self, epsilon: float) -> float:
         """δ of (ε, δ)-DP at the given ε (0 at or above a pure budget's ε)."""
@@ -454,9 +466,11 @@ class PrivacyReport:
         """μ-Gaussian-DP parameter (sqrt(pcost))."""
         return self.budget.mu
 
-    def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
-        return self.budget.epsilon(delta)
+    def epsilon(self, delta: float, noise: str = "gaussian") -> float:
+        """ε of (ε, δ)-DP at ``delta``: the continuous Gaussian's claim (exact analytic
+        conversion) by default; ``noise="auto"`` for the secure default noise a release draws
+        (:meth:`Budget.epsilon`)."""
+        return self.budget.epsilon(delta, noise)
 
     def delta(self, epsilon: float) -> float:
         """δ of (ε, δ)-DP at ``epsilon``."""

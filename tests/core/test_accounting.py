@@ -230,3 +230,13 @@ def test_plan_facts_state_the_default_release(adult):
         assert facts["epsilon"] <= 1.0 and rel["epsilon"] <= facts["epsilon"]
         assert rel["epsilon"] == pytest.approx(facts["epsilon"], rel=1e-3)
         assert facts["accounting"] == rel["accounting"] == "discrete_gaussian_zcdp"
+
+
+def test_plan_epsilon_names_its_noise(adult):
+    _, plain, _ = adult
+    plan = dm.plan(plain, epsilon=1.0, delta=1e-9)
+    assert plan.epsilon(1e-9, noise="auto") == privacy_summary(plan, delta=1e-9)["epsilon"] <= 1.0
+    assert plan.epsilon(1e-9, noise="auto") == pytest.approx(cks_epsilon(plan.rho, 1e-9), rel=1e-6)
+    # the default remains the continuous Gaussian's claim (analytic curve), below the ask here
+    assert plan.epsilon(1e-9) == pytest.approx(analytic_epsilon(plan.pcost, 1e-9), rel=1e-7)
+    assert plan.epsilon(1e-9) < 1.0
