@@ -98,7 +98,7 @@ def test_warning_plan_ledger_and_manifest_agree(capsys, tmp_path):
     rc, text, err = run(capsys, "plan", "--domain", DOMAIN, "--marginals", MARGINALS, "--rho", 20)
     assert rc == 0
     (warned,) = _numbers(r"warning: epsilon = ([\d.]+) at delta", err)
-    (planned,) = _numbers(r"epsilon = ([\d.]+) at delta = 1e-09", text)
+    (planned,) = _numbers(r"privacy: rho = 20 \(zCDP\), epsilon = ([\d.]+) at delta = 1e-09", text)
     p, stdout, err = release(capsys, tmp_path, "adult_rho", "--rho", 20)
     (warned_rel,) = _numbers(r"warning: epsilon = ([\d.]+) at delta", err)
     (noted,) = _numbers(r"before this release of rho = 20 \(epsilon = ([\d.]+) at delta", stdout + err)
@@ -107,3 +107,19 @@ def test_warning_plan_ledger_and_manifest_agree(capsys, tmp_path):
     assert planned == noted == ledger_eps == pytest.approx(want, abs=5e-4)  # printed to 6 digits
     assert warned == warned_rel == pytest.approx(want, abs=0.05)  # printed to 4 digits
     assert p["epsilon"] <= want * (1 + 1e-9) and p["epsilon"] == pytest.approx(want, rel=1e-3)
+
+
+def test_mu_budget_with_discrete_noise_says_what_is_stated(capsys, tmp_path):
+    p, _, err = release(capsys, tmp_path, "adult_mu", "--mu", 1)
+    assert p["mu"] is None and p["rho"] <= 0.5  # mu-GDP implies (mu^2/2)-zCDP: no more than that
+    assert "mu-GDP is proven for continuous Gaussian noise only" in err
+    q, _, err = release(capsys, tmp_path, "adult_mu_cont", "--mu", 1, "--noise", "gaussian_float")
+    assert q["mu"] == pytest.approx(1.0, rel=1e-12) and "mu-GDP is proven" not in err
+
+
+def test_plan_json_shows_the_continuous_claim_beside_labelled(capsys):
+    rc, out, _ = run(capsys, "plan", "--domain", DOMAIN, "--marginals", MARGINALS, "--rho", 0.5, "--format", "json")
+    d = json.loads(out)
+    assert d["privacy"]["mu"] is None and d["privacy"]["epsilon"] == pytest.approx(cks_epsilon(0.5, 1e-9), rel=1e-6)
+    c = d["privacy_if_continuous_noise"]
+    assert c["mu"] == pytest.approx(1.0) and c["epsilon"] == pytest.approx(analytic_epsilon(1.0, 1e-9), rel=1e-7)

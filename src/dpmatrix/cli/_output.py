@@ -65,6 +65,22 @@ def plan_privacy(plan, delta: float, args: argparse.Namespace | None = None) -> 
     return privacy_summary(plan, noise=noise, delta=delta)
 
 
+def continuous_claim_line(plan, delta: float) -> str:
+    """The continuous Gaussian's claim for a plan, labelled as such: it holds only for a release
+    measured with ``--noise gaussian_float`` (exact analytic curve, μ-GDP)."""
+    c = privacy_summary(plan, noise="gaussian", delta=delta)
+    return (f"continuous-Gaussian claim (only with --noise gaussian_float): epsilon = {c['epsilon']:.6g} at "
+            f"delta = {delta:.3g}, mu = {c['mu']:.6g} (Gaussian DP)")
+
+
+def warn_mu_not_claimed(args: argparse.Namespace, privacy: dict) -> None:
+    """A --mu budget whose noise has no proven μ-GDP: say what is stated instead."""
+    if getattr(args, "mu", None) is not None and privacy.get("mu") is None and privacy.get("pure_epsilon") is None:
+        warn_line(f"--mu {args.mu:g}: mu-GDP is proven for continuous Gaussian noise only; this release's "
+                  f"discrete noise is stated as rho = mu^2/2 = {args.mu ** 2 / 2:.6g} zCDP (use --noise "
+                  "gaussian_float for a mu-GDP statement)")
+
+
 def warn_large_epsilon(epsilon: float, delta: float) -> None:
     if epsilon > EPSILON_WARNING_ABOVE:
         warn_line(

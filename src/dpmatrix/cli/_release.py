@@ -28,7 +28,16 @@ from ._common import (
 )
 from ._engine import CountingBar, _on_unknown, _open_engine
 from ._options import _add_budget, _add_ledger, _add_noise, _add_quiet, _add_round, _add_targets, _add_workload
-from ._output import Out, _describe_plan, _describe_targets, fmt_privacy, plan_privacy, warn_large_epsilon, warn_line
+from ._output import (
+    Out,
+    _describe_plan,
+    _describe_targets,
+    fmt_privacy,
+    plan_privacy,
+    warn_large_epsilon,
+    warn_line,
+    warn_mu_not_claimed,
+)
 from ._report import write_release_report_into
 
 
@@ -130,6 +139,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     check_columns(plan.domain.names)  # the tables' column names: refused before any data is read
     privacy = plan_privacy(plan, delta, args)  # of the noise this release draws
     warn_large_epsilon(privacy["epsilon"], delta)
+    warn_mu_not_claimed(args, privacy)
     _describe_plan(plan, say, delta, describe_privacy=False)
     if getattr(args, "target", None):
         _describe_targets(plan, say)
