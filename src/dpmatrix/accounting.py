@@ -57,8 +57,15 @@ from __future__ import annotations
 import math
 
 from .errors import BudgetError
-from .privacy import ANALYTIC, DISCRETE_ZCDP, PURE, accounting_of, approx_pcost, stated_epsilon
-from .privacy import delta_from_epsilon  # noqa: F401  (used by the doctests)
+from .privacy import (
+    ANALYTIC,
+    DISCRETE_ZCDP,
+    PURE,
+    accounting_of,
+    approx_pcost,
+    delta_from_epsilon,  # noqa: F401  (used by the doctests)
+    stated_epsilon,
+)
 
 __all__ = [
     "NOISE_KINDS",
@@ -165,7 +172,7 @@ def _tail(sigma2: float, s: float) -> float:
     import numpy as np
 
     sd = math.sqrt(sigma2)
-    half = int(math.ceil(40 * sd + abs(s) + 2))
+    half = math.ceil(40 * sd + abs(s) + 2)
     x = np.arange(-half, half + 1, dtype=float)
     w = np.exp(-(x * x) / (2 * sigma2))
     z = math.fsum(w.tolist())

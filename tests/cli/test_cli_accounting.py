@@ -118,7 +118,8 @@ def test_mu_budget_with_discrete_noise_says_what_is_stated(capsys, tmp_path):
 
 
 def test_plan_json_shows_the_continuous_claim_beside_labelled(capsys):
-    rc, out, _ = run(capsys, "plan", "--domain", DOMAIN, "--marginals", MARGINALS, "--rho", 0.5, "--format", "json")
+    rc, out, err = run(capsys, "plan", "--domain", DOMAIN, "--marginals", MARGINALS, "--rho", 0.5, "--format", "json")
+    assert rc == 0, err
     d = json.loads(out)
     assert d["privacy"]["mu"] is None and d["privacy"]["epsilon"] == pytest.approx(cks_epsilon(0.5, 1e-9), rel=1e-6)
     c = d["privacy_if_continuous_noise"]

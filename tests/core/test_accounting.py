@@ -23,7 +23,12 @@ import pytest
 from scipy.stats import norm
 
 import dpmatrix as dm
-from dpmatrix.accounting import discrete_gaussian_delta, discrete_gaussian_epsilon, epsilon_for, gdp_holds
+from dpmatrix.accounting import (
+    discrete_gaussian_delta,
+    discrete_gaussian_epsilon,
+    epsilon_for,
+    gdp_holds,
+)
 from dpmatrix.errors import BudgetError
 from dpmatrix.statement import privacy_summary
 
