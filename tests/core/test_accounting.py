@@ -245,3 +245,14 @@ def test_plan_epsilon_names_its_noise(adult):
     # the default remains the continuous Gaussian's claim (analytic curve), below the ask here
     assert plan.epsilon(1e-9) == pytest.approx(analytic_epsilon(plan.pcost, 1e-9), rel=1e-7)
     assert plan.epsilon(1e-9) < 1.0
+
+
+@pytest.mark.parametrize("eps, delta", [(0.1, 1e-9), (1.0, 1e-9), (10.0, 1e-5), (50.0, 1e-5)])
+def test_querysmasher_lattice_release_states_at_most_the_ask(adult, eps, delta):
+    df, _, mixed = adult
+    plan = dm.plan(mixed, planner="querysmasher", epsilon=eps, delta=delta)
+    meas = plan.measure(df)
+    assert meas.noise == "lattice_gaussian"
+    p = privacy_summary(meas.plan, noise=meas.noise, delta=delta)
+    assert p["mu"] is None and p["epsilon"] <= eps * (1 + REL)
+    assert p["epsilon"] == pytest.approx(cks_epsilon(p["rho"], delta), rel=1e-6)
