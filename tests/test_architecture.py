@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.mechanisms",),
     ("dpmatrix.solvers",),
     ("dpmatrix.engines",),
+    ("dpmatrix.protocols",),
     ("dpmatrix.reconstruct",),
     ("dpmatrix.measure",),
     ("dpmatrix.planners",),

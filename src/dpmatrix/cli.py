@@ -33,6 +33,7 @@ from .defaults import DEFAULT_OBJECTIVE, ENCODINGS
 from .domain import Domain
 from .errors import DPMatrixError, DomainError
 from .jsonfile import loads_strict
+from .protocols import HasClosure, HasComparison
 from .statement import privacy_line, privacy_summary, pure_summary
 from .version import __version__
 
@@ -259,7 +260,7 @@ def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
 
 def _is_pure(plan) -> bool:
     """A pure epsilon-DP plan (reports ``pure_epsilon``; no residual closure)."""
-    return getattr(plan, "pure_epsilon", None) is not None
+    return plan.budget.is_pure
 
 
 def _report_delta(args: argparse.Namespace) -> float:
@@ -482,7 +483,7 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     _describe_plan(plan, say, 0.0)
     say("")
     say(table.to_string(index=False))
-    if getattr(plan, "comparison", ()):
+    if isinstance(plan, HasComparison) and plan.comparison:
         say("\nstrategies compared (auto):")
         say(pd.DataFrame(list(plan.comparison)).to_string(index=False))
     if args.save:
@@ -614,7 +615,7 @@ class CountingBar:
 
         from .engines import maximal_sets
 
-        if hasattr(plan, "closure"):
+        if isinstance(plan, HasClosure):
             measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
         else:  # a plan that lists its mechanisms
             measured = list({m.attrs for m in plan.mechanisms()[1]})

@@ -76,6 +76,7 @@ import pyarrow.parquet as pq
 from .domain import Domain
 from .errors import DPMatrixError, NotMeasuredError, ReleaseError
 from .jsonfile import json_float, loads_strict
+from .protocols import HasClosure
 from .release_tables import (
     CODE,
     LAYOUT,
@@ -546,7 +547,7 @@ def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple
     from tqdm.auto import tqdm
 
     plan = meas.plan
-    if not hasattr(plan, "closure"):
+    if not isinstance(plan, HasClosure):
         return _write_mechanism_outputs(meas, path)
     names = plan.domain.names
     n_sets = n_values = 0
@@ -658,7 +659,7 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
-            if hasattr(plan, "closure"):
+            if isinstance(plan, HasClosure):
                 _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round)
             else:
                 _write_stage_listed(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
@@ -677,13 +678,8 @@ def _lower_bound_entry(plan) -> dict[str, Any] | None:
     """The manifest's ``lower_bound`` entry (issue 15): ``{total, rmse, exact, ratio, value,
     quantity, ...}`` from :meth:`~dpmatrix.planners.base.PlanBase.lower_bound_facts`; ``None``
     when the plan has no Gaussian bound or it cannot be computed (the release never fails on it)."""
-    facts = getattr(plan, "lower_bound_facts", None)
-    if not callable(facts):
-        return None
-    try:
-        return facts()
-    except DPMatrixError:
-        return None
+    bound = plan.facts.bound  # None when no bound applies or it cannot be computed
+    return None if bound is None else dict(bound)
 
 
 def tables_readme(level: float, decimals: int | None, formats: Sequence[str] = DEFAULT_FORMATS,
@@ -1090,7 +1086,7 @@ class Release:
             return self._table_v1(key, e, fmt)
         t = self.read_table(key, fmt)
         df = t.to_pandas()
-        if not hasattr(self.plan, "closure"):  # a plan that lists its mechanisms
+        if not isinstance(self.plan, HasClosure):  # a plan that lists its mechanisms
             for c in e.get("columns", e["attributes"]):
                 if df[c].dtype == object or pa.types.is_string(t.schema.field(c).type):
                     df[c] = pd.Categorical(df[c], categories=list(dict.fromkeys(df[c])))
@@ -1119,7 +1115,7 @@ class Release:
             df = pd.read_parquet(path) if format == "parquet" else pd.read_csv(path)
         except (OSError, ValueError) as exc:
             raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
-        if not hasattr(self.plan, "closure"):
+        if not isinstance(self.plan, HasClosure):
             return df  # a plan that lists its mechanisms: labels as written
         wk = self.plan.workload
         i = wk.index(key)
@@ -1143,7 +1139,7 @@ class Release:
         numbers as the saved table when there is one) at ``level`` (default: the release's)."""
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
-        if not hasattr(self.plan, "closure"):  # QuerySmasher / pure: the workload entry's answers
+        if not isinstance(self.plan, HasClosure):  # QuerySmasher / pure: the workload entry's answers
             return self.measurements.answer(key, lv)
         return self.measurements.marginal(key, lv)
 
@@ -1205,7 +1201,7 @@ def _open_measurements(rel: Release) -> Measurements:
     rel_path = meas_info.get("file", MEASUREMENTS) if isinstance(meas_info, dict) else MEASUREMENTS
     path = _inside(folder, rel_path)
     mech = manifest.get("mechanism", {})
-    if not hasattr(plan, "closure"):
+    if not isinstance(plan, HasClosure):
         noise = mech.get("noise", "gaussian")
         noisy = _read_mechanism_outputs(path, plan, noise, rel._digest(rel_path))
         return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=mech.get("randomness", "unknown"))

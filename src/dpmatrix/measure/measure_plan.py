@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError
 from ..mechanisms.residual import apply_sub
+from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms, ListsMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.stacked import StackedAnswers
 from ..reconstruct.store import MeasurementStore
@@ -43,12 +44,12 @@ def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[
 def _lists_mechanisms(plan) -> bool:
     """A plan that lists its mechanisms and estimates from their outputs (every planner but the
     ResidualPlanner family, whose residual mechanisms are measured by the batched path here)."""
-    return all(hasattr(plan, a) for a in ("mechanisms", "estimator", "domain"))
+    return isinstance(plan, ListsMechanisms)
 
 
 def _is_residual_plan(plan) -> bool:
     """A plan of the ResidualPlanner family: its residual mechanisms, one per closure set."""
-    return all(hasattr(plan, a) for a in ("closure", "measured", "mechanism", "sigma2"))
+    return isinstance(plan, HasClosure)
 
 
 def measure(
@@ -145,11 +146,11 @@ def measure(
                     f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
                     f"got {type(rng).__name__}"
                 )
-            if hasattr(plan, "solutions") and (noise is None or noise in NOISES):
+            if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
                 # QuerySmasher: secure by default (issue 16) — exact discrete Gaussian where every
                 # space has integer factors, the lattice sampler otherwise; float only on request
                 noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
-            elif noise in (None, "auto") and hasattr(plan, "secure_noise"):
+            elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
                 # a plan naming its secure sampler (explicit strategies): float only with a generator
                 noise = "gaussian" if rng is not None else plan.secure_noise
             try:

@@ -48,6 +48,7 @@ from ..mechanisms.lattice import (
     max_exponent,
 )
 from ..mechanisms.samplers import rational_upper_bound
+from ..protocols import HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
@@ -69,7 +70,7 @@ SECURE_NOISES = ("discrete_gaussian", "lattice_gaussian")
 
 
 def _is_qs(plan) -> bool:
-    return all(hasattr(plan, a) for a in ("residuals", "solutions", "domain"))
+    return isinstance(plan, HasSubMechanisms)
 
 
 def _integer_plan(plan) -> bool:

@@ -11,6 +11,7 @@ from ..defaults import DEFAULT_OBJECTIVE  # the default objective (defined where
 from ..errors import BudgetError, PlanError
 from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
+from .base import PlanBase
 from .explicit.evaluation import plan_lsa
 from .explicit.plan import EXPLICIT_FORMAT, ExplicitStrategyPlan
 from .pure.hierarchical import HIERARCHICAL_FORMAT, HierarchicalPlan
@@ -216,20 +217,7 @@ def _plan_of_format(spec: Mapping[str, Any]):
     >>> type(plan_from_dict(dm.plan(wk, epsilon=1, delta=0).to_dict())).__name__
     'PurePlan'
     """
-    if not isinstance(spec, Mapping):
-        raise PlanError("a plan description is a JSON object")
-    fmt = spec.get("format")
-    if fmt == QS_FORMAT:
-        return QuerySmasherPlan.from_dict(dict(spec))
-    if fmt == PURE_FORMAT:
-        return PurePlan.from_dict(spec)
-    if fmt == HIERARCHICAL_FORMAT:
-        return HierarchicalPlan.from_dict(spec)
-    if fmt == MATRIX_FORMAT:
-        return MatrixPurePlan.from_dict(spec)
-    if fmt == EXPLICIT_FORMAT:
-        return ExplicitStrategyPlan.from_dict(spec)
-    return Plan.from_dict(dict(spec))
+    return PlanBase.from_dict(spec)
 
 
 def plan_from_dict(spec: Mapping[str, Any]):

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from ..domain import fmt_edge
 from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..linalg.kron import kron_apply
+from ..protocols import HasClosure, ListsMechanisms
 from ..selection import selector
 from ..workload import AttrSet
 from .broadcast import MarginalBlock, plain_block_batches, plain_blocks, plain_estimate, plain_variance
@@ -93,8 +94,12 @@ class Measurements:
     @cached_property
     def _estimator(self):
         """The plan's estimator bound to the noisy outputs (None: ResidualPlanner family)."""
-        bind = getattr(self.plan, "estimator", None)
-        return None if bind is None else bind(self.noisy)
+        return self.plan.estimator(self.noisy) if isinstance(self.plan, ListsMechanisms) else None
+
+    @property
+    def _is_plain(self) -> bool:
+        """A plain ResidualPlanner plan (identity strategies and queries: Algorithm 4 applies)."""
+        return isinstance(self.plan, HasClosure) and bool(self.plan.is_plain)
 
     @classmethod
     def from_store(cls, folder, plan) -> "Measurements":
@@ -137,7 +142,7 @@ class Measurements:
         """``Σ_{A⊆M} r_A ⊗_{j∈M∖A} a_j`` (Algorithm 2/6's ``q``; ``/ Π n_j`` for Algorithm 4).
         These are the cells when every strategy spans its attribute; otherwise only
         ``(⊗ W_i) q`` is meaningful (Algorithm 6)."""
-        if getattr(self.plan, "is_plain", False):  # Algorithm 4: the broadcast sums of the streamed path, same bits
+        if self._is_plain:  # Algorithm 4: the broadcast sums of the streamed path, same bits
             return plain_estimate(self, key)
         sizes = self.plan.domain.sizes
         bases = self.plan.bases
@@ -161,7 +166,7 @@ class Measurements:
         """Exact per-cell variances of :meth:`estimate` (data-independent)."""
         if self._estimator is not None:
             return self._estimator.variance(self._key(attrs))
-        if getattr(self.plan, "is_plain", False):  # Algorithm 4's closed form, as streamed
+        if self._is_plain:  # Algorithm 4's closed form, as streamed
             return plain_variance(self.plan, self._key(attrs))
         return self.plan.variance(attrs)
 
@@ -451,7 +456,7 @@ class Measurements:
         >>> [(blk.attrs.tolist(), blk.estimate.shape) for blk in meas.iter_blocks()]
         [([[1]], (1, 3)), ([[0, 1]], (1, 2, 3))]
         """
-        if self._estimator is not None or not getattr(self.plan, "is_plain", False):
+        if self._estimator is not None or not self._is_plain:
             raise PlanError(
                 "iter_blocks streams plain marginals of a ResidualPlanner plan; use iter_marginals "
                 "for generalized marginals (prefix/range queries) and other planners"

@@ -38,6 +38,7 @@ from ...privacy import Budget, PrivacyReport
 from ...queries import QueryGroup, QueryWorkload
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from ..optimality import as_query_workload as _as_query_workload, workload_attrs
 from .measurement import ExplicitEstimator, explicit_mechanisms
 
@@ -64,6 +65,7 @@ def check_cells(domain: Domain, attrs: tuple[int, ...], limit: int = MAX_CELLS,
     return n
 
 
+@plan_format(EXPLICIT_FORMAT)
 @dataclass(frozen=True, eq=False)
 class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     """Gaussian plan measuring ``y = strategy @ x + N(0, sigma2·I)`` on the marginal ``attrs``.
@@ -88,6 +90,14 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     strategy: np.ndarray = field(repr=False)
     sigma2: float
     name: str = "custom"
+
+    @property
+    def planner_name(self) -> str:
+        """``"explicit (<strategy name>)"``, e.g. ``"explicit (lsa)"``."""
+        return f"explicit ({self.name})"
+
+    def _options(self) -> dict[str, Any]:
+        return {"strategy": self.name}
 
     # -- privacy ------------------------------------------------------------------------------
     @cached_property

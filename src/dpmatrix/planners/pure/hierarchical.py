@@ -71,6 +71,7 @@ from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
 from .joint_budgets import JointSumObjective
 from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
@@ -97,6 +98,7 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
+@plan_format(HIERARCHICAL_FORMAT)
 @dataclass(frozen=True, eq=False)
 class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     """Pure ε-DP plan of a generalized marginal workload with per-attribute level strategies.

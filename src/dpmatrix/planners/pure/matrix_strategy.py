@@ -46,6 +46,7 @@ from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import convex_budget_split, convex_max_budget_split
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
 from .units import PureUnits, check_epsilon
 
@@ -101,6 +102,7 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
+@plan_format(MATRIX_FORMAT)
 @dataclass(frozen=True, eq=False)
 class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
     """Explicit pure-DP plan: integer strategy rows on the cells of ``attrs``, per-row budgets,

@@ -44,6 +44,7 @@ from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from . import strategies as _strategies
 from .groups import StrategyGroup
 from .hierarchical import HierarchicalPlan, plan_hierarchical
@@ -66,6 +67,7 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
+@plan_format(FORMAT)
 @dataclass(frozen=True, eq=False)
 class PurePlan(PureUnits, PlanBase):
     """A pure ε-DP measurement plan: groups, their budgets, and exact GLS variances.

@@ -42,6 +42,7 @@ from ...measure import measure
 from ...privacy import Budget, PrivacyReport
 from ...queries import QueryWorkload
 from ..base import PlanBase
+from ..formats import plan_format
 from .measurement import QSEstimator, querysmasher_mechanisms
 from .submechanisms import SubMechanism
 
@@ -102,6 +103,7 @@ class Residual:
 # =============================================================================================
 # the plan
 # =============================================================================================
+@plan_format(FORMAT)
 @dataclass(eq=False)
 class QuerySmasherPlan(PlanBase, PrivacyReport):
     """A QuerySmasher plan: one Gaussian mechanism per residual space, σ², exact variances.
@@ -129,6 +131,14 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
     options: dict[str, Any] = field(default_factory=dict)
     # set by .planner (the planning function; from_dict re-plans through it)
     _replan = None
+
+    @property
+    def planner_name(self) -> str:
+        """The planning function's name (``"querysmasher"`` or ``"wff"``)."""
+        return str(self.planner)
+
+    def _options(self) -> dict[str, Any]:
+        return dict(self.options)
 
     # -- privacy -------------------------------------------------------------------------------
     @property

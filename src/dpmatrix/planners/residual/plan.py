@@ -8,7 +8,6 @@ and published before measurement.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ import pandas as pd
 
 from ...domain import Domain
 from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
-from ...jsonfile import json_float, read_json
+from ...jsonfile import json_float
 from ...linalg.kron import is_identity
 from ...linalg.sparse import spmv_inf
 from ...measure.measure_plan import measure
@@ -31,14 +30,16 @@ from ...privacy import Budget, PrivacyReport, resolve_pcost
 from ...solvers.strategy1d import strategy_matrix
 from ...workload import AttrSet, Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from .coefficients import Coefficients, compute_coefficients, outer_variances
 from .select import max_query_variance, select
 
-__all__ = ["Plan", "plan_residual"]
+__all__ = ["Plan", "ResidualPlan", "plan_residual"]
 
 PLAN_FORMAT = "dpmatrix.plan/1"
 
 
+@plan_format(PLAN_FORMAT, default=True)
 @dataclass(frozen=True, eq=False)
 class Plan(PlanBase, PrivacyReport):
     """A selected matrix mechanism: residual sets, their noise scales, and its privacy cost."""
@@ -97,6 +98,14 @@ class Plan(PlanBase, PrivacyReport):
     def is_plain(self) -> bool:
         """True for ResidualPlanner (every strategy and query is the identity)."""
         return self.workload.is_plain and all(b.is_identity for b in self.bases)
+
+    @property
+    def planner_name(self) -> str:
+        """``"ResidualPlanner"`` for plain marginals, else ``"ResidualPlanner+"``."""
+        return "ResidualPlanner" if self.is_plain else "ResidualPlanner+"
+
+    def _options(self) -> dict[str, Any]:
+        return {"construction": self.construction}
 
     # -- privacy ------------------------------------------------------------------------------
 
@@ -327,28 +336,17 @@ class Plan(PlanBase, PrivacyReport):
         return cls(wk, sigma2, spec["objective"], strategies,
                    construction_name(spec.get("construction", "centred")))
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1)
-        if path is not None:
-            Path(path).write_text(text)
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "Plan":
-        """A plan from JSON text or from a file path."""
-        if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
-            try:
-                return cls.from_dict(json.loads(text_or_path))
-            except json.JSONDecodeError as exc:
-                raise PlanError(f"not a JSON plan: {exc}") from None
-        return cls.from_dict(read_json(text_or_path, PlanError, f"plan file {str(text_or_path)!r}"))
-
     def __repr__(self) -> str:
         return (
             f"Plan({self.workload!r}, objective={self.objective!r}, "
             f"{int(self.measured.sum())} residual mechanisms, pcost={self.pcost:.6g}, "
             f"rho={self.rho:.6g})"
         )
+
+
+#: The ResidualPlanner family's plan under its own name (``dpmatrix.ResidualPlan``); the class keeps
+#: its historical name ``Plan`` in this module so that pickles written before still load.
+ResidualPlan = Plan
 
 
 def plan_residual(
