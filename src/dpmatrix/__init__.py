@@ -172,11 +172,12 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .planners.querysmasher.plan import QuerySmasherPlan
     from .planners.querysmasher.planner import plan_querysmasher
     from .planners.residual.plan import ResidualPlan
-    from .protocols import PlanFacts
     from .privacy import Budget
+    from .protocols import PlanFacts
     from .queries import QueryWorkload
     from .reconstruct.measurements import Measurements, QueryAnswer
     from .release import Release, load_release, write_release
     from .selection import codes
-    from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
+    from .solvers.svd_bound import SVDBound
+    from .solvers.svd_bound import svd_bound as lower_bound
     from .workload import Workload

@@ -97,7 +97,7 @@ def default_ledger_path() -> Path:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _amount(name: str, value: Any, allow_zero: bool = True) -> float:
@@ -125,7 +125,7 @@ class Spend:
 class Reservation:
     """One reserved spend (a row of ``spends``); see :meth:`Ledger.reserve`."""
 
-    ledger: "Ledger"
+    ledger: Ledger
     id: int
     dataset: str
     rho: float

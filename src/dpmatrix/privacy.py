@@ -177,7 +177,7 @@ class Budget:
             object.__setattr__(self, "pure_epsilon", _check_positive("epsilon", self.pure_epsilon))
 
     @classmethod
-    def pure(cls, epsilon: float) -> "Budget":
+    def pure(cls, epsilon: float) -> Budget:
         """Pure ε-DP (δ = 0), planned by the pure ε-DP planner with Laplace-type noise.
 
         It reports ε at every δ and ρ = ε²/2 (pure ε-DP implies (ε²/2)-zCDP, Bun & Steinke
@@ -211,17 +211,17 @@ class Budget:
         return self.pure_epsilon is not None
 
     @classmethod
-    def zcdp(cls, rho: float) -> "Budget":
+    def zcdp(cls, rho: float) -> Budget:
         """ρ-zCDP: ``pcost = 2ρ``."""
         return cls(resolve_pcost(rho=rho))
 
     @classmethod
-    def gdp(cls, mu: float) -> "Budget":
+    def gdp(cls, mu: float) -> Budget:
         """μ-Gaussian DP: ``pcost = μ²``."""
         return cls(resolve_pcost(mu=mu))
 
     @classmethod
-    def approx(cls, epsilon: float, delta: float) -> "Budget":
+    def approx(cls, epsilon: float, delta: float) -> Budget:
         """(ε, δ)-DP: the largest ``pcost`` whose Gaussian curve gives ``δ`` at ``ε``."""
         return cls(resolve_pcost(epsilon=epsilon, delta=delta))
 
@@ -258,7 +258,7 @@ def resolve_pcost(
     epsilon: float | None = None,
     delta: float | None = None,
     mu: float | None = None,
-    budget: "Budget | None" = None,
+    budget: Budget | None = None,
 ) -> float:
     """Turn exactly one of the accepted budget forms into a privacy cost.
 

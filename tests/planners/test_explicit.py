@@ -10,11 +10,12 @@ import math
 
 import numpy as np
 import pytest
+from tests.oracle import generalized_marginal_query, range_matrix
+from tests.oracle import pcost as oracle_pcost
 
 import dpmatrix as dm
 from dpmatrix.errors import NotMeasuredError, PlanError, WorkloadError
 from dpmatrix.planners.explicit import ExplicitStrategyPlan, explicit_plan
-from tests.oracle import generalized_marginal_query, pcost as oracle_pcost, range_matrix
 
 
 def allrange4():

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 import pytest
+from tests.oracle import generalized_marginal_query, prefix_matrix, range_matrix
 
 import dpmatrix as dm
 from dpmatrix.planners.pure import plan_pure
-from tests.oracle import generalized_marginal_query, prefix_matrix, range_matrix
 
 
 def dense_bound(sizes, entries, pcost):

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from tests.oracle import marginal_query
 
 import dpmatrix as dm
 from dpmatrix.cli import main
-from tests.oracle import marginal_query
 
 
 def dense_bound(sizes, sets, pcost):

@@ -405,7 +405,7 @@ class DuckDBEngine:
         """Close the DuckDB connection (drops the temporary code table)."""
         self._con.close()
 
-    def __enter__(self) -> "DuckDBEngine":
+    def __enter__(self) -> DuckDBEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..engines import engine_for, maximal_sets, project
+from ..engines import Closable, engine_for, maximal_sets, project
 from ..errors import DataError
 from ..mechanisms.residual import apply_sub
 from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms, ListsMechanisms
@@ -156,7 +156,7 @@ def measure(
             try:
                 return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
             finally:
-                if owned and hasattr(engine, "close"):
+                if owned and isinstance(engine, Closable):
                     engine.close()
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise is None:
@@ -201,7 +201,7 @@ def measure(
                 noisy[sub] = w
         bar.update(len(batch))
     bar.close()
-    if owned and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
+    if owned and isinstance(eng, Closable):  # an engine made here (e.g. a Spark session)
         eng.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})

@@ -145,7 +145,7 @@ class LinearMechanism:
                    None, back, setting)
 
     @classmethod
-    def dense(cls, key: Hashable, attrs: tuple[int, ...], matrix: np.ndarray, sigma2: float) -> "LinearMechanism":
+    def dense(cls, key: Hashable, attrs: tuple[int, ...], matrix: np.ndarray, sigma2: float) -> LinearMechanism:
         """``ω = A x_A + N(0, σ² I)`` with a dense strategy ``A`` (rows × cells of ``x_A`` in C order).
 
         Parameters

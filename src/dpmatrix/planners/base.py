@@ -57,7 +57,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -65,11 +65,15 @@ import pandas as pd
 from ..domain import Domain
 from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
+from ..measure.measure_plan import measure
 from ..privacy import Budget
 from ..protocols import PlanFacts
 from ..solvers.svd_bound import SVDBound
 from .formats import plan_class
 from .optimality import Optimality, optimality
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from ..reconstruct.measurements import Measurements
 
 __all__ = ["Plan", "PlanBase", "attr_key"]
 
@@ -263,9 +267,46 @@ class PlanBase(ABC):
         return cls.from_dict(read_json(text_or_path, PlanError, f"plan file {str(text_or_path)!r}"))
 
     # -- measurement ---------------------------------------------------------------------------
-    @abstractmethod
-    def measure(self, data, *, rng: np.random.Generator | None = None, **options: Any):
-        """Measure ``data`` with the plan's mechanisms (see :func:`dpmatrix.measure`)."""
+    def measure(
+        self,
+        data: Any,
+        *,
+        rng: np.random.Generator | None = None,
+        progress: bool = False,
+        noise: str | None = None,
+        rel_var_tol: float = 1e-4,
+        engine: Any = None,
+        store: Any = None,
+        encoding: str = "auto",
+        on_unknown: Any = "error",
+    ) -> Measurements:
+        """Measure ``data`` with the plan's mechanisms: :func:`dpmatrix.measure` (the one
+        measurement path; every option is keyword-only and means the same for every planner).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
+            The records (raw values or codes, see ``encoding``).
+        rng : numpy.random.Generator, optional
+            ``None`` (default): exact noise from the OS CSPRNG. A generator makes the noise
+            reproducible and NOT private (the release says so).
+        progress, noise, rel_var_tol, engine, store, encoding, on_unknown :
+            As in :func:`dpmatrix.measure` (``noise=None``: the plan's own secure noise).
+
+        Returns
+        -------
+        Measurements
+
+        Examples
+        --------
+        >>> import numpy as np, dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"A": 2, "B": 2}), [("A", "B")])
+        >>> meas = dm.plan(wk, epsilon=1, delta=0).measure(np.array([[0, 1], [1, 1]]))
+        >>> meas.noise
+        'discrete_laplace'
+        """
+        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol,
+                       engine=engine, store=store, encoding=encoding, on_unknown=on_unknown)
 
 
 #: The public name of the plan protocol's base class (``dpmatrix.Plan``).

@@ -89,7 +89,7 @@ class Measurements:
     # "numpy_generator" (floating-point Gaussian), "seeded_insecure" (discrete noise drawn from a
     # user's seeded generator: reproducible, NOT secure)
     randomness: str = "numpy_generator"
-    _cache: "_ResidualCache" = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
+    _cache: _ResidualCache = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
 
     @cached_property
     def _estimator(self):
@@ -102,7 +102,7 @@ class Measurements:
         return isinstance(self.plan, HasClosure) and bool(self.plan.is_plain)
 
     @classmethod
-    def from_store(cls, folder, plan) -> "Measurements":
+    def from_store(cls, folder, plan) -> Measurements:
         """Measurements kept on disk by ``plan.measure(data, store=folder)``, re-opened with the
         same plan (e.g. ``Plan.from_json``) for reconstruction in another session."""
         store = open_store(folder, plan)
@@ -276,7 +276,7 @@ class Measurements:
         df.attrs["marginal"] = e.attributes
         return df
 
-    def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> "QueryAnswer":
+    def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> QueryAnswer:
         """Estimate and exact variance of the linear query ``q · x_M`` over the cells of the
         marginal on ``attrs`` (``q`` shaped like the table, or flat in C order)."""
         key = self._key(attrs)
@@ -304,7 +304,7 @@ class Measurements:
                 variance += s2 * float(qa) ** 2
         return QueryAnswer(estimate, variance)
 
-    def query(self, spec: Mapping[str, object], level: float = 0.95) -> "QueryAnswer":
+    def query(self, spec: Mapping[str, object], level: float = 0.95) -> QueryAnswer:
         """One counting query given per attribute; unnamed attributes are summed over.
 
         Parameters
@@ -426,7 +426,7 @@ class Measurements:
             built.clear()
         bar.update(max(len(self.plan.workload) - done, 0))
 
-    def iter_blocks(self, *, block_cells: int | None = None) -> Iterator["MarginalBlock"]:
+    def iter_blocks(self, *, block_cells: int | None = None) -> Iterator[MarginalBlock]:
         """Every workload marginal of a ResidualPlanner plan with plain cells, as blocks of
         stacked tables (:func:`dpmatrix.reconstruct.broadcast.plain_blocks`): the fastest way to
         stream all the estimates and variances, e.g. to a release writer.
@@ -526,7 +526,7 @@ class QueryAnswer:
     def upper(self) -> float:
         return self.estimate + _z(self.level) * self.std
 
-    def at_level(self, level: float) -> "QueryAnswer":
+    def at_level(self, level: float) -> QueryAnswer:
         _z(level)
         return QueryAnswer(self.estimate, self.variance, level)
 

@@ -14,21 +14,21 @@ of the machine.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-import os
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-import pandas as pd
 
+from ..errors import DPMatrixError
 from ..planners.dispatch import plan as make_plan
 from ..planners.residual.plan import Plan
-from ..errors import DPMatrixError
 from ..privacy import Budget, epsilon_from_zcdp
 from ..protocols import HasClosure, HasMarginalTable, HasTargets
 from ..release_tables import STAT_COLUMNS, read_table

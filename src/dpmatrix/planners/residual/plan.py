@@ -23,7 +23,6 @@ from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
 from ...linalg.kron import is_identity
 from ...linalg.sparse import spmv_inf
-from ...measure.measure_plan import measure
 from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
 from ...mechanisms.residual import ResidualMechanism
 from ...privacy import Budget, PrivacyReport, resolve_pcost
@@ -80,7 +79,7 @@ class Plan(PlanBase, PrivacyReport):
                 "not span every value; ask for the workload's queries (answer/query) instead"
             ) from None
 
-    def _with_sigma2(self, sigma2: np.ndarray, objective: str | None = None) -> "Plan":
+    def _with_sigma2(self, sigma2: np.ndarray, objective: str | None = None) -> Plan:
         """The same mechanisms with other noise scales: strategies, bases, query bases and
         coefficients do not depend on σ², so the computed ones are shared, not recomputed."""
         new = Plan(self.workload, np.asarray(sigma2, dtype=float), objective or self.objective,
@@ -267,28 +266,6 @@ class Plan(PlanBase, PrivacyReport):
         )
 
     # -- measurement ----------------------------------------------------------------------------
-    def measure(
-        self,
-        data,
-        *,
-        rng: np.random.Generator | None = None,
-        progress: bool = False,
-        noise: str = "auto",
-        rel_var_tol: float = 1e-4,
-        engine=None,
-        store=None,
-        encoding: str = "auto",
-        on_unknown="error",
-    ):
-        """Run the plan on data (DataFrame, CSV/Parquet path or engine; raw values or codes:
-        ``encoding="auto"|"raw"|"codes"``, ``on_unknown=`` as on the command line); see
-        :func:`dpmatrix.measure` (default ``noise="auto"``: secure noise from the OS CSPRNG;
-        ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
-        return measure(
-            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
-            store=store, encoding=encoding, on_unknown=on_unknown,
-        )
-
     def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,
                fairness: bool = True) -> Path:
         """Write a self-contained HTML report of this plan (privacy in every unit, accuracy
@@ -320,7 +297,7 @@ class Plan(PlanBase, PrivacyReport):
         }
 
     @classmethod
-    def from_dict(cls, spec: dict[str, Any]) -> "Plan":
+    def from_dict(cls, spec: dict[str, Any]) -> Plan:
         if spec.get("format") != PLAN_FORMAT:
             raise PlanError(f"not a dpmatrix plan (format {spec.get('format')!r})")
         domain = Domain.from_dict(spec["domain"])
@@ -421,7 +398,7 @@ def plan_residual(
         try:
             strats = choose_strategies(workload, strategies, construction=cons, objective=obj_name)
             draft = Plan(workload, np.ones(len(workload.closure)), "draft", strats, cons)
-            draft.bases  # a user strategy may not suit the split construction (no total)
+            _ = draft.bases  # a user strategy may not suit the split construction (no total)
         except WorkloadError:
             if len(candidates) > 1 and cons == "split":
                 continue

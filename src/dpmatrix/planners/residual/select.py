@@ -21,7 +21,6 @@ utility-constrained form (eq. 2: minimize pcost s.t. loss ≤ bound) are support
 from __future__ import annotations
 
 import warnings
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
