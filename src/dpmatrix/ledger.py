@@ -10,7 +10,7 @@ Storage: one SQLite file (stdlib :mod:`sqlite3`). Location, first that is set:
 
 The file is created with mode 0600: it holds the fingerprint key.
 
-Accounting (issue 16 item 6). Each release is one row of ``spends``: dataset name, content
+Accounting. Each release is one row of ``spends``: dataset name, content
 fingerprint, ρ (zCDP) and ε (pure DP, for pure-DP mechanisms), status. A release first
 *reserves* its spend in a ``BEGIN IMMEDIATE`` transaction that reads the total so far, compares it
 with the cap and inserts the row — SQLite's write lock makes that read-compare-insert atomic

@@ -32,7 +32,7 @@ __all__ = [
 
 
 def _check_positive(name: str, value: float) -> float:
-    # a string ("1") or a bool is a caller's mistake, never silently a number (issue 16 item 12)
+    # a string ("1") or a bool is a caller's mistake, never silently a number
     if isinstance(value, (str, bytes, bool)):
         raise BudgetError(f"{name} must be a number, got {value!r}")
     try:

@@ -1,4 +1,4 @@
-"""The marginal tables of a release as one Parquet dataset (issue 18 item 2).
+"""The marginal tables of a release as one Parquet dataset.
 
 A release with thousands of marginals used to cost one Parquet and one CSV file per marginal
 (9,052 files for all ≤3-way marginals of 30 attributes) and one pandas frame per table. The tables

@@ -299,7 +299,7 @@ IDENTITY = "identity"
 
 def _default_type(attr) -> str:
     """Default per-attribute query type: plain cells (``"identity"``) whatever the attribute's
-    kind, as on the command line (issue 17: a published table is a table of cells; prefix or
+    kind, as on the command line (a published table is a table of cells; prefix or
     range queries, paper §7.1, are asked for by name)."""
     return IDENTITY
 

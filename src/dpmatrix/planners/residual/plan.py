@@ -373,7 +373,7 @@ def plan_residual(
     objectives on more than ``AUTO_MAX_SETS`` (5,000) residual sets "auto" plans Algorithm 4
     only (each comparison costs a convex solve; ask for ``"split"`` explicitly).
 
-    ``query_weights`` (``max_var`` only; accuracy targets, issue 13): one array per workload
+    ``query_weights`` (``max_var`` only; accuracy targets): one array per workload
     marginal shaped like its table of queries; the weight of a query is its entry (the
     workload's marginal weights are then not used).
     """
