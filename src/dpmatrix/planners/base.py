@@ -19,7 +19,7 @@ public (here)                      a planner implements
 ``total_variance()``, ``rmse()``,  the planner's closed forms (no arguments to validate)
 ``max_variance()``, ``table()``
 ``to_dict()`` / ``from_dict()``    JSON-ready description, read back by ``from_dict``
-``measure(data, *, rng=None, ...)``  measure the data (see :func:`dpmatrix.measure`)
+``measure(data, *, rng=None, ...)``  defined here: :func:`dpmatrix.measure`
 ``lower_bound()``,                 ``_objective_value()``: ``(objective, value)`` — default
 ``optimality_ratio()``             ``("sum_var", total_variance())``; see
                                    :mod:`~dpmatrix.planners.optimality`
@@ -40,14 +40,17 @@ one measurement path (:func:`dpmatrix.measure`) and released, it also implements
 ``estimator(noisy)``               an :class:`~dpmatrix.reconstruct.estimator.Estimator` bound
                                    to ``noisy[mechanism.key]``: ``estimate``, ``variance``,
                                    ``covariance``, ``query_vector``, ``entries``/``entry``.
-``to_dict()`` with ``"format"``    and a ``from_dict`` registered in
-                                   :func:`dpmatrix.planners.dispatch.plan_from_dict`, so
-                                   ``load_release`` can read it back.
+``to_dict()`` with ``"format"``    and a ``from_dict``, the class registered for that format
+                                   with ``@plan_format(FORMAT)``
+                                   (:mod:`~dpmatrix.planners.formats`), so
+                                   :meth:`Plan.from_dict` and ``load_release`` read it back.
 =================================  ==========================================================
 
-The ResidualPlanner family is measured by the same function through its batched residual path
+``measure`` is defined here once, with one keyword-only signature for every planner. The
+ResidualPlanner family is measured by the same function through its batched residual path
 (its mechanisms are :class:`~dpmatrix.mechanisms.residual.ResidualMechanism`) and reconstructed
-by :class:`~dpmatrix.reconstruct.measurements.Measurements` itself (Algorithm 2).
+by :class:`~dpmatrix.reconstruct.residual_estimator.ResidualEstimator` (Algorithm 2). A planner
+is made available to :func:`dpmatrix.plan` by :func:`~dpmatrix.planners.registry.register_planner`.
 """
 
 from __future__ import annotations
