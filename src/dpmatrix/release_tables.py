@@ -70,6 +70,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from .csv_cells import escape, unescape
 from .errors import ReleaseError
 
 __all__ = [
@@ -557,9 +558,14 @@ def read_csv_table(path: Path, rel: str, names: Sequence[str], code_columns: Ite
     types.update({s: pa.float64() for s in STAT_COLUMNS})
     opts = pcsv.ConvertOptions(column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False)
     try:
-        return pcsv.read_csv(str(path), convert_options=opts)
+        table = pcsv.read_csv(str(path), convert_options=opts)
     except (OSError, pa.ArrowException) as exc:
         raise ReleaseError(f"cannot read {rel}: {exc}") from None
+    for i, name in enumerate(table.column_names):  # labels as published, formula marks removed
+        if name in names and name not in codes:
+            table = table.set_column(i, name, pa.array([None if v is None else unescape(v)
+                                                        for v in table.column(i).to_pylist()], pa.string()))
+    return table
 
 
 # -- per-marginal CSV files ----------------------------------------------------------------------
@@ -587,7 +593,7 @@ def write_csv_tables(block: TableBlock, z: float, decimals: int | None, paths: S
             return shown[j, name]
         c = codes if codes.ndim == 1 else codes[i]
         a = pa.array(c) if labels is None else pa.DictionaryArray.from_arrays(
-            pa.array(c.astype(np.int32)), pa.array([str(s) for s in labels], pa.string())).cast(pa.string())
+            pa.array(c.astype(np.int32)), pa.array([escape(str(s)) for s in labels], pa.string())).cast(pa.string())
         if codes.ndim == 1:
             shown[j, name] = a
         return a
