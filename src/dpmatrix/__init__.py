@@ -62,6 +62,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Release": ("dpmatrix.release", "Release"),
     "load_release": ("dpmatrix.release", "load_release"),
     "write_release": ("dpmatrix.release", "write_release"),
+    "publish": ("dpmatrix.workflow", "publish"),
     "codes": ("dpmatrix.selection", "codes"),
     "Workload": ("dpmatrix.workload", "Workload"),
 }
@@ -106,6 +107,7 @@ __all__ = [
     "plan_pure",
     "plan_querysmasher",
     "write_release",
+    "publish",
 ]
 
 
@@ -172,6 +174,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .queries import QueryWorkload
     from .reconstruct.measurements import Measurements, QueryAnswer
     from .release import Release, load_release, write_release
+    from .workflow import publish
     from .selection import codes
     from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
     from .workload import Workload

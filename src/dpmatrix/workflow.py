@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .domain import Domain
+from .encode import duplicate_columns_message, missing_columns_message
 from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning
@@ -207,7 +208,7 @@ def _header(path: Path, delimiter: str | None) -> list[str] | None:
     text = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
     if not text:
         return None
-    delim = delimiter or ("\t" if path.name.lower().endswith((".tsv", ".tsv.gz")) else ",")
+    delim = delimiter or ","  # as every engine reads it
     return next(csv.reader(io.StringIO(text), delimiter=delim, quotechar='"', doublequote=True))
 
 
@@ -229,7 +230,7 @@ def check_header(columns: Sequence[str], domain: Domain, where: str = "the data"
     >>> check_header(["Age", "sex"], dm.Domain({"age": 3, "sex": 2}))
     Traceback (most recent call last):
     ...
-    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (did you mean 'Age'?); column names are matched exactly, case and spaces included
+    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (the data have: 'Age', 'sex'); for 'age' did you mean 'Age'? (column names are matched exactly, case and spaces included)
     """
     seen: dict[str, int] = {}
     dups = []
@@ -238,26 +239,24 @@ def check_header(columns: Sequence[str], domain: Domain, where: str = "the data"
         if seen[c] == 2:
             dups.append(c)
     if dups:
-        raise DataError(
-            f"{where} have duplicate column names: {', '.join(map(repr, dups))}; every column must have "
-            "its own name (rename or drop the copies)"
-        )
+        raise DataError(duplicate_columns_message(dups, where))
     have = set(columns)
     missing = [n for n in domain.names if n not in have]
     if not missing:
         return
     norm = {c.strip().casefold(): c for c in columns}
-    hints = {}
+    hints = []
     for n in missing:
         near = norm.get(n.strip().casefold()) or next(iter(difflib.get_close_matches(n, list(columns), 1, 0.8)), None)
         if near is not None:
-            hints[n] = near
-    if hints:  # (a column with no near spelling is reported by the engine, with the header)
-        said = ", ".join(f"{n!r} (did you mean {near!r}?)" for n, near in hints.items())
-        raise DataError(
-            f"{where} lack column(s) required by the domain: {said}; column names are matched exactly, "
-            "case and spaces included"
-        )
+            hints.append(f"for {n!r} did you mean {near!r}? (column names are matched exactly, case and spaces included)")
+    if len(columns) == 1:
+        for d in (";", "\t", "|", ","):
+            if d in columns[0]:
+                hints.append(f"the header looks {d!r}-separated: give delimiter={d!r} (--delimiter)")
+                break
+    said = missing_columns_message(missing, list(columns)).replace("the data", where, 1)
+    raise DataError(said + "".join("; " + h for h in hints))
 
 
 # -- the data source -----------------------------------------------------------------------------
@@ -289,6 +288,10 @@ def open_source(
         return engine_for(data, domain, engine=None if isinstance(engine, str) and engine != "spark" else engine,
                           encoding=encoding, on_unknown=on_unknown)  # fmt: skip
     text = str(data)
+    # a local path (not a URI, not a Spark table name): checked here, the same for every engine
+    local = "://" not in text and (engine != "spark" or Path(text).exists() or any(ch in text for ch in "*?["))
+    if local:
+        _check_local_csv(text, domain, data_format, delimiter)
     if engine == "spark":
         from .engines.spark_engine import SparkEngine, detect_spark_format
 
@@ -300,18 +303,7 @@ def open_source(
                            csv_options={"sep": delimiter} if delimiter else None)  # fmt: skip
     from .engines.duckdb_engine import detect_format
 
-    files = _input_files(text)
-    if not files or not all(f.is_file() for f in files):
-        raise DataError(f"data file {text!r} does not exist" if not files or not files[0].exists()
-                        else f"data {text!r} is not a file")  # fmt: skip
     fmt = detect_format(text, data_format)
-    if delimiter and fmt != "csv":
-        raise DataError("delimiter applies to CSV files only")
-    if fmt == "csv":
-        for f in files:
-            cols = _header(f, delimiter)
-            if cols is not None:
-                check_header(cols, domain, f"the data {str(f)!r}")
     if engine == "duckdb":
         return engine_for(text, domain, encoding=encoding, format=fmt, on_unknown=on_unknown,
                           csv_options={"delim": delimiter} if delimiter else None, memory_limit=memory_limit,
@@ -327,6 +319,25 @@ def open_source(
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {text!r}: {exc}") from None
     return engine_for(raw, domain, encoding=encoding, on_unknown=on_unknown)
+
+
+def _check_local_csv(text: str, domain: Domain, data_format: str | None, delimiter: str | None) -> None:
+    """The local file(s) exist, and a CSV header names every domain column once (the same
+    message whatever engine reads it next)."""
+    from .engines.duckdb_engine import detect_format
+
+    files = _input_files(text)
+    if not files or not all(f.is_file() for f in files):
+        raise DataError(f"data file {text!r} does not exist" if not files or not files[0].exists()
+                        else f"data {text!r} is not a file")  # fmt: skip
+    fmt = detect_format(text, data_format)
+    if delimiter and fmt != "csv":
+        raise DataError("delimiter applies to CSV files only")
+    if fmt == "csv":
+        for f in files:
+            cols = _header(f, delimiter)
+            if cols is not None:
+                check_header(cols, domain, f"the data {str(f)!r}")
 
 
 def fingerprint(ledger: Ledger, data: Any, engine: Any = None) -> str:

@@ -30,6 +30,7 @@ from ..encode import (  # re-exported: the engines' shared data messages live wi
     code_dtype,
     fmt_value,
     fmt_values,
+    duplicate_columns_message,
     missing_columns_message,
     non_integer_message,
     null_message,

@@ -259,7 +259,8 @@ class PurePlan(PureUnits, PlanBase):
     # -- measurement and reconstruction --------------------------------------------------------
 
     def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
-                noise: str | None = None, engine=None, store=None):
+                noise: str | None = None, engine=None, store=None, encoding: str = "auto",
+                on_unknown="error"):
         """Noisy integer answers ``y_g = M_g · (A_g-table) + DLap(ε_g)`` for every group, through
         the one measurement path (:func:`dpmatrix.measure`).
 
@@ -277,6 +278,10 @@ class PurePlan(PureUnits, PlanBase):
         engine : engine, optional
         store : None
             Noisy answers on disk are a ResidualPlanner feature (refused here).
+        encoding : {"auto", "raw", "codes"}, default "auto"
+            What the data hold (see :func:`dpmatrix.measure`).
+        on_unknown : str or mapping, default "error"
+            Raw values the domain does not cover (see :func:`dpmatrix.measure`).
 
         Returns
         -------
@@ -291,7 +296,8 @@ class PurePlan(PureUnits, PlanBase):
         >>> meas.noise
         'discrete_laplace'
         """
-        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
+        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store,
+                        encoding=encoding, on_unknown=on_unknown)
 
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [LinearMechanism])``: group ``j`` (budget ``ε_j > 0``) releases its integer
