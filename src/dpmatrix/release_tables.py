@@ -313,10 +313,13 @@ class DatasetWriter:
     """
 
     def __init__(self, stage: Path, label_columns: Mapping[str, str], *, z: float, decimals: int | None = None,
-                 row_group_rows: int | None = None, part_rows: int | None = None):
+                 row_group_rows: int | None = None, part_rows: int | None = None,
+                 metadata: Mapping[str, str] | None = None):
         self.stage = Path(stage)
         self.label_columns = dict(label_columns)
         self.schema = schema(self.label_columns)
+        if metadata:  # key-value metadata of every part's footer (e.g. the NOT PRIVATE mark)
+            self.schema = self.schema.with_metadata({str(k): str(v) for k, v in metadata.items()})
         self.z, self.decimals = float(z), decimals
         self.row_group_rows = int(ROW_GROUP_ROWS if row_group_rows is None else row_group_rows)
         self.part_rows = int(PART_ROWS if part_rows is None else part_rows)
@@ -689,9 +692,10 @@ CSV_DIR = "marginals"
 class _Sink:
     """Sends blocks to the dataset writer and/or the per-marginal CSV files."""
 
-    def __init__(self, stage: Path, label_columns, formats, z: float, decimals):
+    def __init__(self, stage: Path, label_columns, formats, z: float, decimals, metadata=None):
         self.stage, self.z, self.decimals = stage, z, decimals
-        self.dataset = DatasetWriter(stage, label_columns, z=z, decimals=decimals) if "parquet" in formats else None
+        self.dataset = (DatasetWriter(stage, label_columns, z=z, decimals=decimals, metadata=metadata)
+                        if "parquet" in formats else None)  # fmt: skip
         self.want_csv = "csv" in formats
         self.csv: dict[str, str] = {}
         if self.want_csv:
@@ -736,7 +740,7 @@ def residual_label_columns(plan) -> dict[str, str]:
 
 
 def write_tables(measurements, stage: Path, *, formats: Sequence[str], level: float, decimals: int | None = None,
-                 progress: bool = False) -> WrittenTables:
+                 progress: bool = False, metadata: Mapping[str, str] | None = None) -> WrittenTables:
     """Reconstruct every workload marginal of ``measurements`` and write its table into the
     dataset (``"parquet"`` in ``formats``) and/or a per-marginal CSV file (``"csv"``).
 
@@ -756,10 +760,10 @@ def write_tables(measurements, stage: Path, *, formats: Sequence[str], level: fl
     check_columns(names)
     if not hasattr(plan, "closure"):
         return _write_listed(measurements, stage, formats=formats, level=level, z=z, decimals=decimals,
-                             progress=progress, style=style)
+                             progress=progress, style=style, metadata=metadata)
     wk = plan.workload
     label_columns = residual_label_columns(plan)
-    sink = _Sink(stage, label_columns, formats, z, decimals)
+    sink = _Sink(stage, label_columns, formats, z, decimals, metadata)
     tables: list = []
     bar = tqdm(total=len(wk), desc="writing tables", unit="marginal", disable=not progress)
     try:
@@ -808,7 +812,7 @@ def _blocks(meas, style: str, level: float) -> Iterator[tuple[TableBlock, list, 
         yield frame_block(marginal_key(n, style), frame, n), [wk.index(n)], [n]
 
 
-def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, style) -> WrittenTables:
+def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, style, metadata=None) -> WrittenTables:
     """Tables of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, explicit): one per
     workload entry (query group), small by nature; collected first, for the column types."""
     frames = []
@@ -830,7 +834,7 @@ def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, s
         c: CODE if all(_is_int(f[c]) for _, _, f, cols in frames if c in cols) else LABEL
         for c in order
     }  # fmt: skip
-    sink = _Sink(stage, label_columns, formats, z, decimals)
+    sink = _Sink(stage, label_columns, formats, z, decimals, metadata)
     tables = []
     stems: set[str] = set()
     for i, (n, key, frame, cols) in enumerate(frames):

@@ -59,6 +59,7 @@ from .release import (
     DEFAULT_DELTA,
     DEFAULT_FORMATS,
     MANIFEST,
+    NOT_IN_LEDGER,
     check_target,
     output_lock,
     recover_output,
@@ -67,10 +68,8 @@ from .release import (
 from .release_tables import check_columns
 from .sizing import DEFAULT_MAX_CELLS, ReleaseSize, SizeError, check_size, describe_size, estimate_size
 
-__all__ = ["NOT_IN_LEDGER", "Published", "check_memory", "check_output", "check_header", "publish"]
+__all__ = ["Published", "check_header", "check_memory", "check_output", "open_source", "publish", "write_report_into"]
 
-#: How a release measured outside :func:`publish` without a ledger is recorded.
-NOT_IN_LEDGER = "not in any ledger"
 
 _CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
 
@@ -600,6 +599,12 @@ def publish(
         warnings.warn(f"ledger=False: this release is {NOT_IN_LEDGER} (no privacy-budget record)", UserWarning,
                       stacklevel=2)  # fmt: skip
     else:
+        if led.created:
+            warnings.warn(
+                f"created a new, empty privacy-budget ledger {str(led.path)!r}: if this data was released "
+                "before, its spends are in another ledger (check $DPMATRIX_LEDGER, $XDG_DATA_HOME, --ledger)",
+                UserWarning, stacklevel=2,
+            )  # fmt: skip
         earlier = _existing_anchor(out_abs)
         if earlier is not None and overwrite:
             problems = led.verify_anchor(earlier, f"the earlier release in {str(out)!r}")
@@ -714,3 +719,44 @@ def _report_writer(stage: Path) -> list[str]:
 
     write_release_report(stage, stage / REPORT_FILE)
     return [REPORT_FILE]
+
+
+def write_report_into(folder: str | Path, path: str | Path | None = None, *, fairness: bool = True) -> Path:
+    """Write the HTML report of a release after verifying every file it will read
+    (:func:`dpmatrix.release.verify_files`: a swapped or edited table is refused, not rendered).
+    Into the folder itself (the default): under the folder's output lock, through a temporary
+    file, and with the report's SHA-256 written into the digest list, so the folder's report
+    always describes the release beside it.
+
+    Parameters
+    ----------
+    folder : str or Path
+        A release folder.
+    path : str or Path, optional
+        Another place for the report (then nothing in the folder changes).
+    fairness : bool
+        As in :func:`dpmatrix.report.write_plan_report`.
+
+    Returns
+    -------
+    Path
+    """
+    from .release import digest_list, sha256_file, verify_files, write_digest_list
+    from .report import REPORT_FILE, write_release_report
+
+    folder = Path(folder)
+    verify_files(folder)
+    if path is not None and Path(path).absolute() != (folder / REPORT_FILE).absolute():
+        return write_release_report(folder, path, fairness=fairness)
+    with output_lock(folder):
+        verify_files(folder)  # (again, now that no writer can change it)
+        tmp = folder / f".{REPORT_FILE}.partial"
+        try:
+            write_release_report(folder, tmp, fairness=fairness)  # in the folder: its links stand
+            derived = {k: v for k, v in list(digest_list(folder).items())[1:] if k != REPORT_FILE}
+            derived[REPORT_FILE] = sha256_file(tmp)
+            os.replace(tmp, folder / REPORT_FILE)
+            write_digest_list(folder, derived)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return folder / REPORT_FILE
