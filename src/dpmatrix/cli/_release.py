@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from ..defaults import ENCODINGS
 from ..domain import Domain
 from ..errors import DPMatrixError
 from ._common import (
+    SEED_WARNING,
     CLIError,
     _budget_kwargs,
     _is_pure,
@@ -117,14 +119,35 @@ def _plan_of(args: argparse.Namespace, domain: Domain | None, opts: dict):
                      **_budget_kwargs(args))  # fmt: skip
 
 
+def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, noise: str, say: Out, overwrite: bool):
+    """The library's release workflow with the command line's options."""
+    import numpy as np
+
+    from ..workflow import publish
+
+    no_ledger = getattr(args, "no_ledger", False)
+    return publish(
+        plan, str(args.data), args.out,
+        dataset=opts.get("dataset"), ledger=False if no_ledger else opts["ledger"], engine=args.engine,
+        encoding=getattr(args, "encoding", "auto"), on_unknown=opts["policy"], data_format=args.data_format,
+        delimiter=args.delimiter, memory_limit=getattr(args, "memory_limit", None),
+        spark_master=getattr(args, "spark_master", None), spark_conf=_spark_conf(getattr(args, "spark_conf", None)),
+        level=args.level, delta=delta, formats=opts["formats"], round=getattr(args, "round", None), noise=noise,
+        overwrite=overwrite, report=not getattr(args, "no_report", False), max_cells=opts["max_cells"],
+        spill=bool(getattr(args, "spill", False)),
+        rng=np.random.default_rng(args.seed) if args.seed is not None else None,
+        progress=say.progress, on_note=say.note,
+        notes={"data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
+                        "on_unknown": opts["policy"]}},
+    )  # fmt: skip
+
+
 def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
     """Check the options, plan (or load a plan) and hand everything to the library's release
     workflow (:func:`dpmatrix.publish`: validation, ledger, counting, noise, writing and the
     report, in that order); print what it did. Returns the Measurements."""
-    import numpy as np
-
+    from ..measure.discrete import InsecureRandomnessWarning
     from ..release import TABLES_README
-    from ..workflow import publish
 
     opts = _check_options(args)
     delta = opts["delta"]
@@ -138,21 +161,11 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         raise CLIError("--noise discrete_gaussian is a zCDP option: a pure epsilon-DP plan uses the "
                        "exact discrete Laplace")
     say.note(f"reading {args.data} with {args.engine} ...")  # the Spark master is not echoed
-    done = publish(
-        plan, str(args.data), args.out,
-        dataset=opts.get("dataset"), ledger=False if opts["ledger"] is None and getattr(args, "no_ledger", False)
-        else opts["ledger"], engine=args.engine, encoding=getattr(args, "encoding", "auto"),
-        on_unknown=opts["policy"], data_format=args.data_format, delimiter=args.delimiter,
-        memory_limit=getattr(args, "memory_limit", None), spark_master=getattr(args, "spark_master", None),
-        spark_conf=_spark_conf(getattr(args, "spark_conf", None)), level=args.level, delta=delta,
-        formats=opts["formats"], round=getattr(args, "round", None), noise=noise, overwrite=overwrite,
-        report=not getattr(args, "no_report", False), max_cells=opts["max_cells"],
-        spill=bool(getattr(args, "spill", False)),
-        rng=np.random.default_rng(args.seed) if args.seed is not None else None,
-        progress=say.progress, on_note=say.note,
-        notes={"data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
-                        "on_unknown": opts["policy"]}},
-    )  # fmt: skip
+    with warnings.catch_warnings():
+        if args.seed is not None:  # said once, in the command line's words
+            warn_line(SEED_WARNING)
+            warnings.filterwarnings("ignore", category=InsecureRandomnessWarning)
+        done = _publish(args, plan, opts, delta, noise, say, overwrite)
     written = done.path
     kinds = " and ".join({"parquet": "one Parquet dataset in tables/", "csv": "one CSV file each in marginals/"}[f]
                          for f in opts["formats"])  # fmt: skip
