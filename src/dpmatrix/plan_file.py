@@ -165,6 +165,8 @@ def check_needed_residuals(plan: Any, what: str = "plan") -> None:
     plan : Plan
     what : str
     """
+    if math.isfinite(float(plan.max_variance())):
+        return
     table = plan.marginal_table()
     bad = [str(m) for m, v in zip(table["marginal"], table["max_variance"]) if not math.isfinite(float(v))]
     if bad:

@@ -318,8 +318,8 @@ class DatasetWriter:
         self.stage = Path(stage)
         self.label_columns = dict(label_columns)
         self.schema = schema(self.label_columns)
-        if metadata:  # key-value metadata of every part's footer (e.g. the NOT PRIVATE mark)
-            self.schema = self.schema.with_metadata({str(k): str(v) for k, v in metadata.items()})
+        # key-value metadata of every part's footer (e.g. the NOT PRIVATE mark of a seeded release)
+        self._metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.z, self.decimals = float(z), decimals
         self.row_group_rows = int(ROW_GROUP_ROWS if row_group_rows is None else row_group_rows)
         self.part_rows = int(PART_ROWS if part_rows is None else part_rows)
@@ -388,6 +388,8 @@ class DatasetWriter:
 
     def _close_part(self) -> None:
         if self._writer is not None:
+            if self._metadata:
+                self._writer.add_key_value_metadata(self._metadata)
             self._writer.close()
             self._writer = None
 
@@ -398,7 +400,8 @@ class DatasetWriter:
         if not self.parts:  # no table at all: an empty dataset still has its schema
             rel = f"{TABLES_DIR}/part-00000.parquet"
             (self.stage / TABLES_DIR).mkdir(parents=True, exist_ok=True)
-            pq.ParquetWriter(str(self.stage / rel), self.schema, **self._options).close()
+            self._writer = pq.ParquetWriter(str(self.stage / rel), self.schema, **self._options)
+            self._close_part()
             self.parts.append(rel)
         for rel in self.parts:  # on disk before the manifest that lists them is written
             fsync_path(self.stage / rel)

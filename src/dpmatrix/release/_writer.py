@@ -184,6 +184,8 @@ def write_release(
     reproducible = bool(reproducible) or measurements.randomness == "seeded_insecure"
     plan: Plan = measurements.plan  # type: ignore[assignment]
     privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
+    if reproducible:  # said in words too, for readers of the manifest alone
+        privacy = {**privacy, "warning": _parquet_marks(True)["dpmatrix.note"]}  # type: ignore[index]
     out = Path(out_dir).absolute()
     with output_lock(out) as fresh:
         if fresh:
