@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TRIGGERS", "escape", "unescape"]
+__all__ = ["TRIGGERS", "escape", "escape_frame", "unescape"]
 
 #: First characters that make a spreadsheet evaluate a cell.
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -51,3 +51,22 @@ def unescape(text: str) -> str:
     ['=HYPERLINK(1)', '-3', "'=a", "''=a", "'plain"]
     """
     return text[1:] if text[:1] == "'" and _risky(text[1:]) else text
+
+
+def escape_frame(frame):
+    """A copy of a pandas DataFrame whose text cells (and column names) went through
+    :func:`escape`, for ``DataFrame.to_csv``; numbers are left as they are.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> escape_frame(pd.DataFrame({"sex": ["=1+1", "M"], "n": [-3, 4]})).to_csv(index=False)
+    "sex,n\\n'=1+1,-3\\nM,4\\n"
+    """
+    out = frame.copy()
+    for c in out.columns:
+        col = out[c]
+        if col.dtype.kind in "OSU" or str(col.dtype) in ("category", "string", "str"):
+            out[c] = col.astype(object).map(lambda v: escape(v) if isinstance(v, str) else v)
+    out.columns = [escape(c) if isinstance(c, str) else c for c in out.columns]
+    return out

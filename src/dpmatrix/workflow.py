@@ -745,11 +745,11 @@ def write_report_into(folder: str | Path, path: str | Path | None = None, *, fai
     from .report import REPORT_FILE, write_release_report
 
     folder = Path(folder)
-    verify_files(folder)
+    verify_files(folder, derived=False)  # the report itself is what gets rewritten
     if path is not None and Path(path).absolute() != (folder / REPORT_FILE).absolute():
         return write_release_report(folder, path, fairness=fairness)
     with output_lock(folder):
-        verify_files(folder)  # (again, now that no writer can change it)
+        verify_files(folder, derived=False)  # (again, now that no writer can change it)
         tmp = folder / f".{REPORT_FILE}.partial"
         try:
             write_release_report(folder, tmp, fairness=fairness)  # in the folder: its links stand
