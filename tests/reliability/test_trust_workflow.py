@@ -285,3 +285,13 @@ def test_ledger_verify_finds_edits_truncation_deletion_and_recreation(small, cap
     Ledger(led)  # recreated empty
     rc, _, err = run(capsys, "ledger", "verify", small / "r0")
     assert_one_line_error(rc, err, "recreated or replaced")
+
+
+def test_the_report_says_where_the_spend_is_recorded(small):
+    from dpmatrix.report import write_release_report
+
+    done = dm.publish(_plan(small), small / "people.csv", small / "r", ledger=_led(small), report=True)
+    assert f"entry 1 of ledger {_led(small).id}" in (done.path / "report.html").read_text()
+    meas = _plan(small).measure(pd.read_csv(small / "people.csv"), encoding="raw")
+    folder = dm.write_release(meas, small / "w")
+    assert "not in any ledger" in write_release_report(folder).read_text()
