@@ -599,7 +599,7 @@ def publish(
         warnings.warn(f"ledger=False: this release is {NOT_IN_LEDGER} (no privacy-budget record)", UserWarning,
                       stacklevel=2)  # fmt: skip
     else:
-        if led.created:
+        if led.created and not isinstance(ledger, Ledger):  # made here, not by the caller
             warnings.warn(
                 f"created a new, empty privacy-budget ledger {str(led.path)!r}: if this data was released "
                 "before, its spends are in another ledger (check $DPMATRIX_LEDGER, $XDG_DATA_HOME, --ledger)",
