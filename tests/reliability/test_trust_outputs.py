@@ -162,3 +162,54 @@ def test_the_work_folder_is_owner_only_and_leftovers_are_named_for_what_they_hel
     with pytest.warns(LeftoverWarning, match="un-noised records"):
         msgs = recover_output(small / "r")
     assert not leftover.exists() and any("un-noised" in m and "noisy measurements" not in m for m in msgs)
+
+
+@pytest.mark.slow
+def test_kills_at_random_points_leave_a_verified_release_and_owner_only_leftovers(small):
+    """SIGKILL a release with its report at random moments (reading, counting, writing, report):
+    the folder is always a complete release whose report matches its digest, every leftover work
+    folder is owner-only, every ledger entry is charged unless refused, and the next run cleans up
+    saying what the leftovers held."""
+    import random
+    import signal
+    import time
+    import warnings
+
+    from ._support import spawn
+
+    big = {"a": 40, "b": 40, "c": 40, "d": 5}
+    (small / "big.json").write_text(json.dumps(big))
+    (small / "big.csv").write_text(
+        "a,b,c,d\n" + "".join(f"{i % 40},{i * 7 % 40},{i * 13 % 40},{i % 5}\n" for i in range(3000))
+    )
+    out = small / "rel"
+    led = small / "l.sqlite3"
+
+    def argv(rho):
+        return ["release", small / "big.csv", "--domain", small / "big.json", "-w", "all:<=3", "--rho", rho,
+                "--out", out, "--ledger", led, "-q", "--overwrite", "--memory-limit", "100MB"]  # fmt: skip
+
+    t0 = time.time()
+    p = spawn(*argv("0.5"))
+    assert p.wait(600) == 0, p.stderr.read()
+    duration = time.time() - t0
+    rng = random.Random(26)
+    for _ in range(6):
+        p = spawn(*argv("0.7"))
+        time.sleep(rng.uniform(0.2, 1.0) * duration)
+        p.send_signal(signal.SIGKILL)
+        p.wait(60)
+        for w in small.glob(".rel.work-*"):
+            assert stat.S_IMODE(os.stat(w).st_mode) == 0o700
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LeftoverWarning)
+            if out.exists():
+                verify_files(out)
+    rows = Ledger(led).rows()
+    assert all(r["status"] in ("reserved", "completed", "refused") for r in rows)
+    charged = sum(r["rho"] for r in rows if r["status"] != "refused")
+    assert Ledger(led).spent("big").rho == pytest.approx(charged)
+    p = spawn(*argv("0.5"))
+    assert p.wait(600) == 0, p.stderr.read()
+    assert not list(small.glob(".rel.*-*"))
+    verify_files(out)
