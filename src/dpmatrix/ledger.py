@@ -152,7 +152,7 @@ def default_ledger_path() -> Path:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _amount(name: str, value: Any, allow_zero: bool = True) -> float:
@@ -201,7 +201,7 @@ class LedgerProblem:
 class Reservation:
     """One reserved spend (a row of ``spends``); see :meth:`Ledger.reserve`."""
 
-    ledger: "Ledger"
+    ledger: Ledger
     id: int
     dataset: str
     rho: float
@@ -290,7 +290,7 @@ class Ledger:
             raise LedgerError(f"{str(self.path)!r} is not a usable dpmatrix ledger: {exc}") from None
 
     @classmethod
-    def create(cls, path: str | Path | None = None) -> "Ledger":
+    def create(cls, path: str | Path | None = None) -> Ledger:
         """Open ``path`` (default :func:`default_ledger_path`), creating an empty ledger if
         missing: the deliberate first step that a ``DPMATRIX_LEDGER`` setup needs."""
         return cls(path if path is not None else default_ledger_path(), create=True)
@@ -325,8 +325,9 @@ class Ledger:
 
     def fingerprint(self, data: str | Path | bytes | ContentIdentified) -> str:
         """``HMAC-SHA256(ledger key, content)`` in hex: of ``bytes``, of a file, of every file a
-        glob pattern matches (sorted; each file's size is mixed in so that splitting the same
-        bytes differently gives another fingerprint), or of a source's own identity.
+        glob pattern matches or of every file below a folder (sorted; each file's size is mixed
+        in so that splitting the same bytes differently gives another fingerprint), or of a
+        source's own identity.
 
         Parameters
         ----------
@@ -344,6 +345,9 @@ class Ledger:
             return mac.hexdigest()
         p = str(data)
         paths = sorted(_glob.glob(p, recursive=True)) if any(ch in p for ch in "*?[") else [p]
+        # a folder (a Parquet dataset, Spark's part files): every file below it, sorted
+        paths = [str(f) for q in paths for f in (sorted(x for x in Path(q).rglob("*") if x.is_file())
+                                                  if Path(q).is_dir() else [Path(q)])]  # fmt: skip
         if not paths:
             raise LedgerError(f"no data file matches {p!r}")
         for f in paths:

@@ -66,7 +66,14 @@ from .release import (
     write_release,
 )
 from .release_tables import check_columns
-from .sizing import DEFAULT_MAX_CELLS, ReleaseSize, SizeError, check_size, describe_size, estimate_size
+from .sizing import (
+    DEFAULT_MAX_CELLS,
+    ReleaseSize,
+    SizeError,
+    check_size,
+    describe_size,
+    estimate_size,
+)
 
 __all__ = ["Published", "check_header", "check_memory", "check_output", "open_source", "publish", "write_report_into"]
 
@@ -288,7 +295,7 @@ def open_source(
                           encoding=encoding, on_unknown=on_unknown)  # fmt: skip
     text = str(data)
     # a local path (not a URI, not a Spark table name): checked here, the same for every engine
-    local = "://" not in text and (engine != "spark" or Path(text).exists() or any(ch in text for ch in "*?["))
+    local = "://" not in text and (engine != "spark" or Path(text).is_file() or any(ch in text for ch in "*?["))
     if local:
         _check_local_csv(text, domain, data_format, delimiter)
     if engine == "spark":
@@ -635,8 +642,8 @@ def publish(
         try:
             return _measure_and_write(
                 plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
-                dict(level=level, delta=delta, formats=formats, overwrite=overwrite, round=round,
-                     reproducible=rng is not None), notes, report, size,
+                {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
+                     "reproducible": rng is not None}, notes, report, size,
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)

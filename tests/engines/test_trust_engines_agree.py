@@ -5,8 +5,6 @@ rows counted by hand. Lives next to the Spark fixture (one JVM per run)."""
 
 from __future__ import annotations
 
-import pytest
-
 import dpmatrix as dm
 from dpmatrix.errors import DataError
 from dpmatrix.workflow import open_source

@@ -31,16 +31,14 @@ def test_renamed_dataset_cannot_sidestep_the_cap(tmp_path, led):
     with led.reserve("census", led.fingerprint(data), rho=0.8):
         pass
     # the same bytes under a new name: the group's 0.8 counts against census's cap of 1
-    with pytest.raises(BudgetExceededError, match=r"cap of 'census' \(same data under another name\) 1"):
-        with led.reserve("census_v2", led.fingerprint(data), rho=0.8):
-            raise AssertionError("must not run")
+    with pytest.raises(BudgetExceededError, match=r"cap of 'census' \(same data under another name\) 1"), led.reserve("census_v2", led.fingerprint(data), rho=0.8):
+        raise AssertionError("must not run")
     # a copy of the file under its default name: same fingerprint
     copy = tmp_path / "copy" / "census_copy.csv"
     copy.parent.mkdir()
     shutil.copy(data, copy)
-    with pytest.raises(BudgetExceededError):
-        with led.reserve("census_copy", led.fingerprint(copy), rho=0.3):
-            pass
+    with pytest.raises(BudgetExceededError), led.reserve("census_copy", led.fingerprint(copy), rho=0.3):
+        pass
     # what is shown is what is checked: one total for the group, 0.8, and the cap 1
     s = led.spent("census_v2", led.fingerprint(data))
     assert (s.rho, s.rho_cap, s.releases) == (pytest.approx(0.8), 1.0, 1)
@@ -53,9 +51,8 @@ def test_renamed_dataset_cannot_sidestep_the_cap(tmp_path, led):
 def test_a_cap_bound_to_a_fingerprint_applies_before_any_release(tmp_path, led):
     data = _data(tmp_path)
     led.set_cap("census", rho=0.5, fingerprint=led.fingerprint(data))
-    with pytest.raises(BudgetExceededError, match="cap of 'census'"):
-        with led.reserve("anything", led.fingerprint(data), rho=0.6):
-            pass
+    with pytest.raises(BudgetExceededError, match="cap of 'census'"), led.reserve("anything", led.fingerprint(data), rho=0.6):
+        pass
     other = _data(tmp_path, "other.csv", "age,sex\n0,0\n")
     with led.reserve("anything", led.fingerprint(other), rho=0.6):  # other bytes: not linked
         pass
@@ -65,9 +62,8 @@ def test_versions_under_one_name_share_its_cap(tmp_path, led):
     led.set_cap("census", rho=1.0)
     with led.reserve("census", led.fingerprint(b"version 1"), rho=0.7):
         pass
-    with pytest.raises(BudgetExceededError):
-        with led.reserve("census", led.fingerprint(b"version 2"), rho=0.7):
-            pass
+    with pytest.raises(BudgetExceededError), led.reserve("census", led.fingerprint(b"version 2"), rho=0.7):
+        pass
 
 
 # -- pure epsilon and rho caps -------------------------------------------------------------------
@@ -78,15 +74,13 @@ def test_pure_epsilon_releases_count_against_a_rho_cap(led):
         with led.reserve("d", fp, epsilon=1.0):
             pass
     assert led.spent("d").rho == pytest.approx(1.0) and led.spent("d").epsilon == pytest.approx(2.0)
-    with pytest.raises(BudgetExceededError, match="rho"):
-        with led.reserve("d", fp, epsilon=1.0):
-            pass
+    with pytest.raises(BudgetExceededError, match="rho"), led.reserve("d", fp, epsilon=1.0):
+        pass
     # the probe: eps = 5 is rho = 12.5, far past a cap of 1
     led2_fp = led.fingerprint(b"y")
     led.set_cap("e", rho=1.0)
-    with pytest.raises(BudgetExceededError, match="12.5"):
-        with led.reserve("e", led2_fp, epsilon=5.0):
-            pass
+    with pytest.raises(BudgetExceededError, match="12.5"), led.reserve("e", led2_fp, epsilon=5.0):
+        pass
 
 
 def test_setting_a_rho_cap_keeps_the_epsilon_cap(led):
@@ -194,6 +188,5 @@ def test_a_ledger_of_the_earlier_schema_is_migrated_with_its_rows(tmp_path):
     led = Ledger(path)
     assert led.spent("d").rho == 0.75 and led.spent("d").rho_cap == 1.0
     assert led.verify() == []
-    with pytest.raises(BudgetExceededError):
-        with led.reserve("d", "f", rho=0.5):
-            pass
+    with pytest.raises(BudgetExceededError), led.reserve("d", "f", rho=0.5):
+        pass

@@ -35,7 +35,7 @@ def evil(tmp_path):
 
 
 def _release_evil(folder, capsys, *extra):
-    rc, out, err = run(capsys, "release", folder / "evil.csv", "--domain", folder / "dom.json", "-w", "all:<=2",
+    rc, _out, err = run(capsys, "release", folder / "evil.csv", "--domain", folder / "dom.json", "-w", "all:<=2",
                        "--rho", "1", "--out", folder / "rel", "--ledger", folder / "l.sqlite3", "-q",
                        "--tables", "parquet,csv", NO_REPORT, *extra)  # fmt: skip
     assert rc == 0, err

@@ -17,7 +17,7 @@ import pytest
 
 import dpmatrix as dm
 import dpmatrix.workflow as wf
-from dpmatrix.errors import DataError, ReleaseError
+from dpmatrix.errors import DataError
 from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError
 from dpmatrix.measure.discrete import InsecureRandomnessWarning
 from dpmatrix.sizing import SizeError

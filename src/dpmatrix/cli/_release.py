@@ -27,8 +27,23 @@ from ._common import (
     _workload,
 )
 from ._engine import _on_unknown
-from ._options import _add_budget, _add_ledger, _add_noise, _add_quiet, _add_round, _add_targets, _add_workload
-from ._output import Out, _describe_plan, _describe_targets, fmt_privacy, warn_large_epsilon, warn_line
+from ._options import (
+    _add_budget,
+    _add_ledger,
+    _add_noise,
+    _add_quiet,
+    _add_round,
+    _add_targets,
+    _add_workload,
+)
+from ._output import (
+    Out,
+    _describe_plan,
+    _describe_targets,
+    fmt_privacy,
+    warn_large_epsilon,
+    warn_line,
+)
 
 
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
