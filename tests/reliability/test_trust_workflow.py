@@ -295,3 +295,16 @@ def test_the_report_says_where_the_spend_is_recorded(small):
     meas = _plan(small).measure(pd.read_csv(small / "people.csv"), encoding="raw")
     folder = dm.write_release(meas, small / "w")
     assert "not in any ledger" in write_release_report(folder).read_text()
+
+
+def test_a_fresh_default_ledger_is_announced(small, monkeypatch):
+    """A changed HOME / XDG_DATA_HOME (sudo, cron) points at a new default ledger: said loudly,
+    since earlier spends are in the other one."""
+    monkeypatch.delenv("DPMATRIX_LEDGER")
+    monkeypatch.setenv("XDG_DATA_HOME", str(small / "xdg"))
+    with pytest.warns(UserWarning, match="created a new, empty privacy-budget ledger"):
+        dm.publish(_plan(small), small / "people.csv", small / "r", report=False)
+    assert (small / "xdg" / "dpmatrix" / "ledger.sqlite3").is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second time: the same ledger, nothing to announce
+        dm.publish(_plan(small), small / "people.csv", small / "r2", report=False)
