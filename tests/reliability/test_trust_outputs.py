@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import json
 import os
 import stat
@@ -40,6 +41,11 @@ def _release_evil(folder, capsys, *extra):
                        "--tables", "parquet,csv", NO_REPORT, *extra)  # fmt: skip
     assert rc == 0, err
     return folder / "rel"
+
+
+def _report_rhos(page: str) -> set[float]:
+    """Every rho the report page states (its numbers carry their manifest key and exact value)."""
+    return {float(v) for v in re.findall(r'privacy&quot;,&quot;rho&quot;\]\' data-value="([0-9.e-]+)"', page)}
 
 
 def _starts_formula(cell: str) -> bool:
@@ -109,7 +115,7 @@ def test_an_overwrite_replaces_release_and_report_together(small, capsys):
     verify_files(small / "r")
     manifest = json.loads((small / "r" / "manifest.json").read_text())
     assert manifest["privacy"]["rho"] == pytest.approx(0.02, rel=1e-3)
-    assert "0.02" in (small / "r" / "report.html").read_text()
+    assert _report_rhos((small / "r" / "report.html").read_text()) == {manifest["privacy"]["rho"]}
 
 
 def test_report_refuses_a_swapped_table_file(small, capsys):
@@ -213,3 +219,24 @@ def test_kills_at_random_points_leave_a_verified_release_and_owner_only_leftover
     assert p.wait(600) == 0, p.stderr.read()
     assert not list(small.glob(".rel.*-*"))
     verify_files(out)
+
+
+def test_concurrent_overwrites_leave_a_report_of_the_release_beside_it(small, capsys):
+    """The issue's probe: a concurrent overwrite left a report stating rho 50x too low. Reports
+    are now written inside the lock: whatever wins, the folder's report matches its digest and
+    states the folder's own rho."""
+    from ._support import spawn
+
+    rc, _, err = run(capsys, *release_args(small, small / "r"))
+    assert rc == 0, err
+    procs = []
+    for rho in ("0.5", "0.01"):
+        argv = release_args(small, small / "r", "--overwrite")
+        argv[argv.index("--rho") + 1] = rho
+        procs.append(spawn(*argv))
+    codes = [p.wait(600) for p in procs]
+    assert 0 in codes, [p.stderr.read() for p in procs]
+    verify_files(small / "r")
+    rho = json.loads((small / "r" / "manifest.json").read_text())["privacy"]["rho"]
+    page = (small / "r" / "report.html").read_text()
+    assert _report_rhos(page) == {rho}
