@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import json
 import os
+import re
 import stat
 
 import pandas as pd
