@@ -41,8 +41,10 @@ from ._output import (
     _describe_plan,
     _describe_targets,
     fmt_privacy,
+    plan_privacy,
     warn_large_epsilon,
     warn_line,
+    warn_mu_not_claimed,
 )
 
 
@@ -167,7 +169,9 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     opts = _check_options(args)
     delta = opts["delta"]
     plan = _plan_of(args, domain, opts)
-    warn_large_epsilon(plan.budget.epsilon(delta), delta)
+    privacy = plan_privacy(plan, delta, args)  # of the noise this release draws
+    warn_large_epsilon(privacy["epsilon"], delta)
+    warn_mu_not_claimed(args, privacy)
     _describe_plan(plan, say, delta, describe_privacy=False)
     if getattr(args, "target", None):
         _describe_targets(plan, say)
