@@ -692,7 +692,8 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                 cap = s.epsilon_cap if "epsilon" in charge else s.rho_cap
                 say(f"ledger {led.path}: dataset {dataset!r} has spent {kind} = {total - next(iter(charge.values())):.6g}"
                     + (f" of its cap {cap:.6g}" if cap is not None else " (no cap set)")
-                    + f" before this release of {kind} = {next(iter(charge.values())):.6g}")
+                    + f" before this release of {kind} = {next(iter(charge.values())):.6g}"
+                    + _epsilon_note(plan, noise, rng, write_opts["delta"]))
             try:
                 meas = plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise,
                                     store=(work / "store") if spill else None)  # fmt: skip
@@ -717,6 +718,25 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
 
     return Published(Path(path), meas, manifest["privacy"], anchor,
                      (Path(path) / REPORT_FILE) if report else None, size)  # fmt: skip
+
+
+def _epsilon_note(plan, noise: str | None, rng: Any, delta: float) -> str:
+    """`` (epsilon = E at delta = d)``: the statement of the noise this release draws, by the
+    function that writes the manifest's (empty for pure ε-DP, whose charge is ε itself)."""
+    if _is_pure(plan):
+        return ""
+    from .measure.secure import resolve_noise
+    from .statement import privacy_summary
+
+    try:
+        if noise in ("gaussian", "gaussian_float") or (rng is not None and noise in (None, "auto")):
+            kind = "gaussian"
+        else:
+            kind = resolve_noise(plan, noise or "auto")
+        eps = privacy_summary(plan, noise=kind, delta=delta)["epsilon"]
+    except (DPMatrixError, KeyError, TypeError, ValueError):
+        return ""
+    return f" (epsilon = {eps:.6g} at delta = {delta:.3g})"
 
 
 def _report_writer(stage: Path) -> list[str]:
