@@ -336,6 +336,14 @@ class Measurements:
             q = np.multiply.outer(q, v)
         return self.query_vector(key, q).at_level(level)
 
+    def count(self, where: Mapping[str, object] | None = None, *, by=None, contrast=None,
+              level: float = 0.95):
+        """A count, range, sum or difference of counts with its exact variance and interval
+        (:func:`dpmatrix.reconstruct.linear_query.count`; never a sum of cell variances)."""
+        from .linear_query import count
+
+        return count(self, where, by=by, contrast=contrast, level=level)
+
     def iter_marginals(
         self, level: float = 0.95, progress: bool = False
     ) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
@@ -524,6 +532,11 @@ class QueryAnswer:
     def at_level(self, level: float) -> "QueryAnswer":
         _z(level)
         return QueryAnswer(self.estimate, self.variance, level)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One tidy row: ``estimate, variance, std, lower, upper, level``."""
+        return pd.DataFrame([{"estimate": self.estimate, "variance": self.variance, "std": self.std,
+                              "lower": self.lower, "upper": self.upper, "level": self.level}])
 
 
 def _contract_totals(q: np.ndarray, key: AttrSet, sub: AttrSet, bases) -> np.ndarray:
