@@ -231,3 +231,29 @@ def test_parse_where_labels_ranges_bins_and_codes():
         query_vectors(dom, parse_where(dom, ["wage=0..700"]))
     with pytest.raises(dm.WorkloadError, match="ATTR=VALUE"):
         parse_where(dom, ["age"])
+
+
+# -- pure ε-DP (Laplace / discrete Laplace noise): tree, Haar, cells, matrix strategies -----------
+PURE_DOM = {"a": {"size": 8, "kind": "ordinal"}, "b": 3}
+PURE_DATA = pd.DataFrame({"a": [0, 3, 5, 7, 2, 4], "b": [0, 1, 2, 1, 0, 2]})
+
+
+@pytest.mark.filterwarnings("ignore::dpmatrix.measure.discrete.InsecureRandomnessWarning")
+@pytest.mark.parametrize("types, options", [
+    (None, {}),                                         # per-residual cells (PurePlan)
+    ({"a": "prefix"}, {}),                              # hierarchical / Haar on a (HierarchicalPlan)
+    (None, {"strategy": np.kron(oracle.prefix_matrix(8), np.eye(3))}),  # a strategy matrix
+])
+def test_pure_plans_count_variance_matches_simulation(types, options):
+    """A range × set count of a pure ε-DP release: the exact variance from the estimator's
+    covariance against 1,500 independent releases (Laplace-type noise: the mean squared error
+    over 1,500 draws has sd ≲ 0.06 of its mean; band ±25 %)."""
+    dom = dm.Domain.from_dict(PURE_DOM)
+    wk = dm.Workload(dom, [("a", "b")], query_types=types) if types else dm.Workload(dom, [("a", "b")])
+    plan = dm.plan(wk, epsilon=1.0, delta=0, **options)
+    where = {"a": (2, 5), "b": [0, 2]}
+    truth = float(((PURE_DATA.a >= 2) & (PURE_DATA.a <= 5) & PURE_DATA.b.isin([0, 2])).sum())
+    rng = np.random.default_rng(5)
+    exact = count(plan.measure(PURE_DATA, rng=rng), where).variance
+    ests = np.array([count(plan.measure(PURE_DATA, rng=rng), where).estimate for _ in range(1500)])
+    assert 0.75 < np.mean((ests - truth) ** 2) / exact < 1.25
