@@ -193,7 +193,7 @@ def expected_derived(facts: Mapping[str, Any], rule: list, fair: Callable[[str, 
 def check_numbers(tagged: list[dict], facts: Mapping[str, Any], *, folder: Path | None = None,
                   fair: Callable[[str, str], float] | None = None,
                   structural: set[str] = frozenset({"shown_bars", "omitted_bars", "omitted_rows",
-                                                    "shown_residuals", "omitted_residuals", "shown_k",
+                                                    "shown_residuals", "omitted_residuals", "shown_k", "top",
                                                     "links_left_out"}),
                   discrete: bool = False) -> dict[str, int]:
     """Every tagged number: its text shows its value, and its value is the manifest's (or the
