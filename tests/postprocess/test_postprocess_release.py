@@ -78,3 +78,26 @@ def test_a_stopped_fit_is_warned_about(adult_release, tmp_path):
     rel_dir, _ = adult_release
     m = postprocess_release(rel_dir, tmp_path / "pp1", method="mixture", iters=1, components=2)
     assert m["fit"]["poor"] and "poor fit" in m["fit"]["warning"]
+
+
+def test_cli_postprocess_leaves_release_and_ledger_alone(tmp_path, capsys):
+    from dpmatrix.cli import main
+
+    data = pd.read_csv(ADULT, usecols=["sex", "race", "income>50K"]).head(5000)
+    data.to_csv(tmp_path / "d.csv", index=False)
+    (tmp_path / "dom.json").write_text(json.dumps({"sex": 2, "race": 5, "income>50K": 2}))
+    ledger = tmp_path / "ledger.json"
+    assert main(["release", str(tmp_path / "d.csv"), "--domain", str(tmp_path / "dom.json"), "--workload",
+                 "all:<=2", "--rho", "0.1", "--out", str(tmp_path / "rel"), "--ledger", str(ledger),
+                 "--dataset", "adult5k", "--quiet", "--no-report"]) == 0
+    before = _digests(tmp_path / "rel"), ledger.read_bytes()
+    capsys.readouterr()
+    assert main(["postprocess", str(tmp_path / "rel"), "--out", str(tmp_path / "pp"), "--method", "mixture",
+                 "--iters", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "no data, no new noise, no privacy cost" in out and "chi2 =" in out
+    assert "warning: poor fit" in err  # one optimizer step cannot fit
+    assert (_digests(tmp_path / "rel"), ledger.read_bytes()) == before
+    assert json.loads((tmp_path / "pp" / "manifest.json").read_text())["biased"] is True
+    # an existing folder is not replaced unless asked
+    assert main(["postprocess", str(tmp_path / "rel"), "--out", str(tmp_path / "pp")]) == 2

@@ -24,7 +24,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if out.exists() and not args.overwrite:
         raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
     rel = load_release(args.release)
-    pp = postprocess(rel.measurements, method=args.method, progress=not say.quiet)
+    pp = postprocess(rel.measurements, method=args.method, progress=say.progress)
     df = pp.synthetic(args.rows, rng=np.random.default_rng(args.seed))
     if out.suffix.lower() == ".parquet":
         df.to_parquet(out, index=False)

@@ -173,8 +173,15 @@ def query_vectors(domain, where: Where | None = None, by: Sequence[str] | str | 
         if contrast is not None:
             q = q - side(sides[1], g)
         queries.append(q)
-        groups.append(tuple(domain.attributes[a].label(c) for a, c in zip(by_key, combo)))
+        groups.append(tuple(_group_label(domain.attributes[a], c) for a, c in zip(by_key, combo)))
     return _sum_out(key, np.array(queries), by_key) + (groups,)
+
+
+def _group_label(attr, code: int):
+    """A group's label as in the tidy tables: the value label, or the plain integer code."""
+    if attr.labels is None and getattr(attr, "bins", None) is None:
+        return int(code)
+    return attr.label(code)
 
 
 def _sum_out(key: tuple[int, ...], Q: np.ndarray, keep: Sequence[int]):
@@ -247,7 +254,9 @@ def count(meas, where: Where | None = None, *, by=None, contrast=None, level: fl
             a = meas.query_vector(key, q)
         except NotMeasuredError as exc:
             raise NotMeasuredError(
-                f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}: {exc}"
+                f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
+                f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
+                "of the workload's closure answers), or plan a workload that contains this marginal"
             ) from None
         answers.append(a.at_level(level))
     if by is None:
