@@ -276,6 +276,12 @@ def nonblank(png: bytes) -> tuple[float, float]:
     return float(img.std()), float(np.mean(img < 235))
 
 
+def data_url_svg(src: str) -> bytes:
+    prefix = "data:image/svg+xml;base64,"
+    assert src.startswith(prefix), src[:40]
+    return base64.b64decode(src[len(prefix):])
+
+
 def data_url_png(src: str) -> bytes:
     prefix = "data:image/png;base64,"
     assert src.startswith(prefix), src[:40]

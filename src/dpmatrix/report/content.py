@@ -204,7 +204,7 @@ def attainability(objective: str, quantity: str, exact: bool | None, plain: bool
     bound of generalized marginals may be loose."""
     if objective == "max_var" or "max" in quantity:
         return ("usually not attainable: the bound is on the mean variance (T*/n), and no plan "
-                "can give every query the mean, so a ratio above 1 does not show that a better plan exists")
+                "can give every query the mean, so a ratio above one does not show that a better plan exists")
     if exact is False:
         return "may not be attainable: a valid but possibly loose bound for these generalized queries"
     if plain:
