@@ -24,7 +24,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from statistics import NormalDist
 from tqdm.auto import tqdm
 
 from ..domain import fmt_edge
@@ -506,7 +506,7 @@ class Measurements:
 def _z(level: float) -> float:
     if not 0 < level < 1:
         raise WorkloadError(f"confidence level must be strictly between 0 and 1, got {level!r}")
-    return float(norm.ppf(0.5 + level / 2))
+    return float(NormalDist().inv_cdf(0.5 + level / 2))
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from ..planners.dispatch import plan as make_plan
-from ..planners.residual.plan import Plan
 from ..errors import DPMatrixError
 from ..privacy import Budget, epsilon_from_zcdp
 from ..release_tables import STAT_COLUMNS, read_table
 from ..statement import pure_summary
 from ..version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# the planners (for the fairness comparison's second plan) and pandas are imported where used:
+# re-rendering a release's report needs neither unless it plans again
 
 __all__ = [
     "Accuracy",
@@ -476,6 +480,9 @@ def _profile(plan, objective: str, own: bool) -> ObjectiveProfile:
 
 
 def _fairness(plan, enabled: bool) -> Fairness:
+    from ..planners.dispatch import plan as make_plan
+    from ..planners.residual.plan import Plan
+
     if not isinstance(plan, Plan):
         return Fairness((), "this planner optimizes the sum of variances only, so there is no "
                         "other objective to compare with")

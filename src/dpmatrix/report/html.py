@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from statistics import NormalDist
 
 from . import figures
 from .content import (
@@ -120,7 +120,7 @@ def _img(fig: figures.Figure, cls: str = "") -> str:
 
 
 def _z(level: float) -> float:
-    return float(norm.ppf(0.5 + level / 2))
+    return float(NormalDist().inv_cdf(0.5 + level / 2))
 
 
 def _pct(level: float) -> str:
