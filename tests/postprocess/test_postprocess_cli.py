@@ -56,7 +56,7 @@ def test_release_writes_labelled_postprocessed_tables_beside_the_unbiased_ones(r
 
 def test_synth_writes_records_in_the_domain_labels(release_dir, tmp_path, capsys):
     out = tmp_path / "synth.csv"
-    assert main(["synth", str(release_dir), "--rows", "250", "--out", str(out), "--seed", "1", "--quiet"]) == 0
+    assert main(["synth", str(release_dir), "--rows", "250", "--out", str(out), "--sample-seed", "1", "--quiet"]) == 0
     syn = pd.read_csv(out)
     assert list(syn.columns) == ["age", "sex", "n"] and len(syn) == 250
     assert set(syn["sex"]) <= {"F", "M"}
