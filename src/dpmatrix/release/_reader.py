@@ -226,7 +226,10 @@ class Release:
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
         if not hasattr(self.plan, "closure"):  # QuerySmasher / pure: the workload entry's answers
-            return self.measurements.answer(key, lv)
+            try:
+                return self.measurements.answer(key, lv)
+            except DPMatrixError:  # no entry on exactly these attributes: their cells, if answerable
+                return self.measurements.marginal(key, lv)
         return self.measurements.marginal(key, lv)
 
     def count(self, where=None, *, by=None, contrast=None, level: float | None = None):
