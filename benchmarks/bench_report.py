@@ -59,12 +59,16 @@ X = np.column_stack([t.column(i).to_numpy() for i in range(t.num_columns)])
 n, k = X.shape
 size = int(X.max()) + 1
 rng = np.random.default_rng()
-tables = {}
+X = X.astype(np.int32)
+tables, prefix = {}, {}
 for s in itertools.combinations(range(k), way):  # the top-order tables counted from the records
-    idx = np.zeros(n, dtype=np.int64)
-    for a in s:
-        idx = idx * size + X[:, a]
-    tables[s] = np.bincount(idx, minlength=size ** way).reshape((size,) * way)
+    head = s[:-1]
+    if head not in prefix:  # the code of the first way-1 attributes, shared by every table
+        idx = np.zeros(n, dtype=np.int32)
+        for a in head:
+            idx = idx * size + X[:, a]
+        prefix = {head: idx * size}
+    tables[s] = np.bincount(prefix[head] + X[:, s[-1]], minlength=size ** way).reshape((size,) * way)
 for r in range(way - 1, -1, -1):  # every lower-order table summed from a table that contains it
     for s in itertools.combinations(range(k), r):
         sup = next(t for t in tables if len(t) == r + 1 and set(s) <= set(t))

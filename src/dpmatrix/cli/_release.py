@@ -183,6 +183,8 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         f"(described in {written}/{TABLES_README})")
     say(fmt_privacy(privacy))
     if not getattr(args, "no_report", False):
+        if say.progress:  # on a terminal only, as the progress bars
+            say.note("writing the HTML report ...")
         try:
             report = write_release_report_into(Path(written))
         except (DPMatrixError, OSError, ValueError) as exc:

@@ -31,6 +31,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     folder = Path(args.release)
     if args.out is not None and Path(args.out).exists() and not args.overwrite:
         raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
+    if say.progress:  # on a terminal only, as the progress bars
+        say.note(f"writing the HTML report of {folder} ...")
     try:
         path = write_release_report(folder, args.out, fairness=not args.no_fairness)
     except OSError as exc:
