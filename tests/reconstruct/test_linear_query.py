@@ -257,3 +257,4 @@ def test_pure_plans_count_variance_matches_simulation(types, options):
     exact = count(plan.measure(PURE_DATA, rng=rng), where).variance
     ests = np.array([count(plan.measure(PURE_DATA, rng=rng), where).estimate for _ in range(1500)])
     assert 0.75 < np.mean((ests - truth) ** 2) / exact < 1.25
+
