@@ -74,7 +74,7 @@ from tqdm.auto import tqdm
 from .errors import PlanError, ReleaseError, WorkloadError
 from .linalg.kron import kron_apply
 from .reconstruct.measurements import marginal_frame
-from .release import dump_json, is_release, load_release, table_stem
+from .release import dump_json, is_release, load_release
 
 __all__ = [
     "KronQuery",

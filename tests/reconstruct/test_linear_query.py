@@ -127,7 +127,7 @@ def test_query_variance_matches_simulation():
     ests = np.array([count(plan.measure(DATA, rng=rng), qw).estimate for _ in range(2000)])
     exact = count(plan.measure(DATA, rng=rng), qw).variance
     truth = float(((DATA.a1 >= 1) & (DATA.a2 == 2)).sum())
-    ratio = np.mean((ests - truth) ** 2) / exact  
+    ratio = np.mean((ests - truth) ** 2) / exact
     assert 0.9 < ratio < 1.1
     assert abs(np.mean(ests) - truth) < 4 * np.sqrt(exact / 2000)
 

@@ -21,10 +21,10 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
-from statistics import NormalDist
 from tqdm.auto import tqdm
 
 from ..errors import NotMeasuredError, PlanError, WorkloadError

@@ -299,7 +299,7 @@ def _checked_plan(manifest: dict, folder: Path):
     _check_privacy_consistent(manifest, plan, folder)
     if "targets" not in manifest:  # the targets planner (and its solvers) imported only when needed
         return plan
-    from ..planners.targets_io import with_manifest_targets  # a targets plan keeps its report 
+    from ..planners.targets_io import with_manifest_targets  # a targets plan keeps its report
 
     return with_manifest_targets(plan, manifest)
 

@@ -468,7 +468,8 @@ def _profile(plan, objective: str, own: bool) -> ObjectiveProfile:
 def _fairness(plan, enabled: bool) -> Fairness:
     # the residual planner itself (the comparison is between its two objectives): importing
     # dispatch would load every other planner too
-    from ..planners.residual.plan import Plan, plan_residual as make_plan
+    from ..planners.residual.plan import Plan
+    from ..planners.residual.plan import plan_residual as make_plan
 
     if not isinstance(plan, Plan):
         return Fairness((), "this planner optimizes the sum of variances only, so there is no "

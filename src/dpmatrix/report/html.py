@@ -21,10 +21,10 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from statistics import NormalDist
 
 from . import figures
 from .content import (
