@@ -207,9 +207,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     domain = _read_domain(args.domain) if args.domain else None
     meas = run_release(args, domain, say, overwrite=args.overwrite)
     if getattr(args, "postprocess", False):
-        pp = postprocess(meas, progress=not say.quiet)
+        pp = postprocess(meas, progress=say.progress)
         tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
-        out = write_postprocessed(pp, args.out, meas=meas, formats=tables, progress=not say.quiet)
+        out = write_postprocessed(pp, args.out, meas=meas, formats=tables, progress=say.progress)
         say(f"wrote post-processed tables ({pp.method}) to {out}/: non-negative and consistent, "
             "but biased and without variances or intervals (see its manifest.json)")
     return 0
