@@ -175,3 +175,41 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+def driver_conf(cluster: StandaloneCluster, event_dir: Path | None = None) -> dict[str, str]:
+    """Spark settings of a driver on this machine talking to ``cluster`` (the usual Spark
+    settings, as a user would pass them with ``--spark-conf``)."""
+    conf = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.port": "0",
+        "spark.executor.memory": "512m",
+        "spark.driver.memory": "512m",
+        "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.default.parallelism": "2",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.pyspark.python": sys.executable,
+        "spark.local.dir": str(cluster.root / "driver-local"),
+    }
+    if event_dir is not None:
+        event_dir.mkdir(parents=True, exist_ok=True)
+        conf["spark.eventLog.enabled"] = "true"
+        conf["spark.eventLog.dir"] = event_dir.as_uri()
+    return conf
+
+
+def event_log(event_dir: Path) -> list[dict]:
+    """Every event of the applications logged in ``event_dir`` (Spark's JSON-lines event log)."""
+    events = []
+    for f in sorted(event_dir.iterdir()):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+    return events
+
+
+def task_executors(events: list[dict]) -> list[str]:
+    """The executor id of every finished task (``"driver"`` in local mode)."""
+    return [e["Task Info"]["Executor ID"] for e in events if e.get("Event") == "SparkListenerTaskEnd"]

@@ -68,7 +68,8 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
 
 
 def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Out):
-    from ..engines.spark_engine import SparkEngine, detect_spark_format
+    from ..engines import engine_for
+    from ..engines.spark_engine import detect_spark_format
 
     conf: dict[str, str] = {}
     for item in args.spark_conf or []:
@@ -79,10 +80,12 @@ def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Ou
     fmt = detect_spark_format(args.data, args.data_format)
     if args.delimiter and fmt != "csv":
         raise CLIError("--delimiter applies to CSV files only")
-    say.note(f"reading {args.data} ({fmt}) with spark ...")  # the master is not echoed or recorded
-    return SparkEngine(
-        args.data, domain, encoding="raw", format=fmt, on_unknown=policy, master=args.spark_master,
-        conf=conf, csv_options={"sep": args.delimiter} if args.delimiter else None,
+    encoding = getattr(args, "encoding", "auto")
+    say.note(f"reading {args.data} ({fmt}, encoding {encoding}) with spark ...")  # the master is not recorded
+    return engine_for(
+        args.data, domain, engine="spark", encoding=encoding, on_unknown=policy, format=fmt,
+        master=args.spark_master, conf=conf, csv_options={"sep": args.delimiter} if args.delimiter else None,
+        executor_timeout=getattr(args, "spark_executor_timeout", 300.0),
     )  # fmt: skip
 
 

@@ -57,10 +57,16 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
         raise CLIError(f"--max-cells must be a positive integer, got {mc!r}")
     out["max_cells"] = DEFAULT_MAX_CELLS if mc is None else int(mc)
     data = str(args.data)
-    if not any(ch in data for ch in "*?[") and not Path(data).is_file():
+    spark = getattr(args, "engine", None) == "spark"  # URIs, folders, table names: Spark reads them
+    if not spark and not any(ch in data for ch in "*?[") and not Path(data).is_file():
         raise CLIError(f"data file {data!r} does not exist" if not Path(data).exists() else f"data {data!r} is not a file")
     try:
-        out["format"] = detect_format(data, args.data_format)
+        if spark:
+            from ..engines.spark_engine import detect_spark_format
+
+            out["format"] = detect_spark_format(data, args.data_format)
+        else:
+            out["format"] = detect_format(data, args.data_format)
     except (DPMatrixError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     if args.delimiter and out["format"] != "csv":
@@ -78,7 +84,10 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _dataset_name(data: str) -> str:
-    name = Path(data).name
+    path = Path(data.split("://", 1)[-1].rstrip("/"))  # hdfs:///lake/tax/ -> /lake/tax
+    name = path.name
+    if any(ch in name for ch in "*?[") and path.parent.name:  # lake/tax/*.parquet -> tax
+        name = path.parent.name
     for suffix in sorted((".csv", ".tsv", ".txt", ".gz", ".zst", ".parquet", ".pq", ".parq"), key=len, reverse=True):
         while name.lower().endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
@@ -146,7 +155,16 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     with output_lock(out):
         recover_output(out)
         check_target(out, overwrite)  # fail before touching the data
-        reservation = _reserve(ledger, opts, plan, str(args.data), out, say)
+        # Spark data (URIs, folders, tables) are identified by the engine's fingerprint, computed
+        # in the executors while the data are validated; nothing is measured before the charge
+        opened = _open_engine(args, plan.domain, say) if args.engine == "spark" else None
+        try:
+            identity = str(args.data) if opened is None else opened.fingerprint().encode()
+            reservation = _reserve(ledger, opts, plan, identity, out, say)
+        except BaseException:
+            if opened is not None:
+                opened.close()
+            raise
         work = _sibling(out.absolute(), "work")
         try:
             with reservation as _charge:
@@ -154,8 +172,9 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                 # the OS CSPRNG (rng=None) unless a testing seed was given (issue 16: secure by
                 # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
                 rng = np.random.default_rng(args.seed) if args.seed is not None else None
-                engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
-                                     say.progress)  # fmt: skip
+                if opened is None:
+                    opened = _open_engine(args, plan.domain, say, temp_directory=work / "duckdb")
+                engine = CountingBar(opened, plan, say.progress)
                 try:
                     meas = plan.measure(
                         None, rng=rng, progress=say.progress, engine=engine, noise=noise,
@@ -165,7 +184,8 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                     engine.close()
                 del engine, rng
                 notes = {
-                    "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
+                    "data": {"engine": args.engine,
+                             "encoding": getattr(opened, "encoding", getattr(args, "encoding", "auto")),
                              "on_unknown": opts["policy"]},
                 }  # fmt: skip
                 written = write_release(
@@ -193,7 +213,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     return meas
 
 
-def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
+def _reserve(ledger, opts: dict, plan, data: str | bytes, out: Path, say: Out):
     """The ledger charge of this release: a context manager that reserves ρ of the plan (for
     discrete noise the rounded-up σ spends at most that) before any noise is drawn, and marks
     the spend completed or failed on exit (a no-op without a ledger)."""
@@ -241,7 +261,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "it into memory), add the noise and write a release folder: manifest.json, "
                        "measurements.parquet and the marginal tables (one Parquet dataset in tables/; "
                        "CSV files per marginal with --tables parquet,csv).")
-    r.add_argument("data", metavar="DATA", help="CSV or Parquet file (format from the suffix or --data-format)")
+    r.add_argument("data", metavar="DATA", help="CSV or Parquet file (format from the suffix or --data-format); "
+                   "with --engine spark also a URI (hdfs://, s3a://, file://), a folder of part files or a table name")
     r.add_argument("--domain", metavar="D.json", help="domain file; raw values are mapped to codes through it")
     r.add_argument("--plan", metavar="PLAN.json", help="a plan saved by 'dpmatrix plan --save' (instead of a workload and budget)")
     _add_workload(r)
@@ -266,8 +287,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "or spark (counts in Apache Spark; DATA may be a Parquet/CSV path, glob, URI or table)")
     r.add_argument("--spark-master", metavar="URL",
                    help="Spark master for --engine spark: local[*] (default), spark://host:7077, yarn, k8s://...")
-    r.add_argument("--spark-conf", metavar="K=V", action="append",
-                   help="extra Spark setting for --engine spark (repeatable), e.g. spark.executor.memory=8g")
+    r.add_argument("--spark-conf", "--conf", metavar="K=V", action="append", dest="spark_conf",
+                   help="extra Spark setting for --engine spark (repeatable), e.g. spark.executor.memory=8g; "
+                   "spark-defaults.conf in $SPARK_CONF_DIR applies as for spark-submit")
+    r.add_argument("--spark-executor-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="--engine spark: cancel a Spark job that got no executor for this long (default 300)")
     r.add_argument("--data-format", choices=["csv", "parquet"], help="format of DATA if its suffix does not tell")
     r.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
     r.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 4GB (it spills to disk beyond)")

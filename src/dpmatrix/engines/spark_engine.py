@@ -749,6 +749,17 @@ class SparkEngine:
         """The Spark session counting the data."""
         return self._spark
 
+    @property
+    def preferred_batch(self) -> int:
+        """Sets per :meth:`count` call wanted by ``dpmatrix.measure``: all of them for the
+        one-pass strategy (one scan per call), ``batch_size`` for the SQL strategies."""
+        return 1 << 30 if self.strategy == "one_pass" else self.batch_size
+
+    def own_session(self) -> None:
+        """Stop the engine's session on :meth:`close` (for a session started for it by
+        :func:`~.data_source.engine_for`)."""
+        self._owned = True
+
     def fingerprint(self) -> str:
         """Identity of the data read, computed by the executors in the validation scan.
 
