@@ -129,7 +129,7 @@ class StandaloneCluster:
         """``kill -9`` a worker daemon and the executors it launched; returns the worker's pid."""
         pid = self.pid(WORKER_CLASS, instance)
         assert pid is not None, "worker not running"
-        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        children = _children(pid)
         os.kill(pid, signal.SIGKILL)
         for c in children:
             try:
@@ -164,6 +164,20 @@ class StandaloneCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc, no procps needed)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
 
 
 def _alive(pid: int) -> bool:
@@ -203,7 +217,9 @@ def driver_conf(cluster: StandaloneCluster, event_dir: Path | None = None) -> di
 def event_log(event_dir: Path) -> list[dict]:
     """Every event of the applications logged in ``event_dir`` (Spark's JSON-lines event log)."""
     events = []
-    for f in sorted(event_dir.iterdir()):
+    for f in sorted(p for p in event_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        if f.name.startswith("appstatus"):  # the rolling log's status marker
+            continue
         for line in f.read_text().splitlines():
             if line.strip():
                 events.append(json.loads(line))

@@ -26,7 +26,7 @@ from dpmatrix.domain import Domain
 from dpmatrix.engines import engine_for
 from dpmatrix.engines.duckdb_engine import DuckDBEngine
 from dpmatrix.engines.spark_count import add_pieces, count_partition, piece_array, plan_passes
-from dpmatrix.engines.spark_engine import SparkEngine, check_master_reachable
+from dpmatrix.engines.spark_engine import SparkEngine, check_master_reachable, quiet_pyspark
 from dpmatrix.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,7 +239,8 @@ def test_ctrl_c_cancels_the_job_and_the_session_lives_on(spark, tmp_path):
             _t.sleep(120)
             yield b
 
-    job = eng._codes.mapInArrow(slow, eng._codes.schema)
+    with quiet_pyspark():  # the test's own mapInArrow call
+        job = eng._codes.mapInArrow(slow, eng._codes.schema)
     timer = threading.Timer(8.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
