@@ -211,6 +211,8 @@ def driver_conf(cluster: StandaloneCluster, event_dir: Path | None = None) -> di
         event_dir.mkdir(parents=True, exist_ok=True)
         conf["spark.eventLog.enabled"] = "true"
         conf["spark.eventLog.dir"] = event_dir.as_uri()
+        conf["spark.eventLog.compress"] = "false"  # plain JSON lines, one file per application
+        conf["spark.eventLog.rolling.enabled"] = "false"
     return conf
 
 

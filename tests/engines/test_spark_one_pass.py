@@ -248,6 +248,12 @@ def test_ctrl_c_cancels_the_job_and_the_session_lives_on(spark, tmp_path):
             eng._run("sleeping", job.collect)
     finally:
         timer.cancel()
+    # the cancelled job ends (cancellation is asynchronous: wait for it, at most two minutes)
+    import time
+
+    deadline = time.monotonic() + 120
+    while list(spark.sparkContext.statusTracker().getActiveJobsIds()) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert list(spark.sparkContext.statusTracker().getActiveJobsIds()) == []
     assert int(eng.count([(0,)])[(0,)][1]) == 2
     eng.close()

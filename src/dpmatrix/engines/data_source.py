@@ -121,6 +121,7 @@ def _spark_engine(data, domain: Domain, encoding: str, on_unknown, options: Mapp
             sets = [(i,) for i, a in enumerate(domain.attributes) if mapping_kind(a) != "codes"]
             a, b = raw.count(sets), codes.count(sets)
             differ = [domain.names[s[0]] for s in sets if not np.array_equal(a[s], b[s])]
+            codes.close()  # not the session's owner: drops its cached codes only
             if differ:
                 raise _ambiguous(differ)
             chosen = raw
