@@ -150,7 +150,7 @@ def main() -> None:
     print("tables identical (SHA-256): yes")
     print(f"Spark / DuckDB, counting:        {res['count_ratio']:.2f}x")
     print(f"Spark / DuckDB, build + count:   {res['total_ratio']:.2f}x")
-    print(f"Spark jobs: validation {spark['build_jobs']}, counting {spark['count_jobs']} "
+    print(f"Spark jobs: schema + validation {spark['build_jobs']}, counting {spark['count_jobs']} "
           f"(scans of the data for {len(sets):,} sets); DuckDB: 1 validation + 1 counting scan")  # fmt: skip
     print(f"(seconds on a shared machine, load {res['load1']:.1f}: DuckDB build {duck['build_s']:.1f} + count "
           f"{duck['count_s']:.1f}; Spark session {spark['session_s']:.1f}, build {spark['build_s']:.1f} + "

@@ -568,9 +568,8 @@ class SparkEngine:
             else:
                 self._spark, self._owned = spark_session(master, conf)
             self._csv = fmt == "csv"
-            try:
-                with quiet_pyspark():
-                    df = _read(self._spark, source, fmt, csv_options)
+            try:  # Parquet schema inference is a Spark job: watched like the others
+                df = self._run("reading the schema", functools.partial(_read, self._spark, source, fmt, csv_options))
             except BaseException:
                 self.close()
                 raise
@@ -866,7 +865,7 @@ class SparkEngine:
                 raise
         if "error" in box:
             exc = box["error"]
-            if isinstance(exc, (DataError, KeyboardInterrupt)):
+            if isinstance(exc, (DataError, KeyboardInterrupt, ValueError, TypeError)):
                 raise exc
             raise spark_error(exc, what) from None
         return box["result"]
