@@ -40,7 +40,7 @@ def fit(runs: list[dict]) -> tuple[float, float]:
     """``(T_fixed, t_row_set)`` from two single-core runs at different row counts."""
     one = sorted((r for r in runs if r["workers"] * r["cores"] == 1), key=lambda r: r["rows"])
     lo, hi = one[0], one[-1]
-    work = lambda r: r["rows"] * r["sets"]  # noqa: E731
+    work = lambda r: r["rows"] * r["sets"]
     t_row_set = (hi["spark"]["count_s"] - lo["spark"]["count_s"]) / (work(hi) - work(lo))
     return lo["spark"]["count_s"] - work(lo) * t_row_set, t_row_set
 

@@ -40,7 +40,7 @@ def free_port() -> int:
 
 
 def get_json(url: str, timeout: float = 5.0):
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (loopback only)
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read().decode())
 
 
@@ -93,7 +93,7 @@ class StandaloneCluster:
         except (OSError, ValueError):
             return None
 
-    def start(self, timeout: float = 180.0) -> "StandaloneCluster":
+    def start(self, timeout: float = 180.0) -> StandaloneCluster:
         self._daemon("start", MASTER_CLASS, 1, "--host", "127.0.0.1", "--port", str(self.port),
                      "--webui-port", str(self.web_port))  # fmt: skip
         self.started.append((MASTER_CLASS, 1))
@@ -159,7 +159,7 @@ class StandaloneCluster:
                     pass
         self.started.clear()
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

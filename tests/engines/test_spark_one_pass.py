@@ -24,9 +24,17 @@ import pytest
 from dpmatrix.cli import main
 from dpmatrix.domain import Domain
 from dpmatrix.engines import engine_for
-from dpmatrix.engines.duckdb_engine import DuckDBEngine
-from dpmatrix.engines.spark_count import add_pieces, count_partition, piece_array, plan_passes
-from dpmatrix.engines.spark_engine import SparkEngine, check_master_reachable, quiet_pyspark
+from dpmatrix.engines.spark_count import (
+    add_pieces,
+    count_partition,
+    piece_array,
+    plan_passes,
+)
+from dpmatrix.engines.spark_engine import (
+    SparkEngine,
+    check_master_reachable,
+    quiet_pyspark,
+)
 from dpmatrix.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,7 +226,7 @@ def test_cli_unreachable_master_is_one_line_and_not_about_java(tmp_path):
         [sys.executable, "-m", "dpmatrix", "release", str(tmp_path / "d.parquet"), "--engine", "spark",
          "--spark-master", f"spark://127.0.0.1:{port}", "--domain", str(tmp_path / "dom.json"),
          "-w", "all:<=1", "--rho", "1", "--out", str(tmp_path / "r"), "--no-ledger", "--quiet"],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert res.returncode != 0
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]

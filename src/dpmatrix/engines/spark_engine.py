@@ -1,14 +1,16 @@
 """Apache Spark counting engine: marginals of a Spark DataFrame, table or Parquet/CSV lake.
 
-The records stay in Spark. Everything the engine does is a Spark SQL plan; the only rows that
-come back to the driver are
+The records stay in Spark. Encoding and validation are Spark SQL; counting is one Spark job for
+any number of marginal tables (:mod:`.spark_count`: each task counts its partition into every
+table with the numpy kernel, the tasks' tables are summed by key across the cluster). The only
+data that come back to the driver are
 
-* one aggregate row of validation counts (rows, missing values, unknown values per column),
-* per batch of attribute sets, the aggregated ``(cell, count)`` rows of its marginal tables
-  (grouping sets over mixed-radix cell keys, the sets' cells laid end to end in one BIGINT key,
-  fetched with Arrow), and
+* one aggregate row of validation counts (rows, missing values, unknown values per column) and
+  the fingerprint sum (:meth:`SparkEngine.fingerprint`),
+* the summed count tables, in pieces of at most 2^20 cells, and
 * only when the data do not match the domain, at most :data:`~.base.MAX_SHOWN` distinct offending
-  values per column for the error message — exactly what the numpy and DuckDB engines show.
+  values per column for the error message — exactly what the numpy and DuckDB engines show —
+  and, for a source of several files, the names of at most three files holding them.
 
 Raw values are mapped to codes with Spark Column expressions that follow the rules of
 :func:`dpmatrix.encode.encode_column` (labels by their string form, left-closed bins with the last
@@ -27,9 +29,11 @@ used as given and never stopped; otherwise one is started on ``master`` (default
 ``spark://host:7077``, ``yarn``, ``k8s://…``) with extra ``conf``, quiet logging, and stopped by
 :meth:`SparkEngine.close`. Nothing about the session (host, path) is recorded by dpmatrix.
 
-Why the driver never serializes the work: encoding, validation and counting run in the executors
-(per-partition partial aggregation, then a shuffle of at most ``cells`` keys per set); the driver
-receives per batch a table no larger than the dense marginals it must hold anyway.
+Why the driver never serializes the work: encoding, validation and counting run in the executors;
+the driver receives tables no larger than the dense marginals it must hold anyway. Every Spark
+action runs in a job group watched by the calling thread: no executor for ``executor_timeout``
+seconds cancels it (the wait is reported after 20 s), Ctrl-C cancels it, and Spark's exceptions
+become one-line :class:`~dpmatrix.errors.DataError` errors (:func:`spark_error`).
 """
 
 from __future__ import annotations
@@ -47,17 +51,24 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from ..domain import Attribute, Domain
-from ..encode import UNKNOWN_HINT, mapping_kind, problem_messages, remap_message, resolve_policies, warn_remapped
+from ..encode import (
+    UNKNOWN_HINT,
+    mapping_kind,
+    problem_messages,
+    remap_message,
+    resolve_policies,
+    warn_remapped,
+)
 from ..errors import DataError
+from . import bincount, spark_count
 from .base import (
     MAX_SHOWN,
     AttrSet,
@@ -70,7 +81,6 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
-from . import bincount, spark_count
 from .spark_count import add_pieces, count_partition, piece_array, plan_passes
 
 __all__ = ["SparkEngine", "spark_session"]
@@ -247,7 +257,7 @@ def _spark_session(master: str | None, conf: Mapping[str, str] | None) -> tuple[
 
 
 # -- errors -----------------------------------------------------------------------------------------
-_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_.]+)\] (.*?)(?: SQLSTATE: \w+|$)", re.M)
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_.]+)\] (.*?)(?: SQLSTATE: \w+|$)", re.MULTILINE)
 _FILE = re.compile(r"(?:reading|in) file (\S+?)\.?(?:\s|$)")
 _TYPE_DRIFT = re.compile(
     r"Parquet column \[?([^\]\s]+)\]?\. Expected Spark type (\w+), actual Parquet type (\w+)"
@@ -885,7 +895,7 @@ class SparkEngine:
                 pass
         self._cached = False
 
-    def __enter__(self) -> "SparkEngine":
+    def __enter__(self) -> SparkEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:
