@@ -22,11 +22,12 @@ SRC = Path(dpmatrix.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults"),
     ("dpmatrix.linalg",),
-    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection"),
+    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection"),
     ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing"),
     ("dpmatrix.mechanisms",),
     ("dpmatrix.solvers",),
     ("dpmatrix.engines",),
+    ("dpmatrix.protocols",),
     ("dpmatrix.reconstruct",),
     ("dpmatrix.measure",),
     ("dpmatrix.planners",),
@@ -188,10 +189,9 @@ def test_no_name_shadows_a_submodule(package):
 
 
 def test_public_functions_are_what_their_import_says():
+    import dpmatrix as dm
     from dpmatrix.measure import measure
     from dpmatrix.planners import plan
-
-    import dpmatrix as dm
 
     assert callable(plan) and plan is dm.plan and plan.__module__ == "dpmatrix.planners.dispatch"
     assert callable(measure) and measure is dm.measure
