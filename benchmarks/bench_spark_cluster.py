@@ -113,9 +113,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="append the result as one JSON line")
     args = ap.parse_args()
 
-    from spark_cluster import StandaloneCluster
-
     from dpmatrix.domain import Domain
+    from spark_cluster import StandaloneCluster
 
     domain = Domain.from_sizes([SIZE] * ATTRS)
     sets = list(itertools.combinations(range(ATTRS), args.way))
