@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,17 @@ from ..encode import encode_frame, mapping_kind
 from ..errors import DataError
 from .duckdb_engine import DuckDBEngine, detect_format
 from .numpy_engine import NumpyEngine
+from .projected import ProjectedEngine, subdomain
 from .spark_engine import SparkEngine
 
 __all__ = ["ENCODINGS", "engine_for"]
+
+
+def _sub_policy(on_unknown, sub: Domain):
+    """``on_unknown`` restricted to the attributes of a sub-domain."""
+    if isinstance(on_unknown, Mapping):
+        return {k: v for k, v in on_unknown.items() if k in sub}
+    return on_unknown
 
 
 def _has_mapping(domain: Domain) -> bool:
@@ -54,7 +62,7 @@ def _both_failed(raw_error: DataError, codes_error: DataError) -> DataError:
     )
 
 
-def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngine:
+def _frame_engine(data, domain: Domain, encoding: str, on_unknown, na_values=()) -> NumpyEngine:
     if encoding == "codes" or (encoding == "auto" and not _has_mapping(domain)):
         return NumpyEngine(data, domain)
     if not isinstance(data, pd.DataFrame):
@@ -63,9 +71,9 @@ def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngin
             "only hold codes: pass encoding='codes')"
         )
     if encoding == "raw":
-        return NumpyEngine(encode_frame(data, domain, on_unknown=on_unknown), domain)
+        return NumpyEngine(encode_frame(data, domain, on_unknown=on_unknown, na_values=na_values), domain)
     try:
-        raw = encode_frame(data, domain, on_unknown=on_unknown)
+        raw = encode_frame(data, domain, on_unknown=on_unknown, na_values=na_values)
     except DataError as exc:
         raw_error = exc
         raw = None
@@ -77,6 +85,8 @@ def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngin
         return NumpyEngine(raw, domain)
     if raw is None:
         return codes
+    if len(raw) != codes.n_records:  # rows dropped for a missing value: only the raw reading
+        raise _ambiguous([a.name for a in domain.attributes if a.missing == "drop"])
     differ = [
         a.name for i, a in enumerate(domain.attributes)
         if not np.array_equal(raw[a.name].to_numpy(), codes.codes(i))
@@ -97,7 +107,7 @@ def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mappi
         raw_error, raw = exc, None
     # the codes reading sees the same text as the raw one: "yes"/"T" sniffed as booleans by
     # DuckDB must not pass for codes 0/1
-    text = dict(options)
+    text = {k: v for k, v in options.items() if k != "na_values"}
     if detect_format(path, options.get("format")) == "csv":
         text["csv_options"] = {"all_varchar": True, **(options.get("csv_options") or {})}
     try:
@@ -110,6 +120,10 @@ def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mappi
         return codes
     # both readings fit: they are the same reading only if every attribute's counts agree
     sets = [(i,) for i, a in enumerate(domain.attributes) if mapping_kind(a) != "codes"]
+    if raw.n_records != codes.n_records:
+        raw.close()
+        codes.close()
+        raise _ambiguous([a.name for a in domain.attributes if a.missing == "drop"])
     a, b = raw.count(sets), codes.count(sets)
     differ = [domain.names[s[0]] for s in sets if not np.array_equal(a[s], b[s])]
     if differ:
@@ -127,6 +141,8 @@ def engine_for(
     engine=None,
     encoding: str = "auto",
     on_unknown: str | Mapping[str, str] = "error",
+    na_values: Sequence[str] = (),
+    attributes: Iterable[int] | None = None,
     **duckdb_options: Any,
 ):
     """The counting engine for a data argument.
@@ -147,6 +163,12 @@ def engine_for(
     on_unknown : str or mapping, default "error"
         Raw values the domain does not cover: ``"error"``, ``"clip"`` or ``"other"``, or per
         column (:func:`dpmatrix.encode.encode_frame`).
+    na_values : sequence of str, optional
+        Text markers that mean "missing" besides empty cells, None, NaN and NULL (raw values).
+    attributes : iterable of int, optional
+        Positions of the attributes to read (those a release uses): only their columns are read
+        and validated, and the engine answers in positions of the full ``domain``
+        (:class:`~.projected.ProjectedEngine`). Ignored for arrays and engine objects.
     **duckdb_options
         Passed to :class:`DuckDBEngine` for a file (``format``, ``csv_options``, ...).
 
@@ -170,15 +192,25 @@ def engine_for(
     if engine is not None and engine not in ("numpy", "duckdb", "spark"):
         raise DataError(f"engine must be 'numpy', 'duckdb' or 'spark', got {engine!r}")
     is_spark_df = type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark.sql")
+    named = isinstance(data, (pd.DataFrame, str, Path)) or is_spark_df
+    if attributes is not None and named:
+        sub, pos = subdomain(domain, attributes)
+        if len(pos) < len(domain):
+            inner = engine_for(
+                data, sub, engine=engine, encoding=encoding, on_unknown=_sub_policy(on_unknown, sub),
+                na_values=na_values, **duckdb_options,
+            )  # fmt: skip
+            return ProjectedEngine(inner, domain, pos)
     if engine == "spark" or is_spark_df:
         # Spark reads raw values with encoding="raw"; otherwise the columns hold codes
         return SparkEngine(data, domain, "raw" if encoding == "raw" else "codes", on_unknown=on_unknown)
     if engine == "numpy" and isinstance(data, (str, Path)):
         raise DataError("engine='numpy' counts a DataFrame in memory; load the file first or use 'duckdb'")
     if isinstance(data, (pd.DataFrame, np.ndarray)):
-        return _frame_engine(data, domain, encoding, on_unknown)
+        return _frame_engine(data, domain, encoding, on_unknown, na_values)
     if isinstance(data, (str, Path)):
-        return _file_engine(data, domain, encoding, on_unknown, duckdb_options)
+        opts = dict(duckdb_options, na_values=tuple(na_values)) if na_values else duckdb_options
+        return _file_engine(data, domain, encoding, on_unknown, opts)
     if hasattr(data, "count") and hasattr(data, "n_records"):
         if getattr(data, "domain", domain) != domain:
             raise DataError("the engine was built for a different domain than the plan's")
