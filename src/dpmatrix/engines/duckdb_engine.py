@@ -392,7 +392,7 @@ class DuckDBEngine:
             aggs += [
                 f"count(*) FILTER (WHERE ({e.code}) IS NULL AND {e.missing})",
                 f"count(*) FILTER (WHERE ({e.code}) IS NULL AND NOT {e.missing})",
-                f"count(*) FILTER (WHERE ({e.base}) IS NULL AND ({e.code}) IS NOT NULL)",
+                f"count(*) FILTER (WHERE ({e.base}) IS NULL AND ({e.code}) IS NOT NULL AND NOT {e.missing})",
             ]
         res = self._fetchone(f"SELECT {', '.join(aggs)} FROM {src}")
         problems: list[str] = []
