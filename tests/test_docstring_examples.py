@@ -8,7 +8,8 @@ import importlib
 
 import pytest
 
-MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release",
+MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release._writer",
+           "dpmatrix.release._reader",
            "dpmatrix.reconstruct.measurements", "dpmatrix.reconstruct.broadcast", "dpmatrix.reconstruct.fused", "dpmatrix.mechanisms.exact_exp", "dpmatrix.reconstruct.stacked",
            "dpmatrix.planners.optimality", "dpmatrix.planners.explicit.plan",
            "dpmatrix.planners.explicit.evaluation", "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map",

@@ -19,6 +19,7 @@ from ._support import NO_REPORT, assert_one_line_error, env, release_args, run, 
 
 import dpmatrix as dm
 import dpmatrix.release as release_mod
+import dpmatrix.release._layout as release_layout
 from dpmatrix.release import LeftoverWarning, load_release, write_release
 
 DOM = dm.Domain.from_dict({"a": 3, "b": 4})
@@ -82,7 +83,7 @@ def test_two_concurrent_cli_releases_one_wins(small):
 def test_overwrite_failing_between_renames_keeps_the_old_release(tmp_path, monkeypatch):
     out = tmp_path / "rel"
     write_release(_meas(0.5), out)
-    real = release_mod.os.rename
+    real = release_layout.os.rename
     calls = []
 
     def rename(a, b):
@@ -91,7 +92,7 @@ def test_overwrite_failing_between_renames_keeps_the_old_release(tmp_path, monke
             raise OSError(errno.EIO, "I/O error")
         return real(a, b)
 
-    monkeypatch.setattr(release_mod.os, "rename", rename)
+    monkeypatch.setattr(release_layout.os, "rename", rename)
     with pytest.raises(dm.ReleaseError, match="I/O error"):
         write_release(_meas(0.7), out, overwrite=True)
     monkeypatch.undo()
@@ -167,12 +168,12 @@ def test_disk_full_while_writing_keeps_the_old_release(tmp_path, monkeypatch):
 
 
 def test_failed_cli_release_removes_work_files_and_is_charged(small, capsys, monkeypatch):
-    import dpmatrix.release
+    import dpmatrix.release._writer
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(dpmatrix.release, "_write_measurements", full)
+    monkeypatch.setattr(dpmatrix.release._writer, "_write_measurements", full)
     out = small / "rel"
     rc, _, err = run(capsys, *release_args(small, out, "--spill"))
     assert_one_line_error(rc, err, "No space left on device")

@@ -1,0 +1,117 @@
+"""What every command shares: the command line's own error type and exit status, and the
+privacy budget, domain, workload and plan read from the parsed options."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..domain import Domain
+from ..errors import DPMatrixError, DomainError
+
+
+EXIT_USAGE = 2
+
+
+SEED_WARNING = (
+    "--seed makes the noise reproducible: for testing only. A real release must use fresh "
+    "randomness (omit --seed); the seed is never written to the release."
+)
+
+
+class CLIError(DPMatrixError):
+    """A mistake in the command line that no library call catches."""
+
+
+def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
+    given = [n for n in ("rho", "epsilon", "mu") if getattr(args, n) is not None]
+    if not given:
+        raise CLIError("no privacy budget: give --rho, or --epsilon with --delta, or --mu")
+    if len(given) > 1:
+        raise CLIError(f"give exactly one privacy budget, got --{' and --'.join(given)}")
+    pure = given[0] == "epsilon" and args.delta == 0
+    for n in ("rho", "epsilon", "mu", "delta"):
+        v = getattr(args, n)
+        if n == "delta" and pure:
+            continue
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise CLIError(f"--{n} must be a positive number, got {v!r}")
+    if getattr(args, "strategy", None) is not None and not pure:
+        raise CLIError("--strategy is an option of pure epsilon-DP plans (--epsilon E --delta 0)")
+    if given[0] == "epsilon":
+        if args.delta is None:
+            raise CLIError("--epsilon needs --delta (e.g. --delta 1e-9, or --delta 0 for pure epsilon-DP)")
+        if pure:
+            if getattr(args, "noise", None) == "discrete_gaussian":
+                raise CLIError("--noise discrete_gaussian is a zCDP option: pure epsilon-DP (--delta 0) "
+                               "uses the exact discrete Laplace")
+            extra = {"strategy": args.strategy} if getattr(args, "strategy", None) else {}
+            return {"epsilon": args.epsilon, "delta": 0.0, **extra}
+        return {"epsilon": args.epsilon, "delta": args.delta}
+    return {given[0]: getattr(args, given[0])}
+
+
+def _is_pure(plan) -> bool:
+    """A pure epsilon-DP plan (reports ``pure_epsilon``; no residual closure)."""
+    return getattr(plan, "pure_epsilon", None) is not None
+
+
+def _report_delta(args: argparse.Namespace) -> float:
+    from ..release import DEFAULT_DELTA
+    from ..statement import check_delta
+
+    d = getattr(args, "delta", None)
+    if d is None:
+        return DEFAULT_DELTA
+    if d == 0 and getattr(args, "epsilon", None) is not None:
+        return 0.0  # pure epsilon-DP
+    return check_delta(d, name="--delta")
+
+
+def _read_domain(path: str) -> Domain:
+    try:
+        return Domain.from_json(path)
+    except DomainError as exc:
+        msg = str(exc)
+        if repr(str(path)) in msg:
+            raise
+        raise DomainError(f"domain file {str(path)!r}: {msg}") from None
+
+
+def _workload(args: argparse.Namespace, domain: Domain):
+    from ..workload_spec import parse_workload
+
+    if args.workload is None and args.marginals is None and args.workload_file is None:
+        raise CLIError('no workload: give --workload (e.g. "all:<=2"), --marginals or --workload-file')
+    return parse_workload(
+        domain,
+        args.workload,
+        marginals=args.marginals,
+        query_types=args.query_types,
+        file=args.workload_file,
+        attributes=args.attributes,
+    )
+
+
+def _make_plan(args: argparse.Namespace, domain: Domain):
+    from ..planners.dispatch import plan as make_plan
+
+    wk = _workload(args, domain)
+    if getattr(args, "target", None):
+        return _plan_from_targets(args, wk)
+    return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
+                     **_budget_kwargs(args))
+
+
+def _plan_from_targets(args: argparse.Namespace, wk):
+    """The plan for ``--target`` specs (issue 13): least budget, or least ratio at a budget."""
+    from ..planners.dispatch import plan as make_plan
+    from ..planners.targets import targets_from_specs
+
+    given = [n for n in ("rho", "epsilon", "mu") if getattr(args, n) is not None]
+    budget = _budget_kwargs(args) if given else {}
+    try:
+        targets = targets_from_specs(args.target)
+    except DPMatrixError as exc:
+        raise CLIError(f"--target: {exc}") from None
+    return make_plan(wk, targets=targets, construction=getattr(args, "construction", "auto"), **budget)

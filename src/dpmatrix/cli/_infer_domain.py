@@ -1,0 +1,62 @@
+"""``dpmatrix infer-domain``: derive a domain file from data (opt-in; weakens privacy, see its
+warning)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ._common import CLIError
+from ._options import _add_quiet
+from ._output import Out
+
+
+def cmd_infer_domain(args: argparse.Namespace) -> int:
+    from ..engines.infer import infer_domain
+
+    path = Path(args.data)
+    if not path.exists():
+        raise CLIError(f"data file {args.data!r} does not exist")
+    cols = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    if args.bins < 1:
+        raise CLIError(f"--bins must be at least 1, got {args.bins}")
+    dom = infer_domain(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
+                       binning=args.binning)  # warns
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
+    try:
+        out.write_text(json.dumps(dom.to_dict(), indent=1) + "\n")
+    except OSError as exc:
+        raise CLIError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+    say = Out(args.quiet)
+    binned = [a for a in dom.attributes if a.bins is not None]
+    for a in binned:
+        edges = ", ".join(f"{e:g}" for e in a.bins)
+        say(f"{a.name}: {a.size} {args.binning} bins, edges [{edges}] (more than {args.max_labels} "
+            "distinct values or fractions; change with --bins, --binning width|quantile, "
+            "--max-labels, or edit the edges)")
+    say(f"wrote a domain of {len(dom)} attributes ({len(binned)} binned) to {args.out}: review it "
+        "(and remove anything that reveals individual records) before using it with --domain")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``infer-domain`` command and its options, added to the ``dpmatrix`` parser's subcommands."""
+    i = sub.add_parser("infer-domain", help="derive a domain file from data (weakens privacy: read the warning)",
+                       description="Derive a domain from the data. Which values occur is information "
+                       "about individual records that the privacy guarantee does NOT cover: prefer a "
+                       "domain written from public knowledge; review the file before use.")
+    i.add_argument("data", metavar="DATA", help="CSV or Parquet file")
+    i.add_argument("--out", required=True, metavar="D.json", help="domain file to write")
+    i.add_argument("--columns", metavar="A,B,...", help="columns to include (default: all)")
+    i.add_argument("--max-labels", type=int, default=50, help="integer columns with at most this many values get labels")
+    i.add_argument("--bins", type=int, default=10,
+                   help="number of bins for other numeric columns (default 10)")
+    i.add_argument("--binning", choices=["width", "quantile"], default="width",
+                   help="bin edges: equal width between the minimum and maximum (default), or the "
+                   "data's quantiles (about equal counts); both are derived from the data and leak")
+    i.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    _add_quiet(i)
+    i.set_defaults(func=cmd_infer_domain)
