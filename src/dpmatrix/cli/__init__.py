@@ -56,6 +56,7 @@ from ._output import (
     cli_wording,
     fmt_optimality,
     fmt_privacy,
+    error_text,
     one_line,
     warn_large_epsilon,
     warn_line,
@@ -103,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     except DPMatrixError as exc:
         if args.debug:
             raise
-        print(f"dpmatrix: error: {one_line(cli_wording(str(exc)))}", file=sys.stderr)
+        print(f"dpmatrix: error: {error_text(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, ValueError) as exc:  # files, permissions, malformed input caught late
         if args.debug:

@@ -30,7 +30,34 @@ def _on_unknown(text: str) -> str | dict[str, str]:
     return out
 
 
-def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_directory: Path | None = None):
+def _na_values(text: str | None) -> tuple[str, ...]:
+    """``--na-values NA,?``: the markers, comma separated (blanks around them ignored)."""
+    return tuple(dict.fromkeys(t.strip() for t in (text or "").split(",") if t.strip()))
+
+
+def _missing(text: str | None) -> str | dict[str, str] | None:
+    """``--missing category`` or ``--missing col=policy,...`` (policies of domain.MISSING_POLICIES)."""
+    from ..domain import MISSING_POLICIES
+
+    if not text:
+        return None
+    text = text.strip()
+    if "=" not in text:
+        if text not in MISSING_POLICIES:
+            raise CLIError(f"--missing must be one of {', '.join(MISSING_POLICIES)} or col=policy,..., got {text!r}")
+        return text
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        col, eq, pol = part.partition("=")
+        col, pol = col.strip(), pol.strip()
+        if not eq or not col or pol not in MISSING_POLICIES:
+            raise CLIError(f"--missing: bad entry {part!r}; write col=policy with policy in {', '.join(MISSING_POLICIES)}")
+        out[col] = pol
+    return out
+
+
+def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_directory: Path | None = None,
+                 attributes=None):
     import pandas as pd
 
     from ..encode import read_csv_text
@@ -50,11 +77,13 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
     if args.delimiter and fmt != "csv":
         raise CLIError("--delimiter applies to CSV files only")
     encoding = getattr(args, "encoding", "auto")
+    na_values = _na_values(getattr(args, "na_values", None))
     say.note(f"reading {args.data} ({fmt}, encoding {encoding}) with {args.engine} ...")
     if args.engine == "duckdb":
         return engine_for(
             args.data, domain, encoding=encoding, format=fmt, on_unknown=policy,
             csv_options=csv_options, memory_limit=args.memory_limit, temp_directory=temp_directory,
+            na_values=na_values, attributes=attributes,
         )  # fmt: skip
     # in-memory engine: the whole file is loaded with pandas (small data only)
     try:
@@ -64,7 +93,8 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
             raw = pd.read_parquet(args.data)
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {args.data!r}: {exc}") from None
-    return engine_for(raw, domain, encoding=encoding, on_unknown=policy)
+    return engine_for(raw, domain, encoding=encoding, on_unknown=policy, na_values=na_values,
+                      attributes=attributes)
 
 
 def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Out):

@@ -26,7 +26,7 @@ from ._common import (
     _report_delta,
     _workload,
 )
-from ._engine import CountingBar, _on_unknown, _open_engine
+from ._engine import CountingBar, _missing, _na_values, _on_unknown, _open_engine
 from ._options import _add_budget, _add_ledger, _add_noise, _add_quiet, _add_round, _add_targets, _add_workload
 from ._output import Out, _describe_plan, _describe_targets, fmt_privacy, warn_large_epsilon, warn_line
 from ._report import write_release_report_into
@@ -154,7 +154,10 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                 # the OS CSPRNG (rng=None) unless a testing seed was given (issue 16: secure by
                 # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
                 rng = np.random.default_rng(args.seed) if args.seed is not None else None
-                engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
+                from ..measure.measure_plan import used_attributes
+
+                engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb",
+                                                  attributes=used_attributes(plan)), plan,
                                      say.progress)  # fmt: skip
                 try:
                     meas = plan.measure(
@@ -166,7 +169,9 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
                 del engine, rng
                 notes = {
                     "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
-                             "on_unknown": opts["policy"]},
+                             "on_unknown": opts["policy"],
+                             "missing": {a.name: a.missing for a in plan.domain.attributes},
+                             "na_values": list(_na_values(getattr(args, "na_values", None)))},
                 }  # fmt: skip
                 written = write_release(
                     meas, out, level=args.level, delta=delta, formats=opts["formats"],
@@ -224,6 +229,13 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     say = Out(args.quiet)
     domain = _read_domain(args.domain) if args.domain else None
+    missing = _missing(getattr(args, "missing", None))
+    if missing is not None:
+        if domain is None:
+            raise CLIError("--missing changes the --domain file's attributes; give --domain")
+        from ..domain import with_missing
+
+        domain = with_missing(domain, missing)
     meas = run_release(args, domain, say, overwrite=args.overwrite)
     if getattr(args, "postprocess", False):
         pp = postprocess(meas, progress=not say.quiet)
@@ -257,6 +269,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")
+    r.add_argument("--missing", metavar="POLICY",
+                   help="missing values (empty cells, NaN, NULL, --na-values): error (the domain's "
+                   "default), category (one more level, '(missing)'), drop (rows left out of every "
+                   "marginal); or per column: income=category,sex=drop. Overrides the domain file")
+    r.add_argument("--na-values", metavar="M1,M2", default="",
+                   help="text markers that also mean a missing value, e.g. 'NA,?'")
     r.add_argument("--encoding", choices=list(ENCODINGS), default="auto",
                    help="what DATA holds: raw values (labels matched as text, numbers put into the "
                    "domain's bins), codes 0..size-1, or auto (default: the reading the data fit; "
