@@ -380,11 +380,28 @@ def rows(n: int) -> str:
     return f"{n} row" if n == 1 else f"{n} rows"
 
 
+def _header_key(name: str) -> str:
+    return "".join(str(name).split()).casefold().replace("_", "").replace("-", "").replace(".", "")
+
+
 def missing_columns_message(missing: Sequence[str], present: Sequence[str]) -> str:
+    """Columns the domain needs and the data lack, with a did-you-mean for a header that differs
+    only in case, blanks, ``_``, ``-`` or ``.`` (``Age`` for ``age``, ``"income "`` for ``income``)."""
     have = ", ".join(repr(c) for c in present[:30]) + (" ..." if len(present) > 30 else "")
+    by_key: dict[str, list[str]] = {}
+    for c in present:
+        by_key.setdefault(_header_key(c), []).append(str(c))
+    hints = [
+        f"{m!r} -> did you mean {by_key[_header_key(m)][0]!r}?"
+        for m in missing if len(by_key.get(_header_key(m), ())) == 1
+    ]  # fmt: skip
+    hint = (
+        "; headers differ only in case or spacing: " + ", ".join(hints)
+        + " (rename the data's columns or the domain's attributes to match exactly)"
+    ) if hints else ""
     return (
         f"the data lack column(s) required by the domain: {', '.join(map(repr, missing))} "
-        f"(the data have: {have or 'no columns'})"
+        f"(the data have: {have or 'no columns'}){hint}"
     )
 
 

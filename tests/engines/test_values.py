@@ -169,3 +169,12 @@ def test_infer_domain_round_trips_on_csv_and_parquet(tmp_path):
         assert eng.n_records == 8
         t = eng.count([(0,), (1,)])
         assert t[(0,)].tolist() == [2, 3, 1, 2] and t[(1,)].tolist() == [2, 3, 3], src
+
+
+def test_header_differing_in_case_or_spaces_gets_a_did_you_mean():
+    d = Domain.from_dict({"age": {"labels": ["1", "2"]}, "sex": {"labels": ["F", "M"]}})
+    df = pd.DataFrame({"Age": [1, 2], "sex ": ["F", "M"]})
+    with pytest.raises(DataError) as err:
+        encode_frame(df, d)
+    msg = str(err.value)
+    assert "'age' -> did you mean 'Age'?" in msg and "'sex' -> did you mean 'sex '?" in msg

@@ -56,9 +56,14 @@ def _ambiguous(columns: list[str]) -> DataError:
 
 
 def _both_failed(raw_error: DataError, codes_error: DataError) -> DataError:
+    """The raw reading's problems (a domain with labels or bins is written for raw values); the
+    codes reading is named in one line, its own problems left out (they would only repeat the
+    same rows as out-of-range codes)."""
+    if str(raw_error) == str(codes_error):  # e.g. a missing column: the same in both readings
+        return raw_error
     return DataError(
-        f"the data match neither reading of the domain.\nAs raw values (encoding='raw'): "
-        f"{raw_error}\nAs codes 0..size-1 (encoding='codes'): {codes_error}"
+        f"{raw_error}\n(read as codes 0..size-1 instead, with encoding='codes', the data do not "
+        "fit either)"
     )
 
 
