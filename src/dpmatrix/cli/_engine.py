@@ -71,6 +71,13 @@ def _open_engine(args: argparse.Namespace, domain: Domain, say: Out, temp_direct
         raise CLIError(f"data file {args.data!r} does not exist")
     policy = _on_unknown(args.on_unknown)
     if args.engine == "spark":
+        if attributes is not None and len(set(attributes)) < len(domain):
+            from ..engines.projected import ProjectedEngine, subdomain
+
+            sub, pos = subdomain(domain, attributes)
+            if isinstance(policy, dict):
+                policy = {k: v for k, v in policy.items() if k in sub}
+            return ProjectedEngine(_open_spark_engine(args, sub, policy, say), domain, pos)
         return _open_spark_engine(args, domain, policy, say)
     fmt = detect_format(args.data, args.data_format)
     csv_options = {"delim": args.delimiter} if args.delimiter else None
@@ -113,6 +120,7 @@ def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Ou
     return SparkEngine(
         args.data, domain, encoding="raw", format=fmt, on_unknown=policy, master=args.spark_master,
         conf=conf, csv_options={"sep": args.delimiter} if args.delimiter else None,
+        na_values=_na_values(getattr(args, "na_values", None)),
     )  # fmt: skip
 
 

@@ -208,7 +208,8 @@ def engine_for(
             return ProjectedEngine(inner, domain, pos)
     if engine == "spark" or is_spark_df:
         # Spark reads raw values with encoding="raw"; otherwise the columns hold codes
-        return SparkEngine(data, domain, "raw" if encoding == "raw" else "codes", on_unknown=on_unknown)
+        return SparkEngine(data, domain, "raw" if encoding == "raw" else "codes", on_unknown=on_unknown,
+                           na_values=na_values)
     if engine == "numpy" and isinstance(data, (str, Path)):
         raise DataError("engine='numpy' counts a DataFrame in memory; load the file first or use 'duckdb'")
     if isinstance(data, (pd.DataFrame, np.ndarray)):
