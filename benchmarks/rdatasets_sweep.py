@@ -118,7 +118,7 @@ def run_one(pkg: str, item: str, workdir: Path) -> Outcome:
     dom = Domain.from_json(dom_file)
     rc, text = _cli([
         "release", str(csv), "--domain", str(dom_file), "--workload", "all:<=2", "--rho", "1e6",
-        "--seed", "0", "--no-ledger", "--out", str(out), "--overwrite", "--quiet",
+        "--seed", "0", "--no-ledger", "--no-report", "--out", str(out), "--overwrite", "--quiet",
     ])  # fmt: skip
     if rc != 0:
         return _refused_or_failed(name, "release", text, t0)

@@ -64,6 +64,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "write_release": ("dpmatrix.release", "write_release"),
     "codes": ("dpmatrix.selection", "codes"),
     "Workload": ("dpmatrix.workload", "Workload"),
+    "Unit": ("dpmatrix.unit", "Unit"),
+    "bound_contributions": ("dpmatrix.unit", "bound_contributions"),
+    "record_budget": ("dpmatrix.unit", "record_budget"),
+    "code_of": ("dpmatrix.values", "code_of"),
 }
 
 __all__ = [
@@ -95,6 +99,10 @@ __all__ = [
     "TargetError",
     "UnknownAttributeError",
     "Workload",
+    "Unit",
+    "bound_contributions",
+    "record_budget",
+    "code_of",
     "WorkloadError",
     "compare",
     "evaluate",
