@@ -125,7 +125,13 @@ def describe(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str]:
     try:
         rows_ = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
     except duckdb.Error as exc:
-        raise DataError(f"DuckDB cannot read the data: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"DuckDB cannot read the data: {first}\nfix: give the delimiter (delimiter= / CLI "
+            "--delimiter), or convert the file to Parquet (e.g. pandas: pd.read_csv(path)"
+            ".to_parquet('data.parquet')) and use that; the release engine 'numpy' reads CSV "
+            "with pandas"
+        ) from None
     return {str(r[0]): str(r[1]) for r in rows_}
 
 
