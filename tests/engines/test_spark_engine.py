@@ -183,7 +183,8 @@ def test_raw_errors_identical(spark, tmp_path, policy, fmt):
         with pytest.raises(DataError) as e_sp:
             SparkEngine(str(path), domain, "raw", on_unknown=policy, spark=spark)
     assert str(e_sp.value) == str(e_np.value)
-    assert "column 'color': 2 rows with a value that matches no label: 'Red', 'purple'" in str(e_sp.value)
+    assert ("column 'color': 2 rows with a value that matches no label: 'Red' (1 row), 'purple' (1 row)"
+            in str(e_sp.value))
 
 
 def test_csv_is_read_as_text_and_labels_match_as_written(spark, tmp_path):

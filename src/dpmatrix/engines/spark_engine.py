@@ -511,6 +511,16 @@ class SparkEngine:
         (nd,) = sel.agg(F.countDistinct("v")).first()
         return vals, int(nd)
 
+    def _value_counts(self, df: Any, value: Any, where: Any) -> tuple[list[Any], int]:
+        """The most frequent offending values with their rows (as the pandas path shows them)."""
+        from pyspark.sql import functions as F
+
+        sel = df.where(where).select(value.alias("v")).where(F.col("v").isNotNull())
+        top = sel.groupBy("v").count().orderBy(F.col("count").desc(), F.col("v")).limit(MAX_SHOWN)
+        vals = [(r[0], int(r[1])) for r in top.collect()]
+        (nd,) = sel.agg(F.countDistinct("v")).first()
+        return vals, int(nd)
+
     def _validate_codes(self, df: Any, cols: Mapping[str, Any], classes: Mapping[str, str]) -> list[Any]:
         """Same checks and messages as the numpy engine, as one aggregate job."""
         from pyspark.sql import functions as F
@@ -582,7 +592,7 @@ class SparkEngine:
             if n_unk:
                 c, cls = cols[a.name], classes[a.name]
                 shown = _number(c, cls) if self._numeric_text(cls, n_nonnum) else c
-                vals, nd = self._distinct(df, shown, code.isNull() & ~miss)
+                vals, nd = self._value_counts(df, shown, code.isNull() & ~miss)
             problems += problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
             if n_re:
                 remapped.append(remap_message(a, policies[a.name], n_re))
