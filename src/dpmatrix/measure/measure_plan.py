@@ -56,10 +56,10 @@ def used_attributes(plan) -> tuple[int, ...] | None:
     ``None`` when the plan does not say."""
     if _is_residual_plan(plan):
         sets = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
-    elif _lists_mechanisms(plan):
-        sets = [m.attrs for m in plan.mechanisms()[1]]
-    else:
-        return None
+    else:  # every mechanism measures a subset of the workload's attributes
+        sets = getattr(getattr(plan, "workload", None), "sets", None)
+        if sets is None:
+            return None
     used = sorted({a for s in sets for a in s})
     return tuple(used) if used else None
 
