@@ -141,7 +141,8 @@ def run_one(pkg: str, item: str, workdir: Path) -> Outcome:
 def _refused_or_failed(name: str, step: str, text: str, t0: float) -> Outcome:
     lines = [ln.strip() for ln in text.strip().splitlines()
              if ln.strip() and not ln.startswith("dpmatrix: warning:")]
-    msg = " / ".join(lines[-4:])[:400]
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("dpmatrix: error:")), 0)
+    msg = " / ".join(lines[start : start + 3])[:400]
     actionable = text.startswith("dpmatrix: error") or "error:" in text
     status = "refused" if actionable and "Traceback" not in text else "fail"
     return Outcome(name, status, f"{step}: {msg}", time.perf_counter() - t0)

@@ -29,3 +29,19 @@ def test_identity_basis_of_a_large_attribute_builds_no_matrix():
     b = identity_basis(200_000)
     assert b.diag_in.shape == (200_000,) and b.beta == pytest.approx(1 - 1 / 200_000)
     assert "Sub" not in vars(b) and "resid_cov" not in vars(b)  # nothing n x n was built
+
+
+def test_is_identity_by_blocks_agrees_with_the_dense_comparison():
+    from dpmatrix.linalg.kron import is_identity
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 40):
+        eye = np.eye(n)
+        assert is_identity(eye)
+        for tol_ok, delta in ((True, 1e-13), (False, 1e-9)):
+            for _ in range(5):
+                m = eye.copy()
+                i, j = rng.integers(0, n, 2)
+                m[i, j] += delta
+                assert is_identity(m) == np.allclose(m, eye, rtol=0, atol=1e-12) == tol_ok
+    assert not is_identity(np.ones((2, 3))) and not is_identity(np.zeros((3, 3)))
