@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ONE = r"""
@@ -31,28 +31,39 @@ print(json.dumps({"n": n, "seconds": time.perf_counter() - t0}))
 """
 
 
+def _time(n: int, src: str | None, limit: float) -> tuple[float | None, str]:
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src
+    try:
+        res = subprocess.run([sys.executable, "-c", ONE, str(n)], capture_output=True, text=True,
+                             timeout=limit * 3, env=env)
+    except subprocess.TimeoutExpired:
+        return None, f"killed after {limit * 3:.0f} s"
+    if res.returncode != 0:
+        return None, res.stderr.strip().splitlines()[-1][:200]
+    return json.loads(res.stdout.strip().splitlines()[-1])["seconds"], ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100,300,1000,2000,3000,5000,10000,30000,100000")
     ap.add_argument("--limit", type=float, default=60.0)
     ap.add_argument("--out", default=str(Path(__file__).with_name("results_high_cardinality.md")))
+    ap.add_argument("--before", metavar="SRC",
+                    help="also time another source tree (its src/ folder, e.g. the main branch "
+                    "before the O(n) identity basis), side by side, up to --before-max")
+    ap.add_argument("--before-max", type=int, default=2000)
     args = ap.parse_args()
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
-        t0 = time.perf_counter()
-        try:
-            res = subprocess.run([sys.executable, "-c", ONE, str(n)], capture_output=True, text=True,
-                                 timeout=args.limit * 3)
-        except subprocess.TimeoutExpired:
-            rows.append((n, None, f"killed after {args.limit * 3:.0f} s"))
-            break
-        if res.returncode != 0:
-            rows.append((n, None, res.stderr.strip().splitlines()[-1][:200]))
-            break
-        sec = json.loads(res.stdout.strip().splitlines()[-1])["seconds"]
-        rows.append((n, sec, ""))
-        print(n, f"{sec:.2f}s", f"(process {time.perf_counter() - t0:.1f}s)", flush=True)
-        if sec > args.limit:
+        sec, note = _time(n, None, args.limit)
+        before = None
+        if args.before and n <= args.before_max:
+            before, _ = _time(n, args.before, args.limit)
+        rows.append((n, sec, before, note))
+        print(n, sec, before, note, flush=True)
+        if sec is None or sec > args.limit:
             break
     lines = [
         "# Planning time against the size of one attribute",
@@ -61,13 +72,15 @@ def main() -> None:
         "marginals of at most 2 of {big (n values), sex (2), region (4)}, plain cells,",
         "ResidualPlanner, rho = 1, one fresh process per size, 2 shared cores (other jobs running).",
         "",
-        "| n | planning (s) | note |",
-        "| ---: | ---: | --- |",
+        "`before`: the same run with the dense per-attribute basis (`--before SRC`), timed in",
+        "alternation with `after` (this tree) so both see the same load.",
+        "",
+        "| n | after: planning (s) | before (s) | note |",
+        "| ---: | ---: | ---: | --- |",
     ]
-    for n, sec, note in rows:
-        lines.append(f"| {n:,} | {'' if sec is None else f'{sec:.2f}'} | {note} |")
-    if len(rows) > 1 and rows[-1][1] is not None and rows[0][1]:
-        pass
+    fmt = lambda x: "" if x is None else f"{x:.2f}"  # noqa: E731
+    for n, sec, before, note in rows:
+        lines.append(f"| {n:,} | {fmt(sec)} | {fmt(before)} | {note} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
 
 

@@ -28,7 +28,6 @@ are encoded inside DuckDB; both paths give identical codes (tested).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -187,13 +186,6 @@ def warn_remapped(messages: Sequence[str], stacklevel: int = 3) -> None:
 
 
 # -- pandas path ---------------------------------------------------------------------------------
-def _sorted_distinct(values: np.ndarray) -> list[Any]:
-    try:
-        return list(np.unique(values))
-    except TypeError:  # mixed types
-        return sorted(set(values.tolist()), key=lambda v: (type(v).__name__, str(v)))
-
-
 def encode_column(
     values: Any,
     attr: Attribute,
