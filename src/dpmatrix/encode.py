@@ -1,20 +1,24 @@
 """Raw values -> integer codes, through the domain (never through the data).
 
-Each attribute maps raw values in one of three ways, chosen by the domain:
+Each attribute maps raw values by the one rule of :mod:`dpmatrix.values` (also used by
+``infer_domain``, ``meas.query`` and the DuckDB and Spark engines):
 
 * ``bins`` (numeric edges ``e_0 < ... < e_k``): ``v`` gets code ``i`` when ``e_i <= v < e_{i+1}``,
   the last bin closed (``e_{k-1} <= v <= e_k``);
-* ``labels`` (no bins): a value gets the code of the label equal to its string form (integral
-  numbers are written without a decimal point, so ``3``, ``3.0`` and ``"3"`` all match label
-  ``"3"``);
+* ``labels`` (no bins): a value gets the code of the label equal to its text, else of the first
+  label that is the same number (``3``, ``3.0``, ``"3"`` and ``"3.0"`` all match label ``"3"``);
 * neither: values must already be integer codes ``0..size-1``.
 
-A value the domain does not cover (including a missing value) is an error naming the column, a few
-values and the number of rows. On explicit request (``on_unknown``, for all columns or per column
-as ``{column: policy}``) such values are instead
+A missing value (empty or blank cell, None, NaN, NULL, or a declared ``na_values`` marker) follows
+the attribute's ``missing`` policy: an error naming the column and the fix (default), the
+``"(missing)"`` code (``"category"``), or the row left out of every marginal (``"drop"``).
+
+A value the domain does not cover is an error naming the column, the first few values with their
+number of rows, the valid labels or bin edges, and the fix. On explicit request (``on_unknown``,
+for all columns or per column as ``{column: policy}``) such values are instead
 
 * ``"clip"``: sent to the first/last bin (or code ``0``/``size-1``) when below/above the range;
-  label-matched attributes, missing and non-numeric values cannot be clipped and stay errors;
+  label-matched attributes and non-numeric values cannot be clipped and stay errors;
 * ``"other"``: sent to the code whose label is ``"other"`` (an error if the attribute has none).
 
 Remapped rows are reported with a :class:`RemappedValuesWarning` (explicit, never silent).
