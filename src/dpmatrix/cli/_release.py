@@ -146,38 +146,43 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     with output_lock(out):
         recover_output(out)
         check_target(out, overwrite)  # fail before touching the data
-        reservation = _reserve(ledger, opts, plan, str(args.data), out, say)
         work = _sibling(out.absolute(), "work")
         try:
-            with reservation as _charge:
-                work.mkdir()
-                # the OS CSPRNG (rng=None) unless a testing seed was given (issue 16: secure by
-                # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
-                rng = np.random.default_rng(args.seed) if args.seed is not None else None
-                from ..measure.measure_plan import used_attributes
+            work.mkdir()
+            from ..measure.measure_plan import used_attributes
 
-                engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb",
-                                                  attributes=used_attributes(plan)), plan,
-                                     say.progress)  # fmt: skip
-                try:
+            # the data are read and validated before the ledger is charged: data that do not fit
+            # the domain stop the release with nothing measured and nothing charged
+            engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb",
+                                              attributes=used_attributes(plan)), plan,
+                                 say.progress)  # fmt: skip
+            try:
+                reservation = _reserve(ledger, opts, plan, str(args.data), out, say)
+                with reservation as _charge:
+                    # the OS CSPRNG (rng=None) unless a testing seed was given (issue 16: secure by
+                    # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
+                    rng = np.random.default_rng(args.seed) if args.seed is not None else None
                     meas = plan.measure(
                         None, rng=rng, progress=say.progress, engine=engine, noise=noise,
                         store=(work / "store") if getattr(args, "spill", False) else None,
                     )  # fmt: skip
-                finally:
                     engine.close()
-                del engine, rng
-                notes = {
-                    "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
-                             "on_unknown": opts["policy"],
-                             "missing": {a.name: a.missing for a in plan.domain.attributes},
-                             "na_values": list(_na_values(getattr(args, "na_values", None)))},
-                }  # fmt: skip
-                written = write_release(
-                    meas, out, level=args.level, delta=delta, formats=opts["formats"],
-                    progress=say.progress, overwrite=overwrite, notes=notes,
-                    reproducible=args.seed is not None, round=getattr(args, "round", None),
-                )  # fmt: skip
+                    engine = None  # closed: its memory is free while the release is written
+                    del rng
+                    notes = {
+                        "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
+                                 "on_unknown": opts["policy"],
+                                 "missing": {a.name: a.missing for a in plan.domain.attributes},
+                                 "na_values": list(_na_values(getattr(args, "na_values", None)))},
+                    }  # fmt: skip
+                    written = write_release(
+                        meas, out, level=args.level, delta=delta, formats=opts["formats"],
+                        progress=say.progress, overwrite=overwrite, notes=notes,
+                        reproducible=args.seed is not None, round=getattr(args, "round", None),
+                    )  # fmt: skip
+            finally:
+                if engine is not None:
+                    engine.close()
         finally:
             shutil.rmtree(work, ignore_errors=True)
     privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
