@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..defaults import ENCODINGS
-from ..domain import Domain
+from ..domain import Domain, with_missing
 from ..encode import encode_frame, mapping_kind
 from ..errors import DataError
 from .duckdb_engine import DuckDBEngine, detect_format
@@ -201,6 +201,21 @@ def engine_for(
     if attributes is not None and named:
         sub, pos = subdomain(domain, attributes)
         if len(pos) < len(domain):
+            if encoding == "auto":
+                # the reading ("raw" or "codes") is told by every column when all of them fit
+                # one (unchanged from reading the whole domain); only when some column fits
+                # neither is the release read from the attributes it uses alone
+                # (an unused attribute never drops rows: its "drop" is read as "error" here)
+                unused = {a.name: "error" for i, a in enumerate(domain.attributes)
+                          if i not in pos and a.missing == "drop"}  # fmt: skip
+                full = with_missing(domain, unused) if unused else domain
+                try:
+                    eng = engine_for(data, full, engine=engine, encoding=encoding, on_unknown=on_unknown,
+                                     na_values=na_values, **duckdb_options)
+                except DataError:
+                    pass
+                else:
+                    return ProjectedEngine(eng, domain, range(len(domain))) if unused else eng
             inner = engine_for(
                 data, sub, engine=engine, encoding=encoding, on_unknown=_sub_policy(on_unknown, sub),
                 na_values=na_values, **duckdb_options,
