@@ -1,6 +1,6 @@
 """Reading JSON files (domains, workloads, plans, release manifests) with actionable errors.
 
-Parsing is strict (issue 16 items 4, 11): a key given twice in one object (``json`` would keep
+Parsing is strict: a key given twice in one object (``json`` would keep
 the last silently) and the non-standard constants ``NaN``, ``Infinity``, ``-Infinity`` (which
 ``json`` accepts by default) are refused with a message naming the file.
 """
@@ -41,6 +41,8 @@ def loads_strict(text: str, error: type[Exception], what: str) -> Any:
         raise error(f"{what} is not valid: {exc}") from None
     except json.JSONDecodeError as exc:
         raise error(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # the decoder recurses once per nesting level
+        raise error(f"{what} is nested too deeply to be a dpmatrix file") from None
 
 
 def read_json(path: str | Path, error: type[Exception], what: str, missing: str | None = None) -> Any:

@@ -81,20 +81,3 @@ def test_header_case_did_you_mean_on_the_cli(capsys, csv, tmp_path):
                        "--out", tmp_path / "r", "--quiet")
     assert rc == 2 and "did you mean 'Income'?" in err
 
-
-def test_data_that_do_not_fit_charge_nothing_to_the_ledger(capsys, csv, tmp_path):
-    from dpmatrix.ledger import Ledger
-
-    dom = tmp_path / "d.json"
-    dom.write_text(json.dumps({"childs": {"labels": ["0", "1", "2"]}, "union": {"labels": ["no", "yes"]}}))
-    led = tmp_path / "ledger.sqlite3"
-    rc, out, err = run(capsys, "release", csv, "--domain", dom, "-w", "childs", "--rho", "1",
-                       "--ledger", led, "--out", tmp_path / "r", "--quiet")
-    assert rc == 2 and "missing value" in err
-    rc, out, err = run(capsys, "ledger", "show", "--ledger", led, "--all")
-    assert rc == 0 and "gss" not in out  # nothing measured, nothing charged
-    rc, out, err = run(capsys, "release", csv, "--domain", dom, "-w", "union", "--na-values", "?",
-                       "--missing", "union=drop", "--rho", "1", "--ledger", led, "--out", tmp_path / "r", "--quiet")
-    assert rc == 0, err
-    rc, out, err = run(capsys, "ledger", "show", "--ledger", led, "--all")
-    assert "gss" in out

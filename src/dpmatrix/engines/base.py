@@ -15,7 +15,6 @@ whatever the engine.
 from __future__ import annotations
 
 import itertools
-
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -28,6 +27,7 @@ from ..encode import (  # re-exported: the engines' shared data messages live wi
     CODES_HINT,
     MAX_SHOWN,
     code_dtype,
+    duplicate_columns_message,
     fmt_value,
     fmt_values,
     missing_columns_message,
@@ -63,6 +63,13 @@ class CountEngine(Protocol):
         Returns ``{attr_set: int64 table}`` with one entry per distinct requested set.
         """
         ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """An engine holding resources (a DuckDB connection, a Spark session) released by ``close()``."""
+
+    def close(self) -> None: ...
 
 
 # -- attribute-set helpers -----------------------------------------------------------------------

@@ -252,8 +252,14 @@ class DuckDBEngine:
         self.batch_size = min(max(1, int(batch_size)), 62)  # DuckDB: <= 64 groups
         self.chunk_bytes = int(chunk_bytes)
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
+        if self.format == "csv":
+            # read as the numpy and Spark engines do: RFC 4180 quoting, ',' unless a delimiter is
+            # given (no sniffing: a ';' file is one column everywhere, not counted by one engine
+            # only); every column as text, as the other engines read it: DuckDB's BIGINT parser
+            # would take '0x1' as the code 1, and messages show the text of the file
+            csv_options = {"delim": ",", "quote": '"', "escape": '"', "all_varchar": True, **(csv_options or {})}
         if encoding == "raw" and self.format == "csv":
-            # every column as text, then the domain's rules (issue 16 item 10): no sniffing of
+            # every column as text, then the domain's rules: no sniffing of
             # yes/no or T/F as booleans, "01" stays "01" — the same as encode.read_csv_text
             csv_options = {"all_varchar": True, **(csv_options or {})}
         src = source_sql(path, format, csv_options)
@@ -431,7 +437,7 @@ class DuckDBEngine:
         """Close the DuckDB connection (drops the temporary code table)."""
         self._con.close()
 
-    def __enter__(self) -> "DuckDBEngine":
+    def __enter__(self) -> DuckDBEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

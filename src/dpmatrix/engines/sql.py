@@ -12,6 +12,7 @@ from ..domain import Attribute
 from ..encode import mapping_kind
 from ..values import NUMBER_PATTERN, LabelIndex
 
+
 def quote_ident(name: str) -> str:
     """SQL identifier quoting (DuckDB)."""
     return '"' + str(name).replace('"', '""') + '"'

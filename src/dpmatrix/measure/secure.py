@@ -1,4 +1,4 @@
-"""Secure noise by default (issue 16): which sampler a measurement uses, and the lattice path.
+"""Secure noise by default: which sampler a measurement uses, and the lattice path.
 
 :func:`resolve_noise` is THE one place where ``noise="auto"`` (the default of
 :func:`dpmatrix.measure`, ``Plan.measure`` and ``dpmatrix release``) is decided:
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -48,10 +49,11 @@ from ..mechanisms.lattice import (
     max_exponent,
 )
 from ..mechanisms.samplers import rational_upper_bound
+from ..protocols import HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
-from .discrete import centering_matrix, discrete_randomness
+from .discrete import InsecureRandomnessWarning, centering_matrix, discrete_randomness
 
 __all__ = [
     "NOISES",
@@ -69,7 +71,7 @@ SECURE_NOISES = ("discrete_gaussian", "lattice_gaussian")
 
 
 def _is_qs(plan) -> bool:
-    return all(hasattr(plan, a) for a in ("residuals", "solutions", "domain"))
+    return isinstance(plan, HasSubMechanisms)
 
 
 def _integer_plan(plan) -> bool:
@@ -108,12 +110,26 @@ def resolve_noise(plan, noise: str = "auto", rng=None) -> str:
     if noise not in NOISES:
         raise DataError(f"noise must be one of {', '.join(NOISES)}; got {noise!r}")
     if noise in ("gaussian", "gaussian_float"):
+        if rng is not None:
+            warn_seeded_float()
         return "gaussian"
     if noise == "auto":
         if rng is not None:
+            warn_seeded_float()
             return "gaussian"
         return "discrete_gaussian" if _integer_plan(plan) else "lattice_gaussian"
     return noise
+
+
+def warn_seeded_float() -> None:
+    """A user's generator selects the reproducible floating-point Gaussian: say so (it is
+    recorded as ``seeded_insecure`` and every artifact of a release says NOT PRIVATE)."""
+    warnings.warn(
+        "rng= draws floating-point Gaussian noise from your seeded generator: reproducible by whoever "
+        "has the seed, NOT private; omit rng for exact noise from the operating system's secure source",
+        InsecureRandomnessWarning,
+        stacklevel=4,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -417,7 +417,7 @@ class IdentityBasis:
         return f"IdentityBasis(n={self.n})"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def identity_basis(n: int) -> IdentityBasis:
     """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
 
