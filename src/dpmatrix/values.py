@@ -177,7 +177,7 @@ class LabelIndex:
     numeric: Mapping[float, int] = field(compare=False)
 
     @classmethod
-    def of(cls, labels: Sequence[str]) -> "LabelIndex":
+    def of(cls, labels: Sequence[str]) -> LabelIndex:
         exact = {lab: i for i, lab in enumerate(labels)}
         numeric: dict[float, int] = {}
         for i, lab in enumerate(labels):

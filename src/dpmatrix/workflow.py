@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from .domain import Domain
-from .engines.projected import ProjectedEngine, subdomain
 from .encode import duplicate_columns_message, missing_columns_message
+from .engines.projected import ProjectedEngine, subdomain
 from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning

@@ -352,9 +352,9 @@ def test_cli_release_records_engine_not_cluster(spark, tmp_path, capsys):
 def test_spark_agrees_on_missing_values_and_numeric_forms(spark, tmp_path):
     """Spark reads values by the one rule (dpmatrix.values): the same hand counts as the numpy
     and DuckDB engines in tests/engines/test_values.py."""
-    from dpmatrix.engines.projected import ProjectedEngine, subdomain
-
     from test_values import DOMAIN, FRAME, NA  # same directory (pytest puts it on sys.path)
+
+    from dpmatrix.engines.projected import ProjectedEngine, subdomain
 
     csv, pq = tmp_path / "x.csv", tmp_path / "x.parquet"
     FRAME.to_csv(csv, index=False)

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import rdatasets_sweep as sweep  # noqa: E402
 

@@ -4,9 +4,8 @@ inside DuckDB exactly as pandas frames are by :mod:`dpmatrix.encode`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..domain import Attribute
 from ..encode import mapping_kind
