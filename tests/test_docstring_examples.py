@@ -17,6 +17,8 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.queries", "dpmatrix.statement", "dpmatrix.measure.secure",
            "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
            "dpmatrix.table_text", "dpmatrix.engines.bincount",
+           # one value-matching rule, missing values, privacy unit (data27)
+           "dpmatrix.values", "dpmatrix.domain", "dpmatrix.unit",
            # pure ε-DP strategies (issue 14)
            "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical", "dpmatrix.planners.pure.joint_levels",
            "dpmatrix.planners.pure.joint_budgets",
