@@ -239,7 +239,7 @@ def check_header(columns: Sequence[str], domain: Domain, where: str = "the data"
     >>> check_header(["Age", "sex"], dm.Domain({"age": 3, "sex": 2}))
     Traceback (most recent call last):
     ...
-    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (the data have: 'Age', 'sex'); for 'age' did you mean 'Age'? (column names are matched exactly, case and spaces included)
+    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (the data have: 'Age', 'sex'); headers differ only in case or spacing: 'age' -> did you mean 'Age'? (rename the data's columns or the domain's attributes to match exactly)
     """
     seen: dict[str, int] = {}
     dups = []
@@ -253,18 +253,19 @@ def check_header(columns: Sequence[str], domain: Domain, where: str = "the data"
     missing = [n for n in domain.names if n not in have]
     if not missing:
         return
-    norm = {c.strip().casefold(): c for c in columns}
+    # headers that differ only in case or spacing are named by the shared message; a near
+    # spelling (a typo) gets its own did-you-mean here
+    said = missing_columns_message(missing, list(columns)).replace("the data", where, 1)
     hints = []
     for n in missing:
-        near = norm.get(n.strip().casefold()) or next(iter(difflib.get_close_matches(n, list(columns), 1, 0.8)), None)
-        if near is not None:
-            hints.append(f"for {n!r} did you mean {near!r}? (column names are matched exactly, case and spaces included)")
+        near = next(iter(difflib.get_close_matches(n, list(columns), 1, 0.8)), None)
+        if near is not None and f"{n!r} -> did you mean" not in said:
+            hints.append(f"for {n!r} did you mean {near!r}? (column names are matched exactly)")
     if len(columns) == 1:
         for d in (";", "\t", "|", ","):
             if d in columns[0]:
                 hints.append(f"the header looks {d!r}-separated: give delimiter={d!r} (--delimiter)")
                 break
-    said = missing_columns_message(missing, list(columns)).replace("the data", where, 1)
     raise DataError(said + "".join("; " + h for h in hints))
 
 
