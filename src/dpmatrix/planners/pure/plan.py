@@ -49,6 +49,7 @@ from .groups import StrategyGroup
 from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import plan_pure_matrix
 from .max_objective import max_variance_budgets
+from .pidentity_plan import plan_pidentity, single_attribute
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
 from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
@@ -620,6 +621,8 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     if strategy in ("hierarchical", "haar"):
         return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, objective=objective,
                                  variance_model=variance_model)
+    if strategy == "pidentity":
+        return plan_pidentity(workload, eps, variance_model=variance_model)
     if strategy != "auto":
         if strategy not in STRATEGIES:
             raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of "
@@ -630,12 +633,16 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
+    if single_attribute(workload) is not None and objective == "sum":
+        candidates += [("pidentity", "optimal")]
     skipped: set[str] = set()
     for name, bud in candidates:
         if name in skipped:
             continue
         try:
-            if name in ("hierarchical", "haar", "per-attribute best"):
+            if name == "pidentity":
+                p = plan_pidentity(workload, eps, variance_model=variance_model)
+            elif name in ("hierarchical", "haar", "per-attribute best"):
                 p = plan_hierarchical(workload, eps, strategy="auto" if name == "per-attribute best" else name,
                                       budgeting=bud, objective=objective, variance_model=variance_model)
             else:
