@@ -6,6 +6,14 @@
     PYTHONPATH=src python benchmarks/bench_pure_dp.py hierarchical   # prefix/range: trees, Haar, cells
     PYTHONPATH=src python benchmarks/bench_pure_dp.py gaussian       # (eps, delta): square-root rule vs RP
     PYTHONPATH=src python benchmarks/bench_pure_dp.py hdmm --hdmm /path/to/hdmm/checkout
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py pidentity --hdmm /path/to/hdmm/checkout
+
+``pidentity`` plans one-attribute prefix / range workloads with ``strategy="pidentity"`` (the
+optimized p-Identity family, continuous ``2/ε²`` model and the released discrete Laplace model)
+and runs HDMM's ``PIdentity(max(n//16, 1), n)`` (OPT_0's optimized member) best of
+``--hdmm-restarts`` seeded restarts side by side. HDMM's total variance is computed from its
+strategy matrix explicitly (``2/ε² · sens² · tr(WᵀW (AᵀA)⁺)``): ``hdmm.error.expected_error`` fails
+with current numpy (``EkteloMatrix`` refuses ``np.abs``).
 
 ``hdmm`` runs HDMM's marginals optimizer (OPT_M: ``hdmm.templates.Marginals(approx=False)``, the
 L1 / pure-DP parameterization, from the public dpcomp-org/hdmm code) side by side with
@@ -266,6 +274,45 @@ def bench_hdmm(path: str | None, restarts: int, data: str) -> None:
           "3^30-entry sparse matrix and a Python loop over 2^30 keys per gradient")
 
 
+def bench_pidentity(path: str | None, restarts: int, sizes: str) -> None:
+    from dpmatrix.planners.pure.pidentity_plan import plan_pidentity
+
+    mods = _import_hdmm(path)
+    eps = 1.0
+    cases = []
+    for item in sizes.split(","):
+        kind, n = item.split(":")
+        cases.append((kind, int(n)))
+    print(f"one attribute, eps={eps}: total variance of all queries; ours = strategy='pidentity'; "
+          f"HDMM = PIdentity(n//16) best of {restarts} restarts; time ratio = HDMM (all restarts) / ours")
+    print(f"  {'workload':<14s} {'ours cont.':>12s} {'ours discr.':>12s} {'HDMM best':>12s} {'ours/HDMM':>9s}"
+          f" {'ours s':>7s} {'HDMM s':>8s} {'t HDMM/ours':>11s}")
+    for kind, n in cases:
+        wl = Workload(Domain({"a": n}), [("a",)], query_types={"a": kind})
+        t0 = time.perf_counter()
+        p = plan_pidentity(wl, eps, variance_model="continuous")
+        ours = p.total_variance()
+        t_ours = time.perf_counter() - t0
+        import dataclasses
+        disc = dataclasses.replace(p, variance_model="discrete").total_variance()
+        best, t_h = float("nan"), float("nan")
+        if mods is not None:
+            ht, hw, _ = mods
+            W = hw.Prefix(n) if kind == "prefix" else hw.AllRange(n)
+            g = W.gram().dense_matrix()
+            t0 = time.perf_counter()
+            best = np.inf
+            for seed in range(restarts):
+                tmpl = ht.PIdentity(max(n // 16, 1), n, seed=seed)
+                tmpl.optimize(W)
+                a = np.asarray(tmpl.strategy().dense_matrix())
+                sens = np.abs(a).sum(axis=0).max()
+                best = min(best, 2 / eps**2 * sens**2 * np.trace(g @ np.linalg.pinv(a.T @ a)))
+            t_h = time.perf_counter() - t0
+        print(f"  {kind + ' n=' + str(n):<14s} {ours:12.5e} {disc:12.5e} {best:12.5e} {ours / best:9.4f}"
+              f" {t_ours:7.2f} {t_h:8.2f} {t_h / t_ours:11.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", nargs="*", default=["scale", "sampler", "adult"])
@@ -273,6 +320,7 @@ def main() -> None:
     ap.add_argument("--data", default="/work/shared/data/adult.csv")
     ap.add_argument("--hdmm", default=None, help="path to a dpcomp-org/hdmm checkout (or HDMM_PATH)")
     ap.add_argument("--hdmm-restarts", type=int, default=10)
+    ap.add_argument("--sizes", default="prefix:256,range:64,range:256,prefix:1024")
     a = ap.parse_args()
     if "scale" in a.what:
         bench_scale()
@@ -286,6 +334,8 @@ def main() -> None:
         bench_gaussian(a.data)
     if "hdmm" in a.what:
         bench_hdmm(a.hdmm, a.hdmm_restarts, a.data)
+    if "pidentity" in a.what:
+        bench_pidentity(a.hdmm, a.hdmm_restarts, a.sizes)
 
 
 if __name__ == "__main__":

@@ -176,8 +176,11 @@ def pidentity_loss_grad(theta: np.ndarray, gram: GramOperator, *, grad: bool = T
 
     Examples
     --------
-    >>> round(pidentity_loss_grad(np.ones((1, 2)), PrefixGram(2))[0], 6)   # A = [I; 1 1]/2
-    8.666667
+    A = [I; 1 1]/2: AᵀA = [[2, 1], [1, 2]]/4, (AᵀA)⁻¹ = [[8, -4], [-4, 8]]/3, G = [[2, 1], [1, 1]],
+    so tr(G (AᵀA)⁻¹) = (16 - 4 - 4 + 8)/3 = 16/3:
+
+    >>> round(pidentity_loss_grad(np.ones((1, 2)), PrefixGram(2))[0], 6)
+    5.333333
     """
     p, n = theta.shape
     s = 1.0 + theta.sum(axis=0)

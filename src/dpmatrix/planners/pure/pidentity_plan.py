@@ -7,7 +7,8 @@ with exact discrete Laplace noise on *integer* rows:
 * cell ``j``: the row ``e_j`` with budget ``ε_j = ⌊ε / s_j⌋`` (``s_j = 1 + Σ_k Θ_kj``; ``⌊·⌋``:
   rounded down to a dyadic rational);
 * aggregation row ``k`` (real entries ``a_kj = Θ_kj / s_j``): the integers
-  ``m_kj = ⌊a_kj / c_k⌋`` with ``c_k = max_j a_kj / 2^30``, budget ``ε_k = ⌊c_k ε⌋``.
+  ``m_kj = ⌊a_kj / c_k⌋`` with ``c_k = max_j a_kj / 2^30``, budget ``ε_k = ⌊c_k ε⌋`` (after
+  dividing ``m_k`` by the gcd ``g`` of its entries and multiplying ``c_k`` by ``g``).
 
 So ``Σ_r |m_rj| ε_r ≤ ε/s_j + Σ_k (a_kj/c_k) c_k ε = ε`` for every cell ``j``: the max column L1
 norm of the budget-scaled strategy is at most ``ε`` (checked in exact rational arithmetic by
@@ -124,8 +125,9 @@ def quantized_strategy(theta: np.ndarray, epsilon: float) -> tuple[np.ndarray, t
         m = np.floor(a[k] / c).astype(np.int64)
         if m.max() <= 0:
             continue
-        rows.append(m[None, :])
-        budgets.append(dyadic_floor(c * epsilon))
+        g = int(np.gcd.reduce(m[m > 0]))  # c·m = (c·g)·(m/g): the same row, smaller integers
+        rows.append((m // g)[None, :])
+        budgets.append(dyadic_floor(c * g * epsilon))
     out = np.vstack(rows)
     out.setflags(write=False)
     return out, tuple(budgets)
