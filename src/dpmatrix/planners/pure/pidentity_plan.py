@@ -35,7 +35,7 @@ from .levels import quadratic_diagonal
 from .matrix_strategy import MatrixPurePlan
 from .units import check_epsilon
 
-__all__ = ["PIdentityPlan", "plan_pidentity", "single_attribute", "workload_gram", "interval_bounds", "quantized_strategy"]
+__all__ = ["PIdentityPlan", "plan_pidentity", "single_attribute", "single_product", "kron_quantized", "workload_gram", "interval_bounds", "quantized_strategy"]
 
 #: integer resolution of an aggregation row (its largest entry)
 RESOLUTION = 2**30
@@ -73,6 +73,15 @@ def _type_gram(workload: Workload, attr: int, kind: str):
     return DenseGram(q.T @ q)
 
 
+def single_product(workload: Workload) -> tuple[int, ...] | None:
+    """The attributes when every marginal of ``workload`` is on the same set of one or two
+    attributes (a single Kronecker product of query types per marginal), else None."""
+    sets = {tuple(s) for s in workload.sets}
+    if len(sets) != 1 or not 1 <= len(next(iter(sets))) <= 2:
+        return None
+    return next(iter(sets))
+
+
 def single_attribute(workload: Workload) -> int | None:
     """The attribute when every marginal of ``workload`` is on that one attribute, else None."""
     sets = {tuple(s) for s in workload.sets}
@@ -102,7 +111,8 @@ def workload_gram(workload: Workload):
     return terms[0] if weights == [1.0] else SumGram(tuple(terms), tuple(weights))
 
 
-def quantized_strategy(theta: np.ndarray, epsilon: float) -> tuple[np.ndarray, tuple[Fraction, ...]]:
+def quantized_strategy(theta: np.ndarray, epsilon: float, resolution: int = RESOLUTION
+                       ) -> tuple[np.ndarray, tuple[Fraction, ...]]:
     """Integer rows and dyadic budgets of ``[I; Θ]D`` at total budget ``ε`` (module doc).
 
     Examples
@@ -121,7 +131,7 @@ def quantized_strategy(theta: np.ndarray, epsilon: float) -> tuple[np.ndarray, t
         top = float(a[k].max())
         if top <= 1e-12:
             continue
-        c = top / RESOLUTION
+        c = top / resolution
         m = np.floor(a[k] / c).astype(np.int64)
         if m.max() <= 0:
             continue
@@ -160,7 +170,8 @@ class PIdentityPlan(MatrixPurePlan):
 
     @cached_property
     def _cov_x(self) -> np.ndarray:
-        """``(diag(π_c) + MᵀΠM)⁻¹ = D⁻¹ - D⁻¹Mᵀ(Π⁻¹ + MD⁻¹Mᵀ)⁻¹MD⁻¹`` (Woodbury)."""
+        """``(D + UᵀU)⁻¹ = D⁻¹ - D⁻¹Uᵀ(I + UD⁻¹Uᵀ)⁻¹UD⁻¹`` (Woodbury), ``D`` the cells'
+        precisions, ``U`` the other rows divided by their noise standard deviations."""
         n = self.strategy_matrix.shape[1]
         v = self.noise_variance
         if not np.all(np.isfinite(v[:n])):
@@ -171,9 +182,10 @@ class PIdentityPlan(MatrixPurePlan):
         m, va = m[live], v[n:][live]
         if m.shape[0] == 0:
             return np.diag(dinv)
-        md = m * dinv
-        core = np.diag(va) + md @ m.T
-        return np.diag(dinv) - md.T @ np.linalg.solve(core, md)
+        u = m / np.sqrt(va)[:, None]
+        ud = u * dinv
+        core = np.eye(u.shape[0]) + ud @ u.T
+        return np.diag(dinv) - ud.T @ np.linalg.solve(core, ud)
 
     def _outside(self, q: np.ndarray) -> np.ndarray:
         n = self.strategy_matrix.shape[1]
@@ -188,12 +200,18 @@ class PIdentityPlan(MatrixPurePlan):
         for j in range(len(self.workload)):
             kind = self.workload.types(j)[0]
             iv = interval_bounds(kind, n) if kind in ("prefix", "range", "identity") else None
-            if iv is None:
+            if len(self.attrs) == 2:
+                out.append(_kron2_diagonal(self._queries(j), self._cov_x, self.shape))
+            elif iv is None:
                 q = self.entry_matrix(j)
                 out.append(np.einsum("ij,jk,ik->i", q, self._cov_x, q).reshape(self._entry_shape(j)))
             else:
                 out.append(quadratic_diagonal(None, self._cov_x, iv))
         return tuple(out)
+
+    def _queries(self, j: int) -> list[np.ndarray]:
+        s = self.workload.sets[j]
+        return [np.asarray(self.workload.query_matrix(a, k), dtype=float) for a, k in zip(s, self.workload.types(j))]
 
     def total_variance(self) -> float:
         return float(sum(self.workload.weights[j] * self._entry_variances[j].sum()
@@ -202,6 +220,36 @@ class PIdentityPlan(MatrixPurePlan):
     def max_variance(self) -> float:
         return float(max(self._entry_variances[j].max() for j in range(len(self.workload))
                          if self.workload.weights[j] > 0))
+
+
+def _kron2_diagonal(qs, cov: np.ndarray, shape) -> np.ndarray:
+    """``diag((Q1 ⊗ Q2) C (Q1 ⊗ Q2)ᵀ)`` as a ``(m1, m2)`` table: ``Y_c = Σ_{i,k} Q1_ci Q1_ck
+    C_{i·k·}`` first (diagonal in ``c``), then the same with ``Q2``; no ``m1 × m2 × N`` object."""
+    q1, q2 = qs
+    c = cov.reshape(shape[0], shape[1], shape[0], shape[1])
+    y = np.einsum("ci,ijkl->cjkl", q1, c)
+    y = np.einsum("ck,cjkl->cjl", q1, y)        # (m1, n2, n2)
+    z = np.einsum("cjl,dl->cjd", y, q2)
+    return np.einsum("dj,cjd->cd", q2, z)
+
+
+def kron_quantized(factors, epsilon: float) -> tuple[np.ndarray, tuple[Fraction, ...]]:
+    """Integer rows and budgets of ``A_1 ⊗ A_2`` from each factor's rows and budgets at ε = 1:
+    row ``(r_1, r_2)`` is ``m_{1,r_1} ⊗ m_{2,r_2}`` with budget ``ε b_{1,r_1} b_{2,r_2}``, so every
+    column's ``Σ_r |m_rj| ε_r = ε Π_i (Σ_{r_i} |m_{i,r_i j_i}| b_{i,r_i}) ≤ ε`` (product L1
+    sensitivity). The cell rows ``e_{j_1} ⊗ e_{j_2}`` come first (C order), then the others."""
+    (m1, b1), (m2, b2) = factors
+    n1, n2 = m1.shape[1], m2.shape[1]
+    rows1, rows2 = np.arange(m1.shape[0]), np.arange(m2.shape[0])
+    r1, r2 = np.meshgrid(rows1, rows2, indexing="ij")
+    r1, r2 = r1.ravel(), r2.ravel()
+    cells = (r1 < n1) & (r2 < n2)
+    order = np.concatenate([np.flatnonzero(cells), np.flatnonzero(~cells)])
+    m = np.vstack([np.kron(m1[a], m2[b])[None, :] for a, b in zip(r1[order], r2[order])]).astype(np.int64)
+    e = Fraction(epsilon)
+    budgets = tuple(dyadic_floor(float(e * b1[a] * b2[b])) for a, b in zip(r1[order], r2[order]))
+    m.setflags(write=False)
+    return m, budgets
 
 
 def plan_pidentity(
@@ -240,6 +288,9 @@ def plan_pidentity(
     eps = check_epsilon(epsilon)
     if variance_model not in ("discrete", "continuous"):
         raise PlanError(f"variance_model must be 'discrete' or 'continuous', got {variance_model!r}")
+    attrs = single_product(workload)
+    if attrs is not None and len(attrs) == 2:
+        return _plan_kron(workload, eps, attrs, variance_model, random_starts, seed)
     attr = _single_attribute(workload)
     res = optimize_pidentity(workload_gram(workload), random_starts=random_starts, seed=seed)
     m, budgets = quantized_strategy(res.theta, eps)
@@ -248,4 +299,38 @@ def plan_pidentity(
                          variance_model=variance_model, comparison=comparison)
     if plan.privacy_epsilon() > Fraction(eps):  # cannot happen: every rounding is downward
         raise PlanError("the quantized p-Identity strategy exceeds epsilon")  # pragma: no cover
+    return plan
+
+
+#: largest product domain planned with a Kronecker p-Identity strategy (dense N × N covariance)
+MAX_KRON_CELLS = 4096
+
+
+def _plan_kron(workload, eps, attrs, variance_model, random_starts, seed) -> PIdentityPlan:
+    """One Kronecker product ``W = Σ_j w_j (W_j1 ⊗ W_j2)`` on two attributes. For a single term
+    the objective of ``A_1 ⊗ A_2`` is ``L_1(Θ_1) L_2(Θ_2)`` (sensitivities multiply to 1), so each
+    factor is optimized alone and the product is optimal within the product family; several
+    terms (weights or query types) use each attribute's summed Gram (a heuristic)."""
+    sizes = [workload.domain.sizes[a] for a in attrs]
+    if sizes[0] * sizes[1] > MAX_KRON_CELLS:
+        raise PlanError(f"a Kronecker p-Identity strategy is planned densely on at most {MAX_KRON_CELLS} cells; "
+                        f"this product has {sizes[0] * sizes[1]}")
+    factors, comparison = [], []
+    for pos, a in enumerate(attrs):
+        terms, weights = [], []
+        for j in range(len(workload)):
+            if workload.weights[j] > 0:
+                terms.append(_type_gram(workload, a, workload.types(j)[pos]))
+                weights.append(float(workload.weights[j]))
+        gram = terms[0] if len(terms) == 1 else SumGram(tuple(terms), tuple(weights))
+        res = optimize_pidentity(gram, random_starts=random_starts, seed=seed)
+        # 2^15 per factor: the product rows stay below 2^30 (integer answers fit int64)
+        factors.append(quantized_strategy(res.theta, 1.0, resolution=2**15))
+        comparison += [{"attribute": workload.domain.names[a], "start": label, "factor": v}
+                       for label, v in res.starts]
+    m, budgets = kron_quantized(factors, eps)
+    plan = PIdentityPlan(workload, eps, tuple(attrs), m, budgets, "optimal", "sum", "pidentity",
+                         variance_model=variance_model, comparison=tuple(comparison))
+    if plan.privacy_epsilon() > Fraction(eps):  # cannot happen: every rounding is downward
+        raise PlanError("the quantized Kronecker p-Identity strategy exceeds epsilon")  # pragma: no cover
     return plan

@@ -49,7 +49,7 @@ from .groups import StrategyGroup
 from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import plan_pure_matrix
 from .max_objective import max_variance_budgets
-from .pidentity_plan import plan_pidentity, single_attribute
+from .pidentity_plan import plan_pidentity, single_product
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
 from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
@@ -633,7 +633,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
-    if single_attribute(workload) is not None and objective == "sum":
+    if single_product(workload) is not None and objective == "sum":
         candidates += [("pidentity", "optimal")]
     skipped: set[str] = set()
     for name, bud in candidates:
