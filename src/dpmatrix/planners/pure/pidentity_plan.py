@@ -257,7 +257,7 @@ def plan_pidentity(
     epsilon: float,
     *,
     variance_model: str = "discrete",
-    random_starts: int = 2,
+    random_starts: int | None = None,
     seed: int = 0,
 ) -> PIdentityPlan:
     """Plan a one-attribute workload with an optimized p-Identity strategy (module doc).
@@ -269,7 +269,9 @@ def plan_pidentity(
     epsilon : float
     variance_model : {"discrete", "continuous"}, keyword-only
     random_starts : int, keyword-only
-        Random starts per row count (besides the tree starts).
+        Random starts per attribute (besides the tree starts); default
+        ``max(2, min(16, 1024 // n))``: the objective is not convex and small attributes are cheap
+        (range, n = 32: 2 starts reach 5457, 10 starts 5343, HDMM's best of 20 restarts 5368).
     seed : int, keyword-only
         Seed of the optimizer's explicit generator (planning is deterministic).
 
@@ -292,7 +294,9 @@ def plan_pidentity(
     if attrs is not None and len(attrs) == 2:
         return _plan_kron(workload, eps, attrs, variance_model, random_starts, seed)
     attr = _single_attribute(workload)
-    res = optimize_pidentity(workload_gram(workload), random_starts=random_starts, seed=seed)
+    gram = workload_gram(workload)
+    starts = default_random_starts(gram.n) if random_starts is None else random_starts
+    res = optimize_pidentity(gram, random_starts=starts, seed=seed)
     m, budgets = quantized_strategy(res.theta, eps)
     comparison = tuple({"start": label, "objective": 2.0 * v / eps**2} for label, v in res.starts)
     plan = PIdentityPlan(workload, eps, (attr,), m, budgets, "optimal", "sum", "pidentity",
@@ -304,6 +308,11 @@ def plan_pidentity(
 
 #: largest product domain planned with a Kronecker p-Identity strategy (dense N × N covariance)
 MAX_KRON_CELLS = 4096
+
+
+def default_random_starts(n: int) -> int:
+    """Random starts for an attribute of ``n`` cells: ``max(2, min(16, 1024 // n))``."""
+    return max(2, min(16, 1024 // max(n, 1)))
 
 
 def _plan_kron(workload, eps, attrs, variance_model, random_starts, seed) -> PIdentityPlan:
@@ -323,7 +332,8 @@ def _plan_kron(workload, eps, attrs, variance_model, random_starts, seed) -> PId
                 terms.append(_type_gram(workload, a, workload.types(j)[pos]))
                 weights.append(float(workload.weights[j]))
         gram = terms[0] if len(terms) == 1 else SumGram(tuple(terms), tuple(weights))
-        res = optimize_pidentity(gram, random_starts=random_starts, seed=seed)
+        starts = default_random_starts(gram.n) if random_starts is None else random_starts
+        res = optimize_pidentity(gram, random_starts=starts, seed=seed)
         # 2^15 per factor: the product rows stay below 2^30 (integer answers fit int64)
         factors.append(quantized_strategy(res.theta, 1.0, resolution=2**15))
         comparison += [{"attribute": workload.domain.names[a], "start": label, "factor": v}
