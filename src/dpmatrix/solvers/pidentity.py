@@ -192,12 +192,13 @@ def pidentity_loss_grad(theta: np.ndarray, gram: GramOperator, *, grad: bool = T
     p_mat = gram.matmul(ts.T).T * s                  # P = ΘSGS
     k = p_mat @ theta.T                              # K = ΘCΘᵀ
     cho = scipy.linalg.cho_factor(np.eye(p) + theta @ theta.T)
-    rk = scipy.linalg.cho_solve(cho, k)              # RK
+    r = scipy.linalg.cho_solve(cho, np.eye(p))       # R (I + ΘΘᵀ ⪰ I: well conditioned)
+    rk = r @ k                                       # RK
     loss = base - float(np.trace(rk))
     if not grad:
         return loss, None
-    r_theta = scipy.linalg.cho_solve(cho, theta)     # RΘ
-    theta_z = scipy.linalg.cho_solve(cho, p_mat) - rk @ r_theta
+    r_theta = r @ theta                              # RΘ
+    theta_z = r @ p_mat - rk @ r_theta
     v = 2.0 * (s * gd - np.sum(r_theta * p_mat, axis=0) / s)
     return loss, -2.0 * theta_z + v[None, :]
 
@@ -263,14 +264,14 @@ def _minimize(theta0: np.ndarray, gram: GramOperator, maxiter: int, ftol: float)
 
     r = scipy.optimize.minimize(f, theta0.ravel(), jac=True, method="L-BFGS-B",
                                 bounds=[(0.0, THETA_CAP)] * theta0.size,
-                                options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-10, "maxcor": 20})
+                                options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-10, "maxcor": 10})
     th = np.maximum(r.x, 0.0).reshape(shape)
     return th, pidentity_loss(th, gram)
 
 
 def default_branchings(n: int) -> list[int]:
-    """Tree starts tried: ``b ∈ {4, 16}`` (below ``n``), else ``b = 2``."""
-    return sorted({b for b in (4, 16) if b < n}) or [2]
+    """Tree starts tried: ``b ∈ {4, 16}`` (below ``n``; only 16 from ``n ≥ 512``), else ``b = 2``."""
+    return sorted({b for b in ((16,) if n >= 512 else (4, 16)) if b < n}) or [2]
 
 
 def optimize_pidentity(
