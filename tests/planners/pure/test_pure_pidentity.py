@@ -210,9 +210,14 @@ def test_auto_compares_pidentity_by_its_exact_objective():
 
 
 def test_typed_errors():
-    wl = Workload(Domain({"a": 4, "b": 3}), [("a", "b")], query_types={"a": "prefix"})
-    with pytest.raises(PlanError, match="one attribute"):
-        plan_pure(wl, 1.0, strategy="pidentity")
+    dom = Domain({"a": 100, "b": 100})
+    with pytest.raises(PlanError, match="at most 4096"):
+        plan_pure(Workload(dom, [("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+    with pytest.raises(PlanError, match="at most 4096"):
+        plan_pure(Workload(dom, [("a",), ("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+    with pytest.raises(PlanError, match="variance_model"):
+        plan_pidentity(Workload(Domain({"a": 4}), [("a",)], query_types={"a": "prefix"}), 1.0,
+                       variance_model="gaussian")
 
 
 def test_level_search_does_not_depend_on_call_order():
