@@ -227,9 +227,9 @@ def _kron2_diagonal(qs, cov: np.ndarray, shape) -> np.ndarray:
     C_{i·k·}`` first (diagonal in ``c``), then the same with ``Q2``; no ``m1 × m2 × N`` object."""
     q1, q2 = qs
     c = cov.reshape(shape[0], shape[1], shape[0], shape[1])
-    y = np.einsum("ci,ijkl->cjkl", q1, c)
-    y = np.einsum("ck,cjkl->cjl", q1, y)        # (m1, n2, n2)
-    z = np.einsum("cjl,dl->cjd", y, q2)
+    y = np.tensordot(q1, c, axes=([1], [0]))    # (m1, n2, n1, n2)
+    y = np.einsum("ck,cjkl->cjl", q1, y)        # (m1, n2, n2): diagonal in c
+    z = np.tensordot(y, q2, axes=([2], [1]))    # (m1, n2, m2)
     return np.einsum("dj,cjd->cd", q2, z)
 
 
