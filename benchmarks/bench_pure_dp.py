@@ -381,10 +381,10 @@ def bench_pidentity_union(path: str | None, restarts: int) -> None:
         best = 2 / eps**2 * sens**2 * np.trace(WtW @ np.linalg.pinv(A.T @ A, hermitian=True))
         t_h = time.perf_counter() - t0
     print(f"\n2-way marginals of 16 (range) x 32 (range) x 8 (cells), eps={eps}, total variance")
-    print(f"  ours (pidentity-union) cont. {ours:.5e}  discr. {disc:.5e}  plan {t_ours:.2f} s")
-    print(f"  auto picks {auto.strategy}: {auto.total_variance():.5e}  plan {t_auto:.2f} s")
-    print(f"  HDMM union of KronPIdentity (best factors of {restarts} seeds): {best:.5e}  {t_h:.2f} s")
-    print(f"  ours/HDMM {ours / best:.4f}   time ratio HDMM/ours {t_h / t_ours:.2f}", flush=True)
+    print(f"  ours (pidentity-union) cont. {ours:.7e}  discr. {disc:.7e}  plan {t_ours:.2f} s")
+    print(f"  auto picks {auto.strategy}: {auto.total_variance():.7e}  plan {t_auto:.2f} s")
+    print(f"  HDMM union of KronPIdentity (best factors of {restarts} seeds): {best:.7e}  {t_h:.2f} s")
+    print(f"  ours/HDMM {ours / best:.6f}   time ratio HDMM/ours {t_h / t_ours:.2f}", flush=True)
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ strategy ``⊗_{i∈A_j} A_{j,i}`` (each factor an optimized p-Identity strategy
 cube-root rule ``ε_j ∝ f_j^{1/3}`` (Corollary 3.3 of Cormode et al.; HDMM's union weights), and
 every product has L1 sensitivity 1, so the stacked strategy spends ``Σ_j ε_j = ε``.
 
-Rows are integers (each factor quantized at ``2^10`` so that products of three factors stay below
-``2^30``, :func:`~.pidentity_plan.quantized_strategy`), lifted to the cells of the union ``U`` of
+Rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
+so that the product rows stay below ``2^30``, :func:`~.pidentity_plan.quantized_strategy`), lifted to the cells of the union ``U`` of
 the workload's attributes; row budgets ``ε_j Π_i b_{j,i,r_i}`` are rounded down to dyadic
 rationals and the max column L1 norm is re-checked exactly. Recovery is ONE GLS over all
 measurements on the cells of ``U`` (dense, at most :data:`MAX_CELLS` cells), with the exact per-row
@@ -148,6 +148,9 @@ def plan_pidentity_union(
     products, objectives = [], []
     for j in live:
         s, types = workload.sets[j], workload.types(j)
+        # integer resolution per factor: the product rows stay below 2^30 (int64 answers)
+        aggregating = sum(k != "identity" for k in types)
+        resolution = 2 ** (30 // max(aggregating, 1))
         factors, loss = [], 1.0
         for a, k in zip(s, types):
             n = dom.sizes[a]
@@ -158,9 +161,9 @@ def plan_pidentity_union(
                     gram = _type_gram(workload, a, k)
                     res = optimize_pidentity(gram, random_starts=default_random_starts(n), seed=seed)
                     theta, value = res.theta, res.loss
-                cache[a, k] = (quantized_strategy(theta, 1.0, resolution=2**10), value)
-            q, value = cache[a, k]
-            factors.append(q)
+                cache[a, k] = (theta, value)
+            theta, value = cache[a, k]
+            factors.append(quantized_strategy(theta, 1.0, resolution=resolution))
             loss *= value
         rows, budgets = _product_rows(factors)
         lifted = rows @ marginal_map(shape, tuple(union.index(a) for a in s)).astype(np.int64)
