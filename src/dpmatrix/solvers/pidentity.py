@@ -31,8 +31,9 @@ a deterministic function of the inputs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 import scipy.linalg
@@ -40,8 +41,18 @@ import scipy.optimize
 
 from ..linalg.threads import blas_threads_for
 
-__all__ = ["GramOperator", "PrefixGram", "RangeGram", "DenseGram", "SumGram", "PIdentityResult",
-           "pidentity_loss_grad", "pidentity_loss", "tree_theta", "optimize_pidentity"]
+__all__ = [
+    "DenseGram",
+    "GramOperator",
+    "PIdentityResult",
+    "PrefixGram",
+    "RangeGram",
+    "SumGram",
+    "optimize_pidentity",
+    "pidentity_loss",
+    "pidentity_loss_grad",
+    "tree_theta",
+]
 
 
 class GramOperator(Protocol):
@@ -182,7 +193,7 @@ def pidentity_loss_grad(theta: np.ndarray, gram: GramOperator, *, grad: bool = T
     >>> round(pidentity_loss_grad(np.ones((1, 2)), PrefixGram(2))[0], 6)
     5.333333
     """
-    p, n = theta.shape
+    p = theta.shape[0]
     s = 1.0 + theta.sum(axis=0)
     gd = gram.diag()
     base = float(np.sum(s * s * gd))

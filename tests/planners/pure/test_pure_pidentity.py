@@ -20,7 +20,11 @@ from dpmatrix.errors import PlanError
 from dpmatrix.measure.discrete import InsecureRandomnessWarning
 from dpmatrix.planners.pure import plan_pure
 from dpmatrix.planners.pure.levels import best_levels
-from dpmatrix.planners.pure.pidentity_plan import interval_bounds, plan_pidentity, quantized_strategy
+from dpmatrix.planners.pure.pidentity_plan import (
+    interval_bounds,
+    plan_pidentity,
+    quantized_strategy,
+)
 from dpmatrix.solvers.pidentity import (
     DenseGram,
     PrefixGram,
@@ -163,6 +167,7 @@ def test_quantization_keeps_the_objective():
     best = min(c["objective"] for c in p.comparison)
     assert p.total_variance() == pytest.approx(best, rel=1e-5)
     m, b = quantized_strategy(np.array([[3.0, 0.0, 1.0]]), 1.0)
+    assert np.array_equal(m[:3], np.eye(3)) and m[3, 1] == 0 and m[3, 0] > m[3, 2] > 0
     assert [str(x) for x in b[:3]] == ["1/4", "1", "1/2"]
 
 

@@ -29,13 +29,19 @@ import numpy as np
 
 from ...errors import PlanError
 from ...mechanisms.laplace import discrete_laplace_variance, dyadic_floor
-from ...solvers.pidentity import DenseGram, PrefixGram, RangeGram, SumGram, optimize_pidentity
+from ...solvers.pidentity import (
+    DenseGram,
+    PrefixGram,
+    RangeGram,
+    SumGram,
+    optimize_pidentity,
+)
 from ...workload import Workload
 from .levels import quadratic_diagonal
 from .matrix_strategy import MatrixPurePlan
 from .units import check_epsilon
 
-__all__ = ["PIdentityPlan", "plan_pidentity", "single_attribute", "single_product", "kron_quantized", "workload_gram", "interval_bounds", "quantized_strategy"]
+__all__ = ["PIdentityPlan", "interval_bounds", "kron_quantized", "plan_pidentity", "quantized_strategy", "single_attribute", "single_product", "workload_gram"]
 
 #: integer resolution of an aggregation row (its largest entry)
 RESOLUTION = 2**30

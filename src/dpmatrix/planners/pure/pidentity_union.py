@@ -32,10 +32,15 @@ from ...solvers.budget_split import cube_root_split
 from ...solvers.pidentity import optimize_pidentity
 from ...workload import Workload
 from .matrix_strategy import MatrixPurePlan
-from .pidentity_plan import _kron2_diagonal, _type_gram, default_random_starts, quantized_strategy
+from .pidentity_plan import (
+    _kron2_diagonal,
+    _type_gram,
+    default_random_starts,
+    quantized_strategy,
+)
 from .units import check_epsilon
 
-__all__ = ["UnionPIdentityPlan", "plan_pidentity_union", "MAX_CELLS"]
+__all__ = ["MAX_CELLS", "UnionPIdentityPlan", "plan_pidentity_union"]
 
 #: largest union of attributes planned (dense GLS on its cells)
 MAX_CELLS = 4096
