@@ -322,3 +322,12 @@ def test_union_measure_is_consistent():
     a = meas.answer(("a",))["estimate"].to_numpy()
     # prefixes of a = prefixes over a of the (a, b) table summed over b
     np.testing.assert_allclose(a, ab.reshape(5, 3).sum(axis=1), atol=1e-8)
+
+
+def test_max_objective_is_refused_by_name():
+    wl = Workload(Domain({"a": 8}), [("a",)], query_types={"a": "prefix"})
+    with pytest.raises(PlanError, match="objective='sum'"):
+        plan_pure(wl, 1.0, strategy="pidentity", objective="max")
+    # auto with the max objective does not plan it
+    p = plan_pure(wl, 1.0, objective="max")
+    assert "pidentity" not in {r["strategy"] for r in p.comparison}

@@ -623,6 +623,9 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, objective=objective,
                                  variance_model=variance_model)
     if strategy == "pidentity":
+        if objective != "sum":
+            raise PlanError("strategy='pidentity' minimizes the total variance (objective='sum'); "
+                            "for objective='max' use 'hierarchical', 'haar' or 'auto'")
         if single_product(workload) is not None:
             return plan_pidentity(workload, eps, variance_model=variance_model)
         return plan_pidentity_union(workload, eps, variance_model=variance_model)
