@@ -21,7 +21,7 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.values", "dpmatrix.domain", "dpmatrix.unit",
            # pure ε-DP strategies (issue 14)
            "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical", "dpmatrix.planners.pure.joint_levels",
-           "dpmatrix.planners.pure.joint_budgets",
+           "dpmatrix.planners.pure.joint_budgets", "dpmatrix.planners.pure.pidentity_plan", "dpmatrix.planners.pure.pidentity_union", "dpmatrix.solvers.pidentity",
            "dpmatrix.planners.pure.matrix_strategy", "dpmatrix.planners.pure.gaussian_variant",
            "dpmatrix.planners.pure.units", "dpmatrix.planners.pure.query_factors", "dpmatrix.solvers.budget_split",
            # fitness-for-use solvers and the targets reader (issue 13)
