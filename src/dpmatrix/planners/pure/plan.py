@@ -49,9 +49,10 @@ from .groups import StrategyGroup
 from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import plan_pure_matrix
 from .max_objective import max_variance_budgets
-from .pidentity_plan import plan_pidentity, single_product
-from .pidentity_union import MAX_CELLS as _UNION_CELLS, plan_pidentity_union
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
+from .pidentity_plan import plan_pidentity, single_product
+from .pidentity_union import MAX_CELLS as _UNION_CELLS
+from .pidentity_union import plan_pidentity_union
 from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
 from .units import PureUnits, check_epsilon
