@@ -132,8 +132,6 @@ def epsilon_from_zcdp(rho: float, delta: float) -> float:
     continuous-Gaussian curve of :func:`epsilon_from_delta` is not established. It is never
     smaller than that curve and never larger than Bun–Steinke's ``ρ + 2 sqrt(ρ log(1/δ))``.
     """
-    from scipy.optimize import minimize_scalar
-
     r = _check_positive("rho", rho)
     d = _check_positive("delta", delta)
     if d >= 1:
@@ -143,8 +141,27 @@ def epsilon_from_zcdp(rho: float, delta: float) -> float:
         a = 1.0 + math.exp(t)
         return a * r + (a * math.log1p(-1.0 / a) - t - math.log(d)) / (a - 1.0)
 
-    res = minimize_scalar(eps, bounds=(-30.0, 30.0), method="bounded", options={"xatol": 1e-12})
-    return max(float(res.fun), 0.0)
+    return max(_golden_min(eps, -30.0, 30.0, 1e-12), 0.0)
+
+
+def _golden_min(f, lo: float, hi: float, xatol: float) -> float:
+    """The minimum value of a unimodal ``f`` on ``[lo, hi]`` by golden-section search (in plain
+    Python: stating ε is done by every command that reads a release, which must not pay for
+    importing an optimization library)."""
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > xatol:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return min(fc, fd, f(0.5 * (a + b)))
 
 
 #: How (ε, δ) is stated for each noise kind (see :mod:`dpmatrix.accounting` for the sources):

@@ -63,20 +63,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..domain import Domain
 from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
-from ..measure.measure_plan import measure
 from ..privacy import Budget
 from ..protocols import PlanFacts
-from ..solvers.svd_bound import SVDBound
 from .formats import plan_class
-from .optimality import Optimality, optimality
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import pandas as pd
+
     from ..reconstruct.measurements import Measurements
+    from ..solvers.svd_bound import SVDBound
+    from .optimality import Optimality
 
 __all__ = ["Plan", "PlanBase", "attr_key"]
 
@@ -221,6 +221,8 @@ class PlanBase(ABC):
         Optimality
         """
         objective, value = self._objective_value()
+        from .optimality import optimality  # the SVD bound (SciPy) only when asked for
+
         return optimality(self.workload, self.pcost, objective, value)
 
     def optimality_ratio(self) -> float | None:
@@ -308,6 +310,8 @@ class PlanBase(ABC):
         >>> meas.noise
         'discrete_laplace'
         """
+        from ..measure.measure_plan import measure  # the engines only when measuring
+
         return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol,
                        engine=engine, store=store, encoding=encoding, on_unknown=on_unknown)
 
