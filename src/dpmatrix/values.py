@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .domain import Attribute
 from .errors import WorkloadError
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import pandas as pd
 
 __all__ = [
     "NUMBER_PATTERN",
@@ -84,7 +87,7 @@ def value_key(v: Any) -> str | None:
     >>> value_key(3.0), value_key(3), value_key("3.0"), value_key(True), value_key(float("nan"))
     ('3', '3', '3.0', 'True', None)
     """
-    if v is None or v is pd.NA or v is pd.NaT:
+    if v is None or _is_pandas_na(v):
         return None
     if isinstance(v, str):
         return v
@@ -102,6 +105,13 @@ def value_key(v: Any) -> str | None:
     return str(v)
 
 
+def _is_pandas_na(v: Any) -> bool:
+    """Whether ``v`` is pandas' ``NA`` or ``NaT`` (only possible once pandas is loaded, so
+    matching a value never imports it)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and (v is pd.NA or v is pd.NaT)
+
+
 def is_missing(v: Any, na_values: Iterable[str] = ()) -> bool:
     """Whether one value is missing: None/NaN/NA/NaT, blank text, or a declared marker.
 
@@ -110,7 +120,7 @@ def is_missing(v: Any, na_values: Iterable[str] = ()) -> bool:
     >>> is_missing(float("nan")), is_missing(" "), is_missing("NA"), is_missing("NA", ["NA"])
     (True, True, False, True)
     """
-    if v is None or v is pd.NA or v is pd.NaT:
+    if v is None or _is_pandas_na(v):
         return True
     if isinstance(v, (float, np.floating)):
         return math.isnan(float(v))
@@ -122,6 +132,8 @@ def is_missing(v: Any, na_values: Iterable[str] = ()) -> bool:
 
 def missing_mask(values: pd.Series, na_values: Iterable[str] = ()) -> np.ndarray:
     """Vectorized :func:`is_missing` over a column."""
+    import pandas as pd
+
     s = values
     miss = s.isna().to_numpy()
     if s.dtype == object or pd.api.types.is_string_dtype(s.dtype):
@@ -139,6 +151,8 @@ def missing_mask(values: pd.Series, na_values: Iterable[str] = ()) -> np.ndarray
 
 def numbers(values: pd.Series) -> np.ndarray:
     """Vectorized :func:`parse_number`: float64, NaN where a value is not a number."""
+    import pandas as pd
+
     s = values
     if pd.api.types.is_bool_dtype(s.dtype):
         return np.full(len(s), np.nan)

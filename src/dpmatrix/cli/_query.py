@@ -79,16 +79,36 @@ def cmd_count(args: argparse.Namespace, say: Out) -> int:
     if args.format == "json":
         import json
 
+        if by is None:
+            print(json.dumps(_answer_row(ans), indent=1))
+            return 0
         rows = ans.to_frame().to_dict("records")
-        out = rows[0] if by is None else rows
-        print(json.dumps(out if by is None else {"by": by, "rows": rows}, indent=1, default=float))
+        print(json.dumps({"by": by, "rows": rows}, indent=1, default=float))
         return 0
     say(f"count of {question}{' by ' + ','.join(by) if by else ''}; estimate, exact variance (from the "
         f"covariance of the reconstruction, not a sum of cell variances), std, {level:.0%} confidence "
         "interval [lower, upper]")
     say(fmt_privacy(rel.privacy))
+    if by is None:  # one row, printed as pandas prints it, without importing pandas
+        from ..table_text import to_csv, to_string
+
+        row = _answer_row(ans)
+        cols, kinds, values = list(row), ["float"] * len(row), [[v] for v in row.values()]
+        if args.format == "csv":
+            print(to_csv(cols, kinds, values), end="")
+        else:
+            print(to_string(cols, kinds, values))
+        return 0
     _print_table(ans.to_frame(), args.format)
     return 0
+
+
+_ANSWER_COLUMNS = ("estimate", "variance", "std", "lower", "upper", "level")
+
+
+def _answer_row(ans) -> dict[str, float]:
+    """One count's tidy row (the columns of ``QueryAnswer.to_frame``) as plain floats."""
+    return {c: float(getattr(ans, c)) for c in _ANSWER_COLUMNS}
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -22,10 +22,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..protocols import HasClosure, ListsMechanisms
@@ -37,6 +36,9 @@ from .labels import query_labels
 from .residual_estimator import ResidualEstimator
 from .store import open_store
 
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import pandas as pd
+
 __all__ = ["Measurements", "QueryAnswer", "axis_labels", "marginal_frame", "query_labels"]
 
 # residual estimates kept for reuse, in numbers of floats (about 400 MB)
@@ -44,10 +46,16 @@ _CACHE_FLOATS = 50_000_000
 # cells of workload marginals reconstructed together by iter_marginals (5 arrays of 8 MB)
 _BATCH_CELLS = 1 << 20
 
-try:  # pandas >= 3: build tables from their two blocks (attribute codes, statistics) directly
-    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
-except ImportError:  # pragma: no cover - older pandas: the ordinary constructor
-    _from_blocks = None
+
+def _blocks_constructor():
+    """pandas >= 3's constructor of a table from its two blocks (attribute codes, statistics),
+    or ``None`` on older pandas (the ordinary constructor); looked up when a table is built, so
+    importing this module does not import pandas."""
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError:  # pragma: no cover - older pandas
+        return None
+    return create_dataframe_from_blocks
 
 _STATS = ("estimate", "variance", "std", "lower", "upper")
 
@@ -288,6 +296,8 @@ class Measurements:
         the batch just before it is yielded; the values are those of :meth:`marginal`."""
         wk = self.plan.workload
         z = _z(level)
+        from tqdm.auto import tqdm  # a progress bar only when iterating over every table
+
         bar = tqdm(total=len(wk), desc="reconstructing", unit="marginal", disable=not progress)
         try:
             if self._is_plain:  # Algorithm 4 in batches of shared pieces
@@ -303,6 +313,8 @@ class Measurements:
     def _iter_plain(self, level: float, z: float, bar) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
         """Batched reconstruction of every marginal of a plain workload by broadcast sums of
         shared pieces (:mod:`dpmatrix.reconstruct.broadcast`); tables in workload order."""
+        import pandas as pd
+
         dom = self.plan.domain
         names_arr = np.asarray(dom.names, dtype=object)
         # attributes shown by label (value labels, or intervals of numeric bins): those tables
@@ -338,7 +350,7 @@ class Measurements:
                 grp_rows, shape, F, names, has_labels, columns = built[gid]
                 key = tuple(grp_rows[j].tolist())
                 nm = tuple(names[j])
-                if has_labels or _from_blocks is None:
+                if has_labels or _blocks_constructor() is None:
                     df = marginal_frame(dom, key, F[j, 0].reshape(shape), F[j, 1].reshape(shape), level)
                 else:
                     w = len(nm) + 5
@@ -457,6 +469,8 @@ class QueryAnswer:
 
     def to_frame(self) -> pd.DataFrame:
         """One tidy row: ``estimate, variance, std, lower, upper, level``."""
+        import pandas as pd  # here, not at import: counting stays light
+
         return pd.DataFrame([{"estimate": self.estimate, "variance": self.variance, "std": self.std,
                               "lower": self.lower, "upper": self.upper, "level": self.level}])
 
@@ -507,6 +521,8 @@ def _plain_frame(
     """:func:`_frame` for unlabelled attributes from the stacked statistics ``F`` (5 × cells):
     the same table (int64 code columns, then the five float columns), built from its two
     blocks without the per-column work of the DataFrame constructor."""
+    import pandas as pd
+
     cells = F.shape[1]
     k = len(shape)
     grids = _GRIDS.get(shape)
@@ -522,13 +538,15 @@ def _plain_frame(
         blocks.insert(0, (grids if fresh else grids.copy(), np.arange(k)))
     if columns is None:
         columns = pd.Index(list(names) + list(_STATS))
-    df = _from_blocks(blocks, index=pd.RangeIndex(cells), columns=columns)
+    df = _blocks_constructor()(blocks, index=pd.RangeIndex(cells), columns=columns)
     df.attrs["marginal"] = tuple(names)
     df.attrs["confidence_level"] = level
     return df
 
 
 def _frame(names, labels, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:
+    import pandas as pd
+
     z = _z(level)
     cols: dict[str, object] = {}
     shape = estimate.shape

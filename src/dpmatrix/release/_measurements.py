@@ -183,9 +183,18 @@ class _ParquetResiduals(Mapping):
         try:
             if self._group is None or self._group[0] != g:
                 self._group = (g, self._pf.read_row_group(g, columns=["values"]).column(0))
-            arr = np.asarray(self._group[1][r].values.to_numpy(zero_copy_only=False), dtype=np.float64)
+            arr = _float_values(self._group[1][r].values)
         except (OSError, pa.lib.ArrowException) as exc:
             raise ReleaseError(f"cannot read the measurements {str(self._path)!r}: {exc}") from None
         if arr.size != math.prod(shape):
             raise ReleaseError(f"measurements of {key}: {arr.size} values for shape {list(shape)}")
         return arr.reshape(shape)
+
+
+def _float_values(values: pa.Array) -> np.ndarray:
+    """A float64 Arrow array as a (read-only) NumPy view of its data buffer, without Arrow's
+    ``to_numpy``, which imports pandas on first use; other types and arrays with nulls through
+    ``to_numpy``."""
+    if pa.types.is_float64(values.type) and values.null_count == 0:
+        return np.frombuffer(values.buffers()[1], dtype=np.float64, count=len(values), offset=values.offset * 8)
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)

@@ -21,12 +21,16 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...mechanisms.basis import AttributeBasis
 from ...workload import Workload, _subset_masks
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import scipy.sparse as sp
 
 __all__ = ["Coefficients", "compute_coefficients", "outer_variances"]
 
@@ -43,11 +47,28 @@ class Coefficients:
     """
 
     p: np.ndarray
-    sum_var: sp.csr_matrix
-    cell_var: sp.csr_matrix
+    sum_var_csr: tuple = field(repr=False)  # (data, indices, indptr, shape) of ``sum_var``
+    cell_var_csr: tuple = field(repr=False)  # the same of ``cell_var``
     uniform: bool
     workload: Workload = field(repr=False)
     basis: BasisLookup = field(repr=False)
+
+    @cached_property
+    def sum_var(self) -> sp.csr_matrix:
+        """Workload × closure coefficients of each marginal's sum of query variances (CSR;
+        built on first use, so a plan that is only read never imports SciPy)."""
+        import scipy.sparse as sp
+
+        data, indices, indptr, shape = self.sum_var_csr
+        return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+    @cached_property
+    def cell_var(self) -> sp.csr_matrix:
+        """Workload × closure coefficients of each marginal's largest cell variance (CSR)."""
+        import scipy.sparse as sp
+
+        data, indices, indptr, shape = self.cell_var_csr
+        return sp.csr_matrix((data, indices, indptr), shape=shape)
 
     def _factors(self, i: int):
         wk = self.workload
@@ -224,6 +245,6 @@ def compute_coefficients(
                 vc_all[at] = vc
     shape = (len(workload), len(closure))
     indptr = indptr.astype(idx_dtype)
-    sum_var = sp.csr_matrix((vs_all, cols_all, indptr), shape=shape)
-    cell_var = sp.csr_matrix((vc_all, cols_all.copy(), indptr.copy()), shape=shape)
+    sum_var = (vs_all, cols_all, indptr, shape)
+    cell_var = (vc_all, cols_all.copy(), indptr.copy(), shape)
     return Coefficients(p, sum_var, cell_var, uniform, workload, basis)

@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ...domain import Domain
 from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
@@ -31,6 +30,9 @@ from ..base import PlanBase
 from ..formats import plan_format
 from .coefficients import Coefficients, compute_coefficients, outer_variances
 from .select import max_query_variance, select
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import pandas as pd
 
 __all__ = ["Plan", "ResidualPlan", "plan_residual"]
 
@@ -238,6 +240,8 @@ class Plan(PlanBase, PrivacyReport):
         outputs = [
             math.prod(self.bases[a].r for a in s) for s in sets
         ]
+        import pandas as pd  # a tidy table only when asked for: loading a plan stays light
+
         return pd.DataFrame(
             {
                 "attributes": [",".join(self.domain.names_of(s)) for s in sets],
@@ -253,6 +257,8 @@ class Plan(PlanBase, PrivacyReport):
         """One row per workload marginal: cells, weight, cell variance (max), std, total variance."""
         wk = self.workload
         cell = self._workload_cell_var
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "marginal": [",".join(wk.names(i)) for i in range(len(wk))],

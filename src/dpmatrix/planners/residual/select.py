@@ -23,14 +23,16 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...errors import PlanError
 from ...linalg.sparse import spmv_inf
-from ...solvers.maxvar_solver import solve_min_cost
 from .coefficients import Coefficients, outer_variances
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import scipy.sparse as sp
 
 __all__ = ["Selection", "select"]
 
@@ -62,6 +64,8 @@ ACCEPT_GAP = 1e-6
 def _min_cost(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     """argmin Σ p/x s.t. C x ≤ 1, x > 0 (every column of C has a positive entry), by the
     certified interior-point solver of :mod:`dpmatrix.solvers.maxvar_solver`."""
+    from ...solvers.maxvar_solver import solve_min_cost  # SciPy's linear algebra only when planning
+
     with warnings.catch_warnings():  # judged here, not by the solver's own warning
         warnings.simplefilter("ignore", RuntimeWarning)
         res = solve_min_cost(p, C, tol=1e-9)
@@ -99,6 +103,7 @@ def _min_cost_conic(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray | None:
 
 def _solve_rows(p: np.ndarray, C: sp.csr_matrix) -> np.ndarray:
     """Unit-cost optimum of ``max (C x)`` over the closure: columns without constraint → inf."""
+    import scipy.sparse as sp  # SciPy only when planning
     used = np.asarray((C != 0).sum(axis=0)).ravel() > 0
     xu = _min_cost(p[used], sp.csr_matrix(C[:, used]))
     out = np.full(len(p), np.inf)
@@ -132,6 +137,8 @@ def select_max_var(
     if query_weights is not None and coef.uniform:
         weights = weights * np.array([float(np.max(q)) for q in query_weights])
         query_weights = None
+    import scipy.sparse as sp
+
     keep = np.flatnonzero(weights > 0)
     if coef.uniform:
         C = sp.csr_matrix(sp.diags(weights[keep]) @ coef.cell_var[keep])
@@ -236,6 +243,7 @@ def select_custom(
     """Optimum of a user-supplied convex loss of the per-marginal cell variances (and the loss
     reached)."""
     import cvxpy as cp
+    import scipy.sparse as sp
 
     # per-marginal average query variance (SoV / number of queries, paper §7.5); for plain
     # marginals every cell has this variance
