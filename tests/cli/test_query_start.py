@@ -111,3 +111,25 @@ def test_by_does_load_pandas(release_dir):
     text, mods = _run("query", str(release_dir), "--where", "mpg=15..25", "--by", "am", "-q")
     assert "pandas" in _loaded(mods, HEAVY)
     assert np.isfinite(float(text.splitlines()[-1].split()[1]))
+
+
+def _pandas_text(rel, attrs, level: float, fmt: str) -> str:
+    df = rel.marginal(attrs, level)
+    if fmt == "csv":
+        from dpmatrix.csv_cells import escape_frame
+
+        return escape_frame(df).to_csv(index=False)
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        return df.to_string(index=False) + "\n"
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+@pytest.mark.parametrize("attrs", [("mpg", "cyl"), ("gear", "am"), ("cyl",), ("am",), ()])
+def test_reconstructed_marginal_loads_no_pandas_and_prints_what_pandas_prints(release_dir, attrs, fmt):
+    """A table at another level than the saved one is reconstructed from the measurements and
+    printed without pandas: the same text as ``Release.marginal`` printed by pandas."""
+    arg = ["--marginal-json", json.dumps(list(attrs))]
+    text, mods = _run("query", str(release_dir), *arg, "--level", "0.9", "--format", fmt, "-q")
+    assert _loaded(mods, HEAVY) == []
+    assert _loaded(mods, UNUSED) == []
+    assert text + "\n" == _pandas_text(load_release(release_dir), attrs, 0.9, fmt)

@@ -112,6 +112,7 @@ def _answer_row(ans) -> dict[str, float]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from ..protocols import HasClosure
     from ..release import load_release, read_saved_table
 
     say = Out(args.quiet or args.format != "table")
@@ -151,6 +152,21 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 0
     key = rel.domain.resolve(names)
     level = rel.level if args.level is None else args.level
+    if args.format != "json" and isinstance(rel.plan, HasClosure):  # printed without pandas
+        from ..reconstruct.measurements import marginal_columns
+        from ..table_text import to_csv, to_string
+
+        meas = rel.measurements
+        cols, kinds, values = marginal_columns(rel.domain, key, meas.estimate(key), meas.variance(key), level)
+        label = ",".join(rel.domain.names_of(key)) or "total"
+        say(_marginal_header(label, "reconstructed from the saved measurements", level))
+        say(fmt_privacy(p))
+        if args.format == "csv":
+            print(to_csv(cols, kinds, values), end="")
+        else:
+            print(to_string(cols, kinds, values))
+        _say_negatives(sum(1 for v in values[cols.index("estimate")] if v < 0), say)
+        return 0
     df = rel.marginal(key, level)  # not saved at this level: reconstructed
     label = ",".join(rel.domain.names_of(key)) or "total"
     say(_marginal_header(label, "reconstructed from the saved measurements", level))

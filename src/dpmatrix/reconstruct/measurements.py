@@ -511,6 +511,35 @@ def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndar
     return _frame(domain.names_of(key), labels, estimate, variance, level)
 
 
+def marginal_columns(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndarray, level: float):
+    """The columns of :func:`marginal_frame` as plain lists, without pandas: ``(columns, kinds,
+    values)`` with ``kinds`` ``"int"`` (codes), ``"text"`` (labels, bins) or ``"float"``, as
+    :func:`dpmatrix.table_text.to_string` prints them (the same text as the frame's)."""
+    z = _z(level)
+    shape = estimate.shape
+    grids = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=int)
+    columns, kinds, values = [], [], []
+    for axis, a in enumerate(key):
+        attr = domain.attributes[a]
+        codes = grids[axis]
+        columns.append(domain.names_of((a,))[0])
+        if attr.labels is not None or getattr(attr, "bins", None) is not None:
+            shown = [attr.label(c) for c in range(attr.size)]
+            kinds.append("text")
+            values.append([shown[c] for c in codes.tolist()])
+        else:
+            kinds.append("int")
+            values.append(codes.tolist())
+    est = estimate.reshape(-1)
+    var = np.broadcast_to(variance, shape).reshape(-1)
+    std = np.sqrt(var)
+    for name, col in zip(_STATS, (est, var, std, est - z * std, est + z * std)):
+        columns.append(name)
+        kinds.append("float")
+        values.append(col.tolist())
+    return tuple(columns), tuple(kinds), tuple(values)
+
+
 _GRIDS: dict[tuple[int, ...], np.ndarray] = {}
 
 
