@@ -54,6 +54,7 @@ pyarrow.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -504,15 +505,46 @@ def verify_row_group(path: Path, rel: str, record: Mapping[str, Any], group: int
     except (KeyError, IndexError, TypeError, ValueError):
         raise ReleaseError(f"the manifest has no integrity record of row group {group} of {rel}") from None
     try:
-        if os.path.getsize(path) != size:
+        st = os.stat(path)
+        if st.st_size != size:
             raise modified()
-        with open(path, "rb") as f:
-            if _digest_range(f, int(footer_at), size - int(footer_at)) != footer_sha:
-                raise modified()
-            if _digest_range(f, int(offset), int(length)) != sha:
-                raise modified()
+        ident = (str(path), st.st_ino, st.st_mtime_ns, size)
+        if not _same_digest(ident, int(footer_at), size - int(footer_at), footer_sha):
+            raise modified()
+        if not _same_digest(ident, int(offset), int(length), sha):
+            raise modified()
     except OSError as exc:
         raise ReleaseError(f"cannot read {rel}: {exc.strerror or exc}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _same_digest(ident: tuple, offset: int, length: int, sha: str) -> bool:
+    """Whether bytes ``[offset, offset + length)`` of the file ``ident`` (path, inode, mtime,
+    size: a changed file is another key) hash to ``sha``. Each range is hashed once per process,
+    so the footer and a row group shared by many tables are not hashed again for each table."""
+    with open(ident[0], "rb") as f:
+        return _digest_range(f, offset, length) == sha
+
+
+@functools.lru_cache(maxsize=4)
+def _row_group(ident: tuple, group: int) -> pa.Table:
+    """Row group ``group`` of the Parquet file ``ident`` (see :func:`_same_digest`), every
+    column: the few last ones are kept, as a report or a reader reads many tables of a group in
+    turn, each with its own attribute columns (footer parsed once, each group read once)."""
+    pf = _parquet_file(ident)
+    if not 0 <= group < pf.num_row_groups:
+        raise IndexError(group)
+    return pf.read_row_group(group)
+
+
+@functools.lru_cache(maxsize=4)
+def _parquet_file(ident: tuple) -> pq.ParquetFile:
+    return pq.ParquetFile(ident[0])
+
+
+def _file_ident(path: Path) -> tuple:
+    st = os.stat(path)
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -529,10 +561,11 @@ def read_table(path: Path, rel: str, location: Mapping[str, Any], columns: Seque
     if record is not None:
         verify_row_group(path, rel, record, group)
     try:
-        pf = pq.ParquetFile(str(path))
-        if not 0 <= group < pf.num_row_groups:
-            raise ReleaseError(f"{rel} has no row group {group} (the table {key!r})")
-        t = pf.read_row_group(group, columns=[KEY_COLUMN, *columns]).slice(first, rows)
+        t = _row_group(_file_ident(path), group).select([KEY_COLUMN, *columns]).slice(first, rows)
+    except IndexError:
+        raise ReleaseError(f"{rel} has no row group {group} (the table {key!r})") from None
+    except KeyError as exc:
+        raise ReleaseError(f"cannot read {rel}: no column {exc} (the table {key!r})") from None
     except (OSError, pa.ArrowException) as exc:
         raise ReleaseError(f"cannot read {rel}: {exc}") from None
     keys = t.column(KEY_COLUMN)

@@ -26,7 +26,6 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from ..errors import DPMatrixError
-from ..measure.secure import resolve_noise
 from ..privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
 from ..protocols import HasClosure, HasMarginalTable, HasTargets
 from ..release_tables import STAT_COLUMNS, read_table
@@ -310,6 +309,8 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
     """
     if plan.budget.is_pure:
         return _pure_plan_facts(plan, level)
+    from ..measure.secure import resolve_noise  # a plan's report only: a release's states its own noise
+
     spec = plan.to_dict()
     facts: dict[str, Any] = {
         "library": {"name": "dpmatrix", "version": _version()},
