@@ -22,6 +22,25 @@ class CLIError(DPMatrixError):
     """A mistake in the command line that no library call catches."""
 
 
+def check_out_file(path: str | None, overwrite: bool, option: str = "--out") -> None:
+    """The one rule for an output FILE (``report``, ``synth``, ``infer-domain``, ``plan --save /
+    --report``): ``option`` names the file written; an existing file is replaced only with
+    ``--overwrite``; a folder or a missing parent folder is refused — each in one line, before
+    any work is done. (Commands that write a folder — ``release``, ``demo``, ``postprocess`` —
+    apply the same rule to their ``--out`` folder.)"""
+    if path is None:
+        return
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise CLIError(f"{option} {path!r} is a folder; {option} names the file to write")
+    if p.exists() and not overwrite:
+        raise CLIError(f"{path!r} exists; choose another {option} or pass --overwrite")
+    if not p.absolute().parent.is_dir():
+        raise CLIError(f"cannot write {path!r}: the folder {str(p.parent)!r} does not exist")
+
+
 def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
     given = [n for n in ("rho", "epsilon", "mu") if getattr(args, n) is not None]
     if not given:

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ._common import CLIError
+from ._common import CLIError, check_out_file
 from ._engine import _na_values
 from ._options import _add_quiet
 from ._output import Out
@@ -24,6 +24,7 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
         raise CLIError(f"--bins must be at least 1, got {args.bins}")
     if args.max_categories < 1:
         raise CLIError(f"--max-categories must be at least 1, got {args.max_categories}")
+    check_out_file(args.out, args.overwrite)  # before the data is read
     na_values = _na_values(args.na_values)
     found = infer_domain_report(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
                                 binning=args.binning, na_values=na_values,
@@ -31,8 +32,6 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
                                 delimiter=args.delimiter)  # warns
     dom = found.domain
     out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
     try:
         out.write_text(json.dumps(dom.to_dict(), indent=1) + "\n")
     except OSError as exc:

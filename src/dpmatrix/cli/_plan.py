@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import DPMatrixError
 from ..protocols import HasComparison
 from ..statement import privacy_summary, pure_summary
-from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta
+from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta, check_out_file
 from ._options import _add_budget, _add_targets, _add_workload
 from ._output import (
     Out,
@@ -25,6 +25,8 @@ from ._output import (
 
 def cmd_plan(args: argparse.Namespace) -> int:
     say = Out(False)
+    check_out_file(args.save, args.overwrite, "--save")
+    check_out_file(args.report, args.overwrite, "--report")
     delta = _report_delta(args)
     if not args.target:
         _budget_kwargs(args)
@@ -132,5 +134,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", metavar="PLAN.json", help="also save the plan (for release --plan)")
     p.add_argument("--report", metavar="PLAN.html",
                    help="also write an HTML report of the plan (privacy, accuracy, fairness, strategy)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --save or --report file")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
     p.set_defaults(func=cmd_plan)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import CLIError
+from ._common import CLIError, check_out_file
 from ._options import _add_quiet
 from ._output import Out
 
@@ -24,8 +24,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     say = Out(args.quiet)
     folder = Path(args.release)
-    if args.out is not None and Path(args.out).exists() and not args.overwrite:
-        raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
+    check_out_file(args.out, args.overwrite)
     if say.progress:  # on a terminal only, as the progress bars
         say.note(f"writing the HTML report of {folder} ...")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import CLIError
+from ._common import CLIError, check_out_file
 from ._options import _add_quiet
 from ._output import Out
 
@@ -23,9 +23,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
                        "synth's record sampler is --sample-seed (post-processing: no privacy impact)")
     if args.rows is not None and args.rows < 1:
         raise CLIError(f"--rows must be at least 1, got {args.rows}")
+    check_out_file(args.out, args.overwrite)
     out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
     rel = load_release(args.release)
     pp = postprocess(rel.measurements, method=args.method, progress=say.progress)
     df = pp.synthetic(args.rows, rng=np.random.default_rng(args.sample_seed))
