@@ -21,7 +21,7 @@ from ...domain import Domain
 from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
 from ...linalg.kron import is_identity
-from ...linalg.sparse import spmv_inf
+from ...linalg.sparse import csr_spmv_inf
 from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
 from ...mechanisms.residual import ResidualMechanism
 from ...privacy import Budget, PrivacyReport, resolve_pcost
@@ -178,7 +178,7 @@ class Plan(PlanBase, PrivacyReport):
     def _workload_sums(self) -> np.ndarray:
         x = np.where(self.measured, self.sigma2, np.inf)
         with np.errstate(invalid="ignore"):
-            return spmv_inf(self.coefficients.sum_var, x)
+            return csr_spmv_inf(self.coefficients.sum_var_csr, x)
 
     @cached_property
     def _workload_cell_var(self) -> np.ndarray:

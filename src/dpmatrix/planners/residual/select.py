@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import PlanError
-from ...linalg.sparse import spmv_inf
+from ...linalg.sparse import csr_rmatvec, csr_spmv_inf
 from .coefficients import Coefficients, outer_variances
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
@@ -49,7 +49,7 @@ class Selection:
 
 def select_sum_var(coef: Coefficients, weights: np.ndarray) -> np.ndarray:
     """Unit-cost (pcost = 1) optimum of the weighted sum of variances (Lemma 2)."""
-    v = np.asarray(coef.sum_var.T @ weights).ravel()
+    v = csr_rmatvec(coef.sum_var_csr, weights)
     p = coef.p
     used = v > 0
     s = float(np.sum(np.sqrt(v[used] * p[used])))
@@ -206,7 +206,7 @@ def max_query_variance(coef: Coefficients, x: np.ndarray) -> np.ndarray:
     """Largest (unweighted) query variance of each workload marginal for noise scales x
     (``inf`` where a needed residual set is not measured)."""
     if coef.uniform:
-        return spmv_inf(coef.cell_var, x)
+        return csr_spmv_inf(coef.cell_var_csr, x)
     wk = coef.workload
     finite = np.isfinite(x)
     xf = np.where(finite, x, 0.0)
@@ -293,7 +293,7 @@ def select(
         return select_custom(coef, objective, pcost, loss_bound)
     if objective == "sum_var":
         unit = select_sum_var(coef, weights)
-        unit_loss = float(weights @ (coef.sum_var @ np.where(np.isfinite(unit), unit, 0.0)))
+        unit_loss = float(weights @ csr_spmv_inf(coef.sum_var_csr, np.where(np.isfinite(unit), unit, 0.0)))
     elif objective == "max_var":
         unit = select_max_var(coef, weights, query_weights=query_weights)
         keep = weights > 0
