@@ -46,7 +46,9 @@ __all__ = [
     "HasComparison",
     "HasSecureNoise",
     "HasSubMechanisms",
+    "HasMarginalColumns",
     "HasMarginalTable",
+    "HasResidualColumns",
     "HasTargets",
     "ListsMechanisms",
     "PlanFacts",
@@ -209,6 +211,22 @@ class HasMarginalTable(Protocol):
     """A plan that summarises its accuracy per workload marginal (``marginal_table()``)."""
 
     def marginal_table(self) -> pd.DataFrame: ...
+
+
+@runtime_checkable
+class HasMarginalColumns(Protocol):
+    """A plan whose ``marginal_table()`` is also available as plain columns (a dict of NumPy
+    arrays, the same names), for readers that must not import pandas."""
+
+    def marginal_columns(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class HasResidualColumns(Protocol):
+    """A residual plan whose ``table()`` (one row per residual mechanism) is also available as
+    plain columns (a dict of NumPy arrays, the same names), for readers without pandas."""
+
+    def residual_columns(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable

@@ -152,3 +152,13 @@ def test_csr_products_in_numpy_equal_scipys():
             assert np.array_equal(csr_spmv_inf(csr, x), spmv_inf(m, x))
     w = rng.uniform(0, 2, 40)
     assert np.array_equal(csr_rmatvec(csr, w), np.asarray(m.T @ w).ravel())
+
+
+def test_report_rerender_loads_no_pandas_nor_scipy(release_dir, tmp_path):
+    """Re-rendering the report of a ResidualPlanner release reads the manifest, the plan and a
+    few saved tables: no pandas, SciPy, plotting or solver library, no engine."""
+    page = tmp_path / "r.html"
+    text, mods = _run("report", str(release_dir), "--out", str(page), "-q")
+    assert _loaded(mods, HEAVY) == []
+    assert _loaded(mods, ("dpmatrix.engines", "dpmatrix.measure", "dpmatrix.solvers")) == []
+    assert page.read_text().startswith("<!DOCTYPE html>")

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from ..errors import DPMatrixError
 from ..privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
-from ..protocols import HasClosure, HasMarginalTable, HasTargets
+from ..protocols import HasClosure, HasMarginalColumns, HasMarginalTable, HasResidualColumns, HasTargets
 from ..release_tables import STAT_COLUMNS, read_table
 from ..statement import privacy_summary, pure_summary
 from ..version import __version__
@@ -325,7 +325,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
         "residuals": spec["residuals"],
     }  # fmt: skip
     if isinstance(plan, HasMarginalTable):
-        info = plan.marginal_table()
+        info = _marginal_summary(plan)
         wk = plan.workload
         facts["marginals"] = [
             {"attributes": list(wk.names(i)), "cells": int(wk.cells[i]), "weight": float(wk.weights[i]),
@@ -444,11 +444,17 @@ def _accuracy(facts: Mapping[str, Any], plan) -> Accuracy:
                     tuple(rows), targets)
 
 
+def _marginal_summary(plan):
+    """A plan's per-marginal accuracy columns (``marginal_table``), as plain arrays when the plan
+    gives them (no pandas to import for a report)."""
+    return plan.marginal_columns() if isinstance(plan, HasMarginalColumns) else plan.marginal_table()
+
+
 def _mean_variances(plan) -> dict[tuple[str, ...], float]:
     """Average query (cell) variance of every workload marginal of a residual plan."""
     if not isinstance(plan, HasMarginalTable):
         return {}
-    t = plan.marginal_table()
+    t = _marginal_summary(plan)
     mean = np.asarray(t["total_variance"], dtype=float) / np.asarray(t["queries"], dtype=float)
     return {tuple(plan.workload.names(i)): float(mean[i]) for i in range(len(plan.workload))}
 
@@ -456,7 +462,7 @@ def _mean_variances(plan) -> dict[tuple[str, ...], float]:
 # -- fairness (paper §6.2) -------------------------------------------------------------------------
 def _profile(plan, objective: str, own: bool) -> ObjectiveProfile:
     wk = plan.workload
-    t = plan.marginal_table()
+    t = _marginal_summary(plan)
     keep = np.asarray(wk.weights) > 0
     mean = np.asarray(t["total_variance"], dtype=float) / np.asarray(t["queries"], dtype=float)
     idx = np.flatnonzero(keep)
@@ -517,7 +523,8 @@ def _coefficients(plan, names: Sequence[tuple[str, ...]]) -> tuple[np.ndarray, n
     """Privacy-cost coefficient ``p_A`` and number of noisy outputs of each residual set, in the
     order of ``names`` (the facts' residual list)."""
     if isinstance(plan, HasClosure):  # residual plans: closure order is the facts' order
-        t = plan.table()  # one row per closure set, in closure order
+        # one row per closure set, in closure order (as plain columns when the plan gives them)
+        t = plan.residual_columns() if isinstance(plan, HasResidualColumns) else plan.table()
         pos = {tuple(plan.domain.names_of(s)): i for i, s in enumerate(plan.closure.sets)}
         idx = np.array([pos[n] for n in names])
         return (np.asarray(t["pcost_coefficient"], dtype=float)[idx],

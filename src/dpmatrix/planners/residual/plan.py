@@ -233,6 +233,12 @@ class Plan(PlanBase, PrivacyReport):
     # -- inspection -----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
         """One row per residual mechanism: attributes, σ², share of the privacy cost, outputs."""
+        import pandas as pd  # a tidy table only when asked for: loading a plan stays light
+
+        return pd.DataFrame(self.residual_columns())
+
+    def residual_columns(self) -> dict[str, Any]:
+        """The columns of :meth:`table` as a dict of arrays and lists (no pandas)."""
         sets = self.closure.sets
         p = self.coefficients.p
         with np.errstate(divide="ignore"):
@@ -240,35 +246,33 @@ class Plan(PlanBase, PrivacyReport):
         outputs = [
             math.prod(self.bases[a].r for a in s) for s in sets
         ]
-        import pandas as pd  # a tidy table only when asked for: loading a plan stays light
-
-        return pd.DataFrame(
-            {
-                "attributes": [",".join(self.domain.names_of(s)) for s in sets],
-                "n_attributes": [len(s) for s in sets],
-                "sigma2": self.sigma2,
-                "pcost_coefficient": p,
-                "pcost_share": share,
-                "noisy_outputs": outputs,
-            }
-        )
+        return {
+            "attributes": [",".join(self.domain.names_of(s)) for s in sets],
+            "n_attributes": [len(s) for s in sets],
+            "sigma2": self.sigma2,
+            "pcost_coefficient": p,
+            "pcost_share": share,
+            "noisy_outputs": outputs,
+        }
 
     def marginal_table(self) -> pd.DataFrame:
         """One row per workload marginal: cells, weight, cell variance (max), std, total variance."""
-        wk = self.workload
-        cell = self._workload_cell_var
         import pandas as pd
 
-        return pd.DataFrame(
-            {
-                "marginal": [",".join(wk.names(i)) for i in range(len(wk))],
-                "queries": wk.n_queries.astype(np.int64),
-                "weight": wk.weights,
-                "max_variance": cell,
-                "max_std": np.sqrt(cell),
-                "total_variance": self._workload_sums,
-            }
-        )
+        return pd.DataFrame(self.marginal_columns())
+
+    def marginal_columns(self) -> dict[str, Any]:
+        """The columns of :meth:`marginal_table` as a dict of arrays (no pandas)."""
+        wk = self.workload
+        cell = self._workload_cell_var
+        return {
+            "marginal": [",".join(wk.names(i)) for i in range(len(wk))],
+            "queries": wk.n_queries.astype(np.int64),
+            "weight": wk.weights,
+            "max_variance": cell,
+            "max_std": np.sqrt(cell),
+            "total_variance": self._workload_sums,
+        }
 
     # -- measurement ----------------------------------------------------------------------------
     def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,
