@@ -80,8 +80,10 @@ def _open_spark_engine(args: argparse.Namespace, domain: Domain, policy, say: Ou
     if args.delimiter and fmt != "csv":
         raise CLIError("--delimiter applies to CSV files only")
     say.note(f"reading {args.data} ({fmt}) with spark ...")  # the master is not echoed or recorded
+    # Spark reads raw values unless the file is declared to hold codes (it has no "auto" reading)
+    encoding = "codes" if getattr(args, "encoding", "auto") == "codes" else "raw"
     return SparkEngine(
-        args.data, domain, encoding="raw", format=fmt, on_unknown=policy, master=args.spark_master,
+        args.data, domain, encoding=encoding, format=fmt, on_unknown=policy, master=args.spark_master,
         conf=conf, csv_options={"sep": args.delimiter} if args.delimiter else None,
     )  # fmt: skip
 
