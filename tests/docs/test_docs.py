@@ -179,7 +179,13 @@ def run_page(page: Path, tmp: Path) -> int:
     return done
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+def _marks(page: Path) -> list:
+    # Spark starts a JVM and a local cluster (a minute on two cores): slow, but never skipped
+    text = page.read_text()
+    return [pytest.mark.slow] if '"spark"' in text or "--engine spark" in text else []
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=_marks(p), id=str(p.relative_to(DOCS))) for p in PAGES])
 def test_page_blocks_run_as_shown(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DPMATRIX_LEDGER", str(tmp_path / ".ledger.sqlite3"))
