@@ -1,5 +1,9 @@
 """MkDocs hooks of the documentation site (``mkdocs.yml``: ``hooks:``).
 
+``on_page_content`` renders the Sphinx cross-reference roles of the docstrings
+(``:class:`~dpmatrix.privacy.Budget```, ``:func:``, ``:meth:``, …), which mkdocstrings shows
+verbatim, as code with the short name (``Budget``), the way Sphinx would print them.
+
 ``on_files`` adds ``reference/cli.md``, generated from the command line's own argument parser
 (:func:`dpmatrix.cli.build_parser`), so the CLI reference can never drift from the options the
 program accepts: every command and subcommand, its usage line, its description and one row per
@@ -9,6 +13,7 @@ option (flags, metavariable, default, help text).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -109,3 +114,15 @@ def on_files(files, config):  # noqa: D103  (MkDocs hook)
 
     files.append(File.generated(config, CLI_PAGE, content=cli_markdown()))
     return files
+
+
+_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([^<]*)</code>")
+
+
+def _role(m: re.Match) -> str:
+    name = m.group(2)
+    return f"<code>{name.rsplit('.', 1)[-1] if m.group(1) else name}</code>"
+
+
+def on_page_content(html, page, config, files):  # noqa: D103  (MkDocs hook)
+    return _ROLE.sub(_role, html)
