@@ -14,7 +14,7 @@ its blocks in order, its ```python blocks in one namespace:
   only way a shown value escapes the comparison. Blocks with ``>>>`` prompts are doctests;
 * a ```text block titled ``Output`` right after a python block is that block's expected stdout
   (same matching rules);
-* ```bash blocks hold ``$ command`` lines, each followed by its expected output (nothing shown:
+* ```console blocks (```bash too) hold ``$ command`` lines, each followed by its expected output (nothing shown:
   nothing compared; same matching rules, on stdout, or on the ``dpmatrix: error:`` line when
   the command fails). They run
   in bash with ``dpmatrix`` meaning ``python -m dpmatrix`` of this tree and a per-page ledger; a
@@ -136,7 +136,7 @@ def shell_env(tmp: Path) -> dict:
 def run_bash(block: Block, tmp: Path, where: str) -> None:
     env = shell_env(tmp)
     cmds = commands(block.body)
-    assert cmds, f"{where}: a ```bash block without a `$ command` line"
+    assert cmds, f"{where}: a ```console block without a `$ command` line"
     for cmd, shown in cmds:
         if cmd.startswith(NOT_RUN):
             continue
@@ -161,7 +161,7 @@ def run_page(page: Path, tmp: Path) -> int:
         where = f"{page.relative_to(ROOT)}:{b.line}"
         if b.lang == "python":
             last_stdout = run_python(b, ns, where)
-        elif b.lang == "bash":
+        elif b.lang in ("console", "bash"):
             run_bash(b, tmp, where)
             last_stdout = None
         elif b.title == "Output":
@@ -195,7 +195,7 @@ def test_page_blocks_run_as_shown(page, tmp_path, monkeypatch):
 
 def test_every_runnable_block_has_a_known_language():
     """A block in a language the runner does not know would escape the test silently."""
-    allowed = {"python", "bash", "text", "json", "csv", "toml", "yaml", ""}
+    allowed = {"python", "console", "bash", "text", "json", "csv", "toml", "yaml", ""}
     for page in PAGES:
         for b in blocks(page.read_text()):
             assert b.lang in allowed, f"{page}:{b.line}: ```{b.lang} is neither run nor allowed"
