@@ -130,6 +130,9 @@ def shell_env(tmp: Path) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     env["DPMATRIX_LEDGER"] = str(tmp / ".ledger.sqlite3")
     env["COLUMNS"] = "100"
+    from dpmatrix.ledger import Ledger
+
+    Ledger(env["DPMATRIX_LEDGER"])  # the page's own ledger exists before its first release
     return env
 
 
