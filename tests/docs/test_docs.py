@@ -6,12 +6,14 @@ its blocks in order, its ```python blocks in one namespace:
 
 * a fenced block with a ``title="NAME"`` that is not python or bash (```json title="D.json"```,
   ```csv title="survey.csv"```) is a file the reader is shown: it is written as ``NAME``;
-* ```python blocks run statement by statement. A statement ending in ``# -> TEXT`` is checked:
+* ```python blocks run statement by statement. A statement ending in ``# -> TEXT`` (or followed
+  by a line ``# -> TEXT``) is checked:
   what it prints (for ``print(...)``) or the ``repr`` of its value must match ``TEXT``
   (doctest's ELLIPSIS and NORMALIZE_WHITESPACE: ``...`` stands for anything). A statement
   ending in ``# e.g. TEXT`` shows an *illustrative* value, one that depends on the privacy noise
   and changes on every run: it runs, its value is not compared — this explicit marker is the
-  only way a shown value escapes the comparison. Blocks with ``>>>`` prompts are doctests;
+  only way a shown value escapes the comparison (a ``# ->`` anywhere else fails the test).
+  Blocks with ``>>>`` prompts are doctests;
 * a ```text block titled ``Output`` right after a python block is that block's expected stdout
   (same matching rules);
 * ```console blocks (```bash too) hold ``$ command`` lines, each followed by its expected output (nothing shown:
@@ -84,9 +86,14 @@ def run_python(block: Block, ns: dict, where: str) -> str:
     lines = block.body.splitlines()
     tree = ast.parse(block.body)
     stdout = io.StringIO()
+    arrows = {i for i, line in enumerate(lines) if re.search(r"#\s*->", line)}
     for node in tree.body:
         rest = lines[node.end_lineno - 1][node.end_col_offset:]
         check = re.match(r"\s*#\s*->\s?(.*)$", rest)
+        arrows.discard(node.end_lineno - 1)
+        if not check and node.end_lineno < len(lines):  # the expected value on the next line
+            check = re.match(r"\s*#\s*->\s?(.*)$", lines[node.end_lineno])
+            arrows.discard(node.end_lineno)
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             if isinstance(node, ast.Expr):
@@ -101,6 +108,8 @@ def run_python(block: Block, ns: dict, where: str) -> str:
             assert matches(check.group(1), got), (
                 f"{where}, line {block.line + node.lineno}: {src}\n"
                 f"  shows: {check.group(1)}\n  gives: {got.strip()}")
+    assert not arrows, (f"{where}: `# ->` not after a statement (lines "
+                        f"{sorted(block.line + i + 1 for i in arrows)}): it would not be checked")
     return stdout.getvalue()
 
 
