@@ -22,7 +22,7 @@ SRC = Path(dpmatrix.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults"),
     ("dpmatrix.linalg",),
-    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection"),
+    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection"),
     ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing"),
     ("dpmatrix.mechanisms",),
     ("dpmatrix.solvers",),

@@ -10,6 +10,11 @@ diagonal entry of ``Bᵀ Σ⁻¹ B`` (ResidualPlanner+ paper, Definition 2). Fro
 
 The conversions between ``pcost`` and (ε, δ) are done by bracketing root finding on this exact
 curve (δ is decreasing in ε and increasing in pcost), in log space for numerical stability.
+
+That curve holds for continuous Gaussian noise only. The secure default noise is discrete, whose
+(ε, δ) is stated by the zCDP conversion (:func:`epsilon_from_zcdp`); an asked (ε, δ) is therefore
+converted with that same bound unless the caller says continuous noise will be drawn
+(:func:`approx_pcost`, :data:`NOISE_ACCOUNTING`; the sources are in :mod:`dpmatrix.accounting`).
 Neighbouring datasets differ by adding or removing one record.
 """
 
@@ -21,8 +26,15 @@ from dataclasses import dataclass
 from .errors import BudgetError
 
 __all__ = [
+    "ANALYTIC",
+    "DISCRETE_ZCDP",
+    "NOISE_ACCOUNTING",
+    "PURE",
     "Budget",
     "PrivacyReport",
+    "accounting_of",
+    "approx_pcost",
+    "stated_epsilon",
     "delta_from_epsilon",
     "epsilon_from_zcdp",
     "epsilon_from_delta",
@@ -135,6 +147,100 @@ def epsilon_from_zcdp(rho: float, delta: float) -> float:
     return max(float(res.fun), 0.0)
 
 
+#: How (ε, δ) is stated for each noise kind (see :mod:`dpmatrix.accounting` for the sources):
+#: the continuous Gaussian's exact analytic curve, the discrete Gaussian's zCDP conversion.
+ANALYTIC = "analytic_gaussian"
+DISCRETE_ZCDP = "discrete_gaussian_zcdp"
+PURE = "pure"
+NOISE_ACCOUNTING = {
+    "gaussian": ANALYTIC,
+    "gaussian_float": ANALYTIC,
+    "discrete_gaussian": DISCRETE_ZCDP,
+    "lattice_gaussian": DISCRETE_ZCDP,
+    "auto": DISCRETE_ZCDP,  # the secure default noise is discrete (lattice noise is accounted alike)
+    "discrete_laplace": PURE,
+}
+
+
+def accounting_of(noise: str | None) -> str:
+    """The accounting of a noise kind (``None`` and ``"auto"``: the secure default, discrete).
+
+    Examples
+    --------
+    >>> accounting_of("auto"), accounting_of("gaussian_float")
+    ('discrete_gaussian_zcdp', 'analytic_gaussian')
+    """
+    key = "auto" if noise is None else noise
+    if key not in NOISE_ACCOUNTING:
+        raise BudgetError(f"unknown noise kind {noise!r}; expected one of {', '.join(NOISE_ACCOUNTING)}")
+    return NOISE_ACCOUNTING[key]
+
+
+def stated_epsilon(pcost: float, delta: float, accounting: str) -> float:
+    """THE ε stated at ``delta`` for noise of privacy cost ``pcost`` (ρ = pcost/2) under an
+    accounting of :data:`NOISE_ACCOUNTING`: the analytic Gaussian curve
+    (:func:`epsilon_from_delta`) or the zCDP conversion (:func:`epsilon_from_zcdp`).
+
+    Examples
+    --------
+    >>> round(stated_epsilon(1.0, 1e-9, ANALYTIC), 5), round(stated_epsilon(1.0, 1e-9, DISCRETE_ZCDP), 5)
+    (6.17394, 6.47407)
+    """
+    if accounting == ANALYTIC:
+        return epsilon_from_delta(delta, pcost)
+    if accounting == DISCRETE_ZCDP:
+        return epsilon_from_zcdp(_check_positive("pcost", pcost) / 2.0, delta)
+    raise BudgetError(f"no (epsilon, delta) curve for {accounting!r} accounting")
+
+
+def _zcdp_rho(epsilon: float, delta: float) -> float:
+    """Largest ρ with ``epsilon_from_zcdp(ρ, δ) ≤ ε``: Canonne–Kamath–Steinke's Corollary 13 solved
+    for ρ, ``max_{α>1} (ε − c(α))/α`` with ``c(α) = (α log(1 − 1/α) − log(α − 1) − log δ)/(α − 1)``
+    (every α gives a valid ρ)."""
+    from scipy.optimize import minimize_scalar
+
+    ld = math.log(delta)
+
+    def neg(t: float) -> float:  # α = 1 + e^t
+        a = 1.0 + math.exp(t)
+        return -(epsilon - (a * math.log1p(-1.0 / a) - t - ld) / (a - 1.0)) / a
+
+    res = minimize_scalar(neg, bounds=(-30.0, 30.0), method="bounded", options={"xatol": 1e-12})
+    return -float(res.fun)
+
+
+def approx_pcost(epsilon: float, delta: float, accounting: str = DISCRETE_ZCDP) -> float:
+    """The largest privacy cost whose stated ε (:func:`stated_epsilon`) at ``delta`` is at most
+    ``epsilon`` under ``accounting`` — the conversion of an (ε, δ) budget.
+
+    The result is checked with the function that states it and lowered by relative steps of
+    1e-12 until the check passes, so the statement never exceeds the ask in floating point.
+
+    Examples
+    --------
+    >>> p = approx_pcost(1.0, 1e-9)
+    >>> stated_epsilon(p, 1e-9, DISCRETE_ZCDP) <= 1.0 < stated_epsilon(p * (1 + 1e-6), 1e-9, DISCRETE_ZCDP)
+    True
+    """
+    e = _check_positive("epsilon", epsilon)
+    d = _check_positive("delta", delta)
+    if d >= 1:
+        raise BudgetError(f"delta must be below 1, got {delta!r}")
+    if accounting == ANALYTIC:
+        p = pcost_from_epsilon_delta(e, d)
+    elif accounting == DISCRETE_ZCDP:
+        p = 2.0 * _zcdp_rho(e, d)
+    else:
+        raise BudgetError(f"an (epsilon, delta) budget cannot be converted under {accounting!r} accounting")
+    if not p > 0:
+        raise BudgetError(f"epsilon = {e:g} at delta = {d:g} admits no positive privacy cost")
+    for _ in range(100_000):
+        if stated_epsilon(p, d, accounting) <= e:
+            return p
+        p *= 1.0 - 1e-12
+    raise BudgetError("could not convert the (epsilon, delta) budget")  # pragma: no cover
+
+
 @dataclass(frozen=True)
 class Budget:
     """A privacy budget, stored as the privacy cost ``pcost`` and reported in every unit.
@@ -160,7 +266,7 @@ class Budget:
     1.0
     >>> dm.Budget.gdp(2).rho
     2.0
-    >>> round(dm.Budget.approx(1.0, 1e-6).epsilon(1e-6), 6)
+    >>> round(dm.Budget.approx(1.0, 1e-6, noise="gaussian").epsilon(1e-6), 6)
     1.0
     >>> b = dm.Budget.pure(1.0)
     >>> (b.pure_epsilon, b.epsilon(0), b.rho)
@@ -221,9 +327,21 @@ class Budget:
         return cls(resolve_pcost(mu=mu))
 
     @classmethod
-    def approx(cls, epsilon: float, delta: float) -> "Budget":
-        """(ε, δ)-DP: the largest ``pcost`` whose Gaussian curve gives ``δ`` at ``ε``."""
-        return cls(resolve_pcost(epsilon=epsilon, delta=delta))
+    def approx(cls, epsilon: float, delta: float, noise: str = "auto") -> "Budget":
+        """(ε, δ)-DP: the largest ``pcost`` whose stated ε at ``δ`` is at most ``ε`` for the noise
+        that will be drawn (:func:`approx_pcost`).
+
+        ``noise="auto"`` (the secure default, also right for ``"discrete_gaussian"`` and
+        ``"lattice_gaussian"``) converts with the discrete Gaussian's zCDP conversion, valid for
+        every noise kind; ``noise="gaussian"`` with the continuous Gaussian's exact curve — then
+        measure with ``noise="gaussian_float"`` (discrete noise would state a larger ε).
+
+        Examples
+        --------
+        >>> Budget.approx(1.0, 1e-9).pcost < Budget.approx(1.0, 1e-9, noise="gaussian").pcost
+        True
+        """
+        return cls(approx_pcost(epsilon, delta, accounting_of(noise)))
 
     @property
     def rho(self) -> float:
@@ -237,11 +355,23 @@ class Budget:
             raise BudgetError("a pure epsilon-DP budget claims no mu-GDP; report epsilon (or rho = epsilon^2/2)")
         return math.sqrt(self.pcost)
 
-    def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at the given δ (exact analytic Gaussian curve; the pure ε at any δ)."""
+    def epsilon(self, delta: float, noise: str = "gaussian") -> float:
+        """ε of (ε, δ)-DP at the given δ for noise of kind ``noise`` (the pure ε at any δ).
+
+        The default is the continuous Gaussian's claim (exact analytic curve); releases draw
+        secure discrete noise by default, whose guarantee is ``epsilon(delta, noise="auto")``
+        (the zCDP conversion, :func:`stated_epsilon`) — what manifests and ``dpmatrix plan``
+        state.
+
+        Examples
+        --------
+        >>> b = Budget.zcdp(0.5)
+        >>> round(b.epsilon(1e-9), 5), round(b.epsilon(1e-9, noise="auto"), 5)
+        (6.17394, 6.47407)
+        """
         if self.pure_epsilon is not None:
             return self.pure_epsilon
-        return epsilon_from_delta(delta, self.pcost)
+        return stated_epsilon(self.pcost, delta, accounting_of(noise))
 
     def delta(self, epsilon: float) -> float:
         """δ of (ε, δ)-DP at the given ε (0 at or above a pure budget's ε)."""
@@ -263,7 +393,9 @@ def resolve_pcost(
     """Turn exactly one of the accepted budget forms into a privacy cost.
 
     Accepted: ``pcost``; ``rho`` (zCDP, pcost = 2ρ); ``mu`` (GDP, pcost = μ²); both
-    ``epsilon`` and ``delta`` (approximate DP, exact Gaussian conversion); or a :class:`Budget`.
+    ``epsilon`` and ``delta`` (approximate DP, converted with the accounting of the secure default
+    noise, :func:`approx_pcost`, so a release states ε at most the asked one whatever noise it
+    draws); or a :class:`Budget`.
     """
     given = {
         k: v
@@ -307,7 +439,9 @@ def resolve_pcost(
         return _check_positive("mu", mu) ** 2
     if epsilon is None or delta is None:
         raise BudgetError("approximate DP needs both epsilon= and delta=")
-    return pcost_from_epsilon_delta(epsilon, delta)
+    # converted for the secure default noise (discrete): valid for every noise kind; a user who
+    # will draw continuous noise passes budget=Budget.approx(eps, delta, noise="gaussian")
+    return approx_pcost(epsilon, delta, DISCRETE_ZCDP)
 
 
 
@@ -332,9 +466,11 @@ class PrivacyReport:
         """μ-Gaussian-DP parameter (sqrt(pcost))."""
         return self.budget.mu
 
-    def epsilon(self, delta: float) -> float:
-        """ε of (ε, δ)-DP at ``delta`` (exact analytic Gaussian conversion)."""
-        return self.budget.epsilon(delta)
+    def epsilon(self, delta: float, noise: str = "gaussian") -> float:
+        """ε of (ε, δ)-DP at ``delta``: the continuous Gaussian's claim (exact analytic
+        conversion) by default; ``noise="auto"`` for the secure default noise a release draws
+        (:meth:`Budget.epsilon`)."""
+        return self.budget.epsilon(delta, noise)
 
     def delta(self, epsilon: float) -> float:
         """δ of (ε, δ)-DP at ``epsilon``."""

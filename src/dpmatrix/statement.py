@@ -3,9 +3,13 @@
 
 * Continuous Gaussian noise: ρ-zCDP, equivalently μ-GDP with μ = sqrt(2ρ), and (ε, δ)-DP by the
   exact analytic Gaussian conversion (Balle & Wang 2018; [RP+] Definition 2).
-* Discrete Gaussian noise: ρ-zCDP (Canonne, Kamath, Steinke 2020, Theorem 4), and (ε, δ)-DP by
-  their zCDP conversion (Proposition 1 / :func:`dpmatrix.privacy.epsilon_from_zcdp`). Gaussian DP
+* Discrete Gaussian noise (and the lattice noise of real-valued strategies): ρ-zCDP (Canonne,
+  Kamath, Steinke 2020, Theorem 14), and (ε, δ)-DP by their zCDP conversion (Corollary 13 /
+  :func:`dpmatrix.privacy.epsilon_from_zcdp`) — the same bound an asked (ε, δ) is converted with
+  (:func:`dpmatrix.privacy.approx_pcost`), so the stated ε is at most the asked one. Gaussian DP
   and the analytic curve are established for the continuous Gaussian only, so no μ is claimed.
+* ``noise="auto"`` states the secure default noise (discrete), which is what ``dpmatrix plan``
+  and the plan report state: the guarantee the default release will have.
 * Noise from a user-given seed: the numbers are reproducible by anyone who can guess the seed
   (issue 16 item 1: seed 1234 was found in 5 s), so the statement says
   "REPRODUCIBLE, NOT PRIVATE" in front of everything else.
@@ -24,7 +28,7 @@ import warnings
 from typing import Any
 
 from .errors import BudgetError
-from .privacy import epsilon_from_zcdp
+from .privacy import ANALYTIC, accounting_of, stated_epsilon
 
 __all__ = ["DISCRETE_NOISES", "MAX_DELTA", "WARN_DELTA", "check_delta", "privacy_line", "privacy_summary", "pure_summary"]
 
@@ -83,15 +87,20 @@ def check_delta(delta: Any, *, name: str = "delta") -> float:
     return d
 
 
-def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reproducible: bool = False) -> dict:
+def privacy_summary(plan: Any, *, noise: str = "auto", delta: float, reproducible: bool = False) -> dict:
     """The manifest's ``privacy`` object for a plan measured with ``noise``.
+
+    ε is :func:`dpmatrix.privacy.stated_epsilon` under the accounting of ``noise`` — the one
+    function that also converts an asked (ε, δ), so a statement never exceeds the ask; μ only
+    where μ-GDP is proven (continuous Gaussian noise).
 
     Parameters
     ----------
     plan : Plan
-        Anything with ``rho``, ``pcost``, ``mu`` and ``epsilon(delta)`` (for discrete noise: the
-        plan actually measured, with its rounded noise scales).
-    noise : {"gaussian", "discrete_gaussian", "lattice_gaussian"}
+        Anything with ``rho`` and ``pcost`` (for discrete noise: the plan actually measured,
+        with its rounded noise scales).
+    noise : {"auto", "gaussian", "discrete_gaussian", "lattice_gaussian", "discrete_laplace"}
+        ``"auto"``: the secure default noise (discrete), as ``dpmatrix plan`` states a plan.
     delta : float
         δ at which ε is stated.
     reproducible : bool
@@ -100,21 +109,29 @@ def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reprodu
     Returns
     -------
     dict
-        ``rho, pcost, mu, epsilon, delta, definition, reproducible``.
+        ``rho, pcost, mu, epsilon, delta, accounting, definition, reproducible``.
+
+    Examples
+    --------
+    >>> class P: rho, pcost = 0.5, 1.0
+    >>> s = privacy_summary(P(), delta=1e-9)
+    >>> round(s["epsilon"], 5), s["mu"], s["accounting"]
+    (6.47407, None, 'discrete_gaussian_zcdp')
     """
     if noise == "discrete_laplace":
         return pure_summary(plan, reproducible=reproducible)
-    discrete = noise in DISCRETE_NOISES
+    accounting = accounting_of(noise)
+    discrete = accounting != ANALYTIC
     rho = float(plan.rho)
-    epsilon = epsilon_from_zcdp(rho, delta) if discrete else float(plan.epsilon(delta))
+    epsilon = stated_epsilon(float(plan.pcost), delta, accounting)
     lattice = (
         " on the query snapped to a fine lattice (sensitivity bound includes the rounding; "
         "dpmatrix.mechanisms.lattice)" if noise == "lattice_gaussian" else ""
     )
     definition = (
-        f"rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020){lattice}; "
-        "(epsilon, delta)-DP by their zCDP conversion; neighbouring datasets differ by adding or "
-        "removing one record"
+        f"rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020, Theorem 14){lattice}; "
+        "(epsilon, delta)-DP by their zCDP conversion (Corollary 13), the same bound an (epsilon, delta) "
+        "budget is converted with; neighbouring datasets differ by adding or removing one record"
         if discrete
         else "rho-zCDP (equivalently mu-GDP, and (epsilon, delta)-DP by the exact analytic Gaussian "
         "conversion); neighbouring datasets differ by adding or removing one record"
@@ -122,9 +139,10 @@ def privacy_summary(plan: Any, *, noise: str = "gaussian", delta: float, reprodu
     return {
         "rho": rho,
         "pcost": float(plan.pcost),
-        "mu": None if discrete else float(plan.mu),
+        "mu": None if discrete else math.sqrt(float(plan.pcost)),
         "epsilon": float(epsilon),
         "delta": float(delta),
+        "accounting": accounting,
         "definition": definition,
         "reproducible": bool(reproducible),
     }

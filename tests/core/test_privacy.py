@@ -49,15 +49,32 @@ def test_budget_forms_and_units():
     assert resolve_pcost(rho=0.5) == 1.0
     assert resolve_pcost(mu=2.0) == 4.0
     assert resolve_pcost(pcost=0.7) == 0.7
+    # (ε, δ) is converted for the secure default (discrete) noise: the zCDP conversion of
+    # Canonne-Kamath-Steinke, checked here on an independent grid over the Rényi order α
     p = resolve_pcost(epsilon=1.0, delta=1e-6)
-    assert delta_from_epsilon(1.0, p) == pytest.approx(1e-6, rel=1e-9)
+    assert _cks_epsilon_grid(p / 2, 1e-6) == pytest.approx(1.0, rel=1e-6)
+    assert _cks_epsilon_grid(p / 2, 1e-6) >= 1.0 - 1e-9  # ... and the grid's ε is an upper bound
+    # the continuous Gaussian's own exact curve only on request
+    pg = Budget.approx(1.0, 1e-6, noise="gaussian").pcost
+    assert delta_from_epsilon(1.0, pg) == pytest.approx(1e-6, rel=1e-9)
+    assert pg > p
     b = Budget(2.0)
     assert (b.rho, b.mu) == (1.0, math.sqrt(2.0))
 
 
+def _cks_epsilon_grid(rho: float, delta: float) -> float:
+    """Canonne-Kamath-Steinke 2020, Corollary 13, minimised over a fine grid of the order α
+    (every α gives a valid ε): written independently of dpmatrix."""
+    best = math.inf
+    for i in range(1, 400_000):
+        a = 1 + i * 5e-4
+        best = min(best, a * rho + (a * math.log(1 - 1 / a) - math.log(a - 1) - math.log(delta)) / (a - 1))
+    return best
+
+
 def test_plan_reports_all_units():
     wk = dm.Workload.marginals(dm.Domain.from_sizes([3, 4, 5]), 2)
-    plan = dm.plan(wk, epsilon=1.0, delta=1e-9)
+    plan = dm.plan(wk, budget=Budget.approx(1.0, 1e-9, noise="gaussian"))  # continuous noise asked
     assert plan.epsilon(delta=1e-9) == pytest.approx(1.0, rel=1e-8)
     assert plan.rho == pytest.approx(plan.pcost / 2)
     assert plan.mu == pytest.approx(math.sqrt(plan.pcost))

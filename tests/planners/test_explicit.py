@@ -14,7 +14,7 @@ import pytest
 import dpmatrix as dm
 from dpmatrix.errors import NotMeasuredError, PlanError, WorkloadError
 from dpmatrix.planners.explicit import ExplicitStrategyPlan, explicit_plan
-from tests.oracle import generalized_marginal_query, pcost as oracle_pcost, range_matrix
+from oracle import generalized_marginal_query, pcost as oracle_pcost, range_matrix
 
 
 def allrange4():

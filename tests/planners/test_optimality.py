@@ -14,7 +14,7 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.planners.pure import plan_pure
-from tests.oracle import generalized_marginal_query, prefix_matrix, range_matrix
+from oracle import generalized_marginal_query, prefix_matrix, range_matrix
 
 
 def dense_bound(sizes, entries, pcost):

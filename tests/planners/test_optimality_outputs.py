@@ -11,7 +11,7 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.cli import main
-from tests.oracle import marginal_query
+from oracle import marginal_query
 
 
 def dense_bound(sizes, sets, pcost):

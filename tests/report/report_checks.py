@@ -152,7 +152,8 @@ def expected_derived(facts: Mapping[str, Any], rule: list, fair: Callable[[str, 
     if kind == "moe":
         return z_value(level) * math.sqrt(float(resolve(facts, args[0])))
     if kind == "epsilon_at":
-        if discrete:  # discrete Gaussian noise: ε from ρ-zCDP only
+        # discrete Gaussian noise (a release's, or a plan's default secure noise): ε from ρ-zCDP only
+        if discrete or facts["privacy"].get("accounting") == "discrete_gaussian_zcdp":
             return epsilon_from_rho(float(args[0]), float(facts["privacy"]["rho"]))
         return epsilon_at(float(args[0]), float(facts["privacy"]["pcost"]))
     if kind in ("pcoef", "share", "outputs", "share_order", "n_measured", "n_measured_k"):

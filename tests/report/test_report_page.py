@@ -16,12 +16,14 @@ from report_checks import (
     check_numbers,
     data_url_png,
     epsilon_at,
+    epsilon_from_rho,
     nonblank,
 )
 from report_data import INCOME_LABELS, adult_codes, save_screenshot
 
 import dpmatrix as dm
 import oracle
+from dpmatrix.statement import privacy_summary
 from dpmatrix.release import load_release
 from dpmatrix.report import write_plan_report
 
@@ -125,8 +127,11 @@ def test_plan_report_in_chromium(chromium, adult_plan, tmp_path):
     info = plan.marginal_table()
     facts = {
         "library": {"version": dm.__version__},
-        "privacy": {"rho": plan.rho, "pcost": plan.pcost, "mu": plan.mu, "epsilon": plan.epsilon(1e-9),
-                    "delta": 1e-9},
+        # the guarantee of the plan's default release: secure discrete noise, stated through
+        # zCDP (Canonne-Kamath-Steinke), no mu-GDP claimed
+        "privacy": {"rho": plan.rho, "pcost": plan.pcost, "mu": None,
+                    "epsilon": privacy_summary(plan, delta=1e-9)["epsilon"],
+                    "delta": 1e-9, "accounting": "discrete_gaussian_zcdp"},
         "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
         "confidence_level": 0.95,
         "domain": plan.domain.to_dict(),
@@ -143,7 +148,9 @@ def test_plan_report_in_chromium(chromium, adult_plan, tmp_path):
     by_hand = oracle_profile(plan)
     assert math.isclose(facts["accuracy"]["max_variance"], by_hand["max_variance"], rel_tol=1e-9)
     assert math.isclose(facts["accuracy"]["rmse"], by_hand["rmse"], rel_tol=1e-9)
-    assert math.isclose(facts["privacy"]["epsilon"], epsilon_at(1e-9, plan.pcost), rel_tol=1e-9)
+    assert math.isclose(facts["privacy"]["epsilon"], epsilon_from_rho(1e-9, plan.rho), rel_tol=1e-9)
+    # ... and the continuous claim (analytic curve) is below the stated discrete guarantee
+    assert epsilon_at(1e-9, plan.pcost) < facts["privacy"]["epsilon"]
 
     tagged = chromium.evaluate(TAGGED_JS)
     counts = check_numbers(tagged, facts, fair=fairness_oracle(plan))

@@ -47,8 +47,19 @@ def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
                                "uses the exact discrete Laplace")
             extra = {"strategy": args.strategy} if getattr(args, "strategy", None) else {}
             return {"epsilon": args.epsilon, "delta": 0.0, **extra}
-        return {"epsilon": args.epsilon, "delta": args.delta}
+        if _draws_continuous_noise(args):  # the continuous Gaussian's own exact curve
+            from ..privacy import Budget
+
+            return {"budget": Budget.approx(args.epsilon, args.delta, noise="gaussian")}
+        return {"epsilon": args.epsilon, "delta": args.delta}  # converted for the secure (discrete) noise
     return {given[0]: getattr(args, given[0])}
+
+
+def _draws_continuous_noise(args: argparse.Namespace) -> bool:
+    """The release will draw floating-point Gaussian noise: ``--noise gaussian_float`` (alias
+    ``gaussian``), or ``--seed`` with the default noise (:func:`dpmatrix.measure.secure.resolve_noise`)."""
+    noise = getattr(args, "noise", None) or "auto"
+    return noise in ("gaussian", "gaussian_float") or (noise == "auto" and getattr(args, "seed", None) is not None)
 
 
 def _is_pure(plan) -> bool:

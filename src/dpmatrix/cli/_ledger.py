@@ -13,14 +13,16 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..ledger import Ledger
-    from ..privacy import epsilon_from_zcdp
+    from ..privacy import DISCRETE_ZCDP, stated_epsilon
 
     delta = _report_delta(args)
     led = Ledger(args.ledger)
     rows = led.datasets()
     print(f"ledger {led.path}: {len(rows)} dataset(s)")
     for d in rows:
-        eps = epsilon_from_zcdp(d.rho, delta) if d.rho > 0 else 0.0
+        # a total of rho over releases of any noise: stated by the zCDP conversion, the function
+        # (and the accounting) that states each discrete release and converts (epsilon, delta) asks
+        eps = stated_epsilon(2 * d.rho, delta, DISCRETE_ZCDP) if d.rho > 0 else 0.0
         cap = f"cap rho {d.rho_cap:.6g}" if d.rho_cap is not None else "no rho cap"
         ecap = f", cap pure epsilon {d.epsilon_cap:.6g}" if d.epsilon_cap is not None else ""
         print(f"{d.dataset}: {d.releases} release(s); rho = {d.rho:.6g} (zCDP, sum; epsilon = {eps:.6g} "

@@ -3,13 +3,15 @@ warnings on stderr, the privacy and optimality lines and the description of a pl
 
 from __future__ import annotations
 
+import argparse
+
 import math
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DPMatrixError
 from ..statement import privacy_line, privacy_summary, pure_summary
-from ._common import _is_pure
+from ._common import _draws_continuous_noise, _is_pure
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,6 +46,39 @@ def _is_terminal(stream) -> bool:
 
 #: ε above this (at the reported δ) is legal but protects little: warned, never refused
 EPSILON_WARNING_ABOVE = 10.0
+
+
+def plan_privacy(plan, delta: float, args: argparse.Namespace | None = None) -> dict:
+    """THE privacy statement of a plan before any noise is drawn: that of the noise its release
+    will draw (``--noise``/``--seed``, else the secure default), by the function that writes the
+    manifest's (:func:`dpmatrix.statement.privacy_summary`). The ε-above-10 warning, the plan's
+    console line and the ledger note all print this one number; the manifest states the same
+    function of the noise actually drawn (σ rounded up, so never more)."""
+    if getattr(plan, "pure_epsilon", None) is not None:
+        return pure_summary(plan)
+    from ..measure.secure import resolve_noise
+
+    if args is not None and _draws_continuous_noise(args):
+        noise = "gaussian"
+    else:
+        noise = resolve_noise(plan, getattr(args, "noise", None) or "auto")
+    return privacy_summary(plan, noise=noise, delta=delta)
+
+
+def continuous_claim_line(plan, delta: float) -> str:
+    """The continuous Gaussian's claim for a plan, labelled as such: it holds only for a release
+    measured with ``--noise gaussian_float`` (exact analytic curve, μ-GDP)."""
+    c = privacy_summary(plan, noise="gaussian", delta=delta)
+    return (f"continuous-Gaussian claim (only with --noise gaussian_float): epsilon = {c['epsilon']:.6g} at "
+            f"delta = {delta:.3g}, mu = {c['mu']:.6g} (Gaussian DP)")
+
+
+def warn_mu_not_claimed(args: argparse.Namespace, privacy: dict) -> None:
+    """A --mu budget whose noise has no proven μ-GDP: say what is stated instead."""
+    if getattr(args, "mu", None) is not None and privacy.get("mu") is None and privacy.get("pure_epsilon") is None:
+        warn_line(f"--mu {args.mu:g}: mu-GDP is proven for continuous Gaussian noise only; this release's "
+                  f"discrete noise is stated as rho = mu^2/2 = {args.mu ** 2 / 2:.6g} zCDP (use --noise "
+                  "gaussian_float for a mu-GDP statement)")
 
 
 def warn_large_epsilon(epsilon: float, delta: float) -> None:
@@ -127,7 +162,8 @@ def _describe_targets(plan, say: Out) -> None:
     say(plan.target_table().to_string(index=False))
 
 
-def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) -> None:
+def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True,
+                   privacy: dict | None = None) -> None:
     wk = plan.workload
     if _is_pure(plan):
         say(f"workload: {len(wk)} marginals, {int(wk.cells.sum()):,} cells; pure epsilon-DP strategy "
@@ -143,7 +179,7 @@ def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True) 
         f"{plan.objective}; {int(plan.measured.sum())} residual mechanisms{kept}"
     )
     if describe_privacy:
-        say(fmt_privacy(privacy_summary(plan, delta=delta)))
+        say(fmt_privacy(privacy if privacy is not None else plan_privacy(plan, delta)))
     say(
         f"accuracy (data-independent): RMSE {plan.rmse():.6g}, max cell variance "
         f"{plan.max_variance():.6g} (std {math.sqrt(plan.max_variance()):.6g})"

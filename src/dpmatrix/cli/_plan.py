@@ -8,10 +8,18 @@ import json
 from pathlib import Path
 
 from ..errors import DPMatrixError
-from ..statement import pure_summary
+from ..statement import privacy_summary, pure_summary
 from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta
 from ._options import _add_budget, _add_targets, _add_workload
-from ._output import Out, _describe_plan, _describe_targets, warn_large_epsilon
+from ._output import (
+    Out,
+    _describe_plan,
+    _describe_targets,
+    continuous_claim_line,
+    plan_privacy,
+    warn_large_epsilon,
+    warn_mu_not_claimed,
+)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -23,7 +31,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = _make_plan(args, domain)
     if _is_pure(plan):
         return _print_pure_plan(plan, args, say)
-    warn_large_epsilon(plan.budget.epsilon(delta), delta)
+    privacy = plan_privacy(plan, delta, args)  # the default release's guarantee
+    warn_large_epsilon(privacy["epsilon"], delta)
+    warn_mu_not_claimed(args, privacy)
     table = plan.marginal_table()
     table["marginal"] = table["marginal"].replace("", "total")  # named as in query's output
     if plan.is_plain:
@@ -37,7 +47,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _write_plan_report(plan, args.report, delta)
     if args.format == "json":
         out = plan.to_dict()
-        out["privacy"].update({"epsilon": plan.epsilon(delta), "delta": delta})
+        out["privacy"].update(privacy)
+        if privacy["mu"] is None:  # beside it, labelled: the continuous noise's claim
+            out["privacy_if_continuous_noise"] = privacy_summary(plan, noise="gaussian", delta=delta)
         out["marginal_table"] = json.loads(table.to_json(orient="records"))
         try:
             out["lower_bound"] = plan.lower_bound_facts()
@@ -48,7 +60,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
         return 0
-    _describe_plan(plan, say, delta)
+    _describe_plan(plan, say, delta, privacy=privacy)
+    if privacy["mu"] is None:
+        say(continuous_claim_line(plan, delta))
     say("")
     say(table.to_string(index=False))
     if args.target:

@@ -28,7 +28,16 @@ from ._common import (
 )
 from ._engine import CountingBar, _on_unknown, _open_engine
 from ._options import _add_budget, _add_ledger, _add_noise, _add_quiet, _add_round, _add_targets, _add_workload
-from ._output import Out, _describe_plan, _describe_targets, fmt_privacy, warn_large_epsilon, warn_line
+from ._output import (
+    Out,
+    _describe_plan,
+    _describe_targets,
+    fmt_privacy,
+    plan_privacy,
+    warn_large_epsilon,
+    warn_line,
+    warn_mu_not_claimed,
+)
 from ._report import write_release_report_into
 
 
@@ -128,7 +137,9 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
     check_size(size, opts["max_cells"])
     check_columns(plan.domain.names)  # the tables' column names: refused before any data is read
-    warn_large_epsilon(plan.budget.epsilon(delta), delta)
+    privacy = plan_privacy(plan, delta, args)  # of the noise this release draws
+    warn_large_epsilon(privacy["epsilon"], delta)
+    warn_mu_not_claimed(args, privacy)
     _describe_plan(plan, say, delta, describe_privacy=False)
     if getattr(args, "target", None):
         _describe_targets(plan, say)
@@ -146,7 +157,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     with output_lock(out):
         recover_output(out)
         check_target(out, overwrite)  # fail before touching the data
-        reservation = _reserve(ledger, opts, plan, str(args.data), out, say)
+        reservation = _reserve(ledger, opts, plan, str(args.data), out, say, privacy=privacy)
         work = _sibling(out.absolute(), "work")
         try:
             with reservation as _charge:
@@ -193,7 +204,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     return meas
 
 
-def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
+def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out, privacy: dict | None = None):
     """The ledger charge of this release: a context manager that reserves ρ of the plan (for
     discrete noise the rounded-up σ spends at most that) before any noise is drawn, and marks
     the spend completed or failed on exit (a no-op without a ledger)."""
@@ -214,8 +225,10 @@ def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out):
     charge = ledger.reserve(opts["dataset"], fp, rho=float(plan.rho), note=f"release to {out}")
     before = ledger.spent(opts["dataset"], fp)
     cap = f" of its cap {before.rho_cap:.6g}" if before.rho_cap is not None else " (no cap set)"
+    eps = (f" (epsilon = {privacy['epsilon']:.6g} at delta = {privacy['delta']:.3g})"
+           if privacy is not None and privacy.get("epsilon") is not None else "")
     say.note(f"ledger {ledger.path}: dataset {opts['dataset']!r} has spent rho = {before.rho:.6g}{cap} "
-             f"before this release of rho = {float(plan.rho):.6g}")
+             f"before this release of rho = {float(plan.rho):.6g}{eps}")
     return charge
 
 

@@ -29,9 +29,10 @@ import pandas as pd
 from ..planners.dispatch import plan as make_plan
 from ..planners.residual.plan import Plan
 from ..errors import DPMatrixError
-from ..privacy import Budget, epsilon_from_zcdp
+from ..measure.secure import resolve_noise
+from ..privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
 from ..release_tables import STAT_COLUMNS, read_table
-from ..statement import pure_summary
+from ..statement import privacy_summary, pure_summary
 from ..version import __version__
 
 __all__ = [
@@ -288,8 +289,8 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
     spec = plan.to_dict()
     facts: dict[str, Any] = {
         "library": {"name": "dpmatrix", "version": _version()},
-        "privacy": {"rho": plan.rho, "pcost": plan.pcost, "mu": plan.mu,
-                    "epsilon": plan.epsilon(delta), "delta": float(delta)},
+        # the guarantee of the noise a default (secure) release of this plan draws
+        "privacy": privacy_summary(plan, noise=resolve_noise(plan, "auto"), delta=float(delta)),
         "mechanism": {"noise": None, "randomness": None, "planner": _planner_name(plan)},
         "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
         "confidence_level": float(level),
@@ -395,12 +396,11 @@ def _privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
         return Privacy(opt("pcost"), opt("rho"), None, float(p["epsilon"]), float(p.get("delta") or 0.0),
                        "pure", str(definition), (), (), pure, pure_key)
     pcost, rho = float(p["pcost"]), float(p["rho"])
-    if discrete:
-        eps_of = lambda d: epsilon_from_zcdp(rho, d)  # noqa: E731
-        conversion = "zcdp"
-    else:
-        eps_of = Budget(pcost).epsilon
-        conversion = "analytic_gaussian"
+    if p.get("accounting") is not None:  # stated by dpmatrix.statement.privacy_summary
+        discrete = p["accounting"] != ANALYTIC
+    accounting = DISCRETE_ZCDP if discrete else ANALYTIC
+    eps_of = lambda d: stated_epsilon(pcost, d, accounting)  # noqa: E731  (the statement's function)
+    conversion = "zcdp" if discrete else "analytic_gaussian"
     deltas = np.logspace(-12, -3, CURVE_POINTS)
     curve = tuple((float(d), float(eps_of(float(d)))) for d in deltas)
     at = tuple((d, float(eps_of(d))) for d in DELTA_GRID)
