@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.mechanisms",),
     ("dpmatrix.solvers",),
     ("dpmatrix.engines",),
+    ("dpmatrix.protocols",),
     ("dpmatrix.reconstruct",),
     ("dpmatrix.measure",),
     ("dpmatrix.planners",),
@@ -188,10 +189,9 @@ def test_no_name_shadows_a_submodule(package):
 
 
 def test_public_functions_are_what_their_import_says():
+    import dpmatrix as dm
     from dpmatrix.measure import measure
     from dpmatrix.planners import plan
-
-    import dpmatrix as dm
 
     assert callable(plan) and plan is dm.plan and plan.__module__ == "dpmatrix.planners.dispatch"
     assert callable(measure) and measure is dm.measure

@@ -52,7 +52,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "plan_pure": ("dpmatrix.planners.pure.plan", "plan_pure"),
     "QuerySmasherPlan": ("dpmatrix.planners.querysmasher.plan", "QuerySmasherPlan"),
     "plan_querysmasher": ("dpmatrix.planners.querysmasher.planner", "plan_querysmasher"),
-    "Plan": ("dpmatrix.planners.residual.plan", "Plan"),
+    "Plan": ("dpmatrix.planners.base", "Plan"),
+    "ResidualPlan": ("dpmatrix.planners.residual.plan", "ResidualPlan"),
+    "PlanFacts": ("dpmatrix.protocols", "PlanFacts"),
     "Budget": ("dpmatrix.privacy", "Budget"),
     "QueryWorkload": ("dpmatrix.queries", "QueryWorkload"),
     "Measurements": ("dpmatrix.reconstruct.measurements", "Measurements"),
@@ -82,12 +84,14 @@ __all__ = [
     "NotMeasuredError",
     "Plan",
     "PlanBase",
+    "PlanFacts",
     "PlanError",
     "PurePlan",
     "QueryAnswer",
     "QuerySmasherPlan",
     "QueryWorkload",
     "Release",
+    "ResidualPlan",
     "SVDBound",
     "ReleaseError",
     "SamplerArgumentError",
@@ -160,18 +164,20 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from .ledger import BudgetExceededError, Ledger
     from .measure.measure_plan import measure
-    from .planners.base import PlanBase
+    from .planners.base import Plan, PlanBase
     from .planners.compare import compare
     from .planners.dispatch import plan, plan_from_dict
     from .planners.explicit import ExplicitStrategyPlan, evaluate
     from .planners.pure.plan import PurePlan, plan_pure
     from .planners.querysmasher.plan import QuerySmasherPlan
     from .planners.querysmasher.planner import plan_querysmasher
-    from .planners.residual.plan import Plan
+    from .planners.residual.plan import ResidualPlan
     from .privacy import Budget
+    from .protocols import PlanFacts
     from .queries import QueryWorkload
     from .reconstruct.measurements import Measurements, QueryAnswer
     from .release import Release, load_release, write_release
     from .selection import codes
-    from .solvers.svd_bound import SVDBound, svd_bound as lower_bound
+    from .solvers.svd_bound import SVDBound
+    from .solvers.svd_bound import svd_bound as lower_bound
     from .workload import Workload

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_OBJECTIVE", "ENCODINGS"]
 
-#: The objective of ``dm.plan`` and of the command line when none is given (issue 17): a
+#: The objective of ``dm.plan`` and of the command line when none is given: a
 #: statistics office publishes every marginal as a table, and ``max_var`` bounds the worst
 #: cell of every table, where ``sum_var`` lets small tables carry large variances (§6.2).
 DEFAULT_OBJECTIVE = "max_var"

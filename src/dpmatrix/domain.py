@@ -160,12 +160,12 @@ class Domain:
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
-    def from_sizes(cls, sizes: Sequence[int], prefix: str = "a") -> "Domain":
+    def from_sizes(cls, sizes: Sequence[int], prefix: str = "a") -> Domain:
         """Domain with attributes named ``a0, a1, ...`` of the given sizes."""
         return cls({f"{prefix}{i}": int(s) for i, s in enumerate(sizes)})
 
     @classmethod
-    def from_dict(cls, spec: Mapping[str, Any]) -> "Domain":
+    def from_dict(cls, spec: Mapping[str, Any]) -> Domain:
         """Domain from the private-pgm form ``{"attr": size}`` or the rich form.
 
         The rich form maps each name to an object with ``size`` (or ``labels``, or ``bins``),
@@ -199,7 +199,7 @@ class Domain:
         return cls(attrs)
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "Domain":
+    def from_json(cls, path: str | Path) -> Domain:
         """Read a domain file (see :meth:`from_dict`)."""
         return cls.from_dict(read_json(path, DomainError, f"domain file {str(path)!r}"))
 

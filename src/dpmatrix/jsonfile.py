@@ -1,6 +1,6 @@
 """Reading JSON files (domains, workloads, plans, release manifests) with actionable errors.
 
-Parsing is strict (issue 16 items 4, 11): a key given twice in one object (``json`` would keep
+Parsing is strict: a key given twice in one object (``json`` would keep
 the last silently) and the non-standard constants ``NaN``, ``Infinity``, ``-Infinity`` (which
 ``json`` accepts by default) are refused with a message naming the file.
 """

@@ -10,7 +10,7 @@ Storage: one SQLite file (stdlib :mod:`sqlite3`). Location, first that is set:
 
 The file is created with mode 0600: it holds the fingerprint key.
 
-Accounting (issue 16 item 6). Each release is one row of ``spends``: dataset name, content
+Accounting. Each release is one row of ``spends``: dataset name, content
 fingerprint, ρ (zCDP) and ε (pure DP, for pure-DP mechanisms), status. A release first
 *reserves* its spend in a ``BEGIN IMMEDIATE`` transaction that reads the total so far, compares it
 with the cap and inserts the row — SQLite's write lock makes that read-compare-insert atomic
@@ -97,7 +97,7 @@ def default_ledger_path() -> Path:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _amount(name: str, value: Any, allow_zero: bool = True) -> float:
@@ -125,7 +125,7 @@ class Spend:
 class Reservation:
     """One reserved spend (a row of ``spends``); see :meth:`Ledger.reserve`."""
 
-    ledger: "Ledger"
+    ledger: Ledger
     id: int
     dataset: str
     rho: float

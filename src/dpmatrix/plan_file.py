@@ -1,7 +1,7 @@
 """Checking a plan read from a file (a saved plan or a release manifest) before it is used.
 
 A plan's noise scales decide the privacy actually spent, so a plan file is refused at load
-(issue 16 item 4) when a residual's ``sigma2`` is negative, zero, NaN (number or the string
+when a residual's ``sigma2`` is negative, zero, NaN (number or the string
 ``"nan"``), ``"-inf"``, a non-numeric string or a boolean: with a negative σ² the release would
 have NaN estimates and a reported ρ far from what the mechanism spends. ``"inf"`` is the plan
 format's mark of an unmeasured residual and is accepted. Duplicate keys and NaN constants are

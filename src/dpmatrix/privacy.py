@@ -44,7 +44,7 @@ __all__ = [
 
 
 def _check_positive(name: str, value: float) -> float:
-    # a string ("1") or a bool is a caller's mistake, never silently a number (issue 16 item 12)
+    # a string ("1") or a bool is a caller's mistake, never silently a number
     if isinstance(value, (str, bytes, bool)):
         raise BudgetError(f"{name} must be a number, got {value!r}")
     try:
@@ -283,7 +283,7 @@ class Budget:
             object.__setattr__(self, "pure_epsilon", _check_positive("epsilon", self.pure_epsilon))
 
     @classmethod
-    def pure(cls, epsilon: float) -> "Budget":
+    def pure(cls, epsilon: float) -> Budget:
         """Pure ε-DP (δ = 0), planned by the pure ε-DP planner with Laplace-type noise.
 
         It reports ε at every δ and ρ = ε²/2 (pure ε-DP implies (ε²/2)-zCDP, Bun & Steinke
@@ -317,17 +317,17 @@ class Budget:
         return self.pure_epsilon is not None
 
     @classmethod
-    def zcdp(cls, rho: float) -> "Budget":
+    def zcdp(cls, rho: float) -> Budget:
         """ρ-zCDP: ``pcost = 2ρ``."""
         return cls(resolve_pcost(rho=rho))
 
     @classmethod
-    def gdp(cls, mu: float) -> "Budget":
+    def gdp(cls, mu: float) -> Budget:
         """μ-Gaussian DP: ``pcost = μ²``."""
         return cls(resolve_pcost(mu=mu))
 
     @classmethod
-    def approx(cls, epsilon: float, delta: float, noise: str = "auto") -> "Budget":
+    def approx(cls, epsilon: float, delta: float, noise: str = "auto") -> Budget:
         """(ε, δ)-DP: the largest ``pcost`` whose stated ε at ``δ`` is at most ``ε`` for the noise
         that will be drawn (:func:`approx_pcost`).
 
@@ -388,7 +388,7 @@ def resolve_pcost(
     epsilon: float | None = None,
     delta: float | None = None,
     mu: float | None = None,
-    budget: "Budget | None" = None,
+    budget: Budget | None = None,
 ) -> float:
     """Turn exactly one of the accepted budget forms into a privacy cost.
 

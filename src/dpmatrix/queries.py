@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -218,7 +218,7 @@ class QueryWorkload:
         self.groups: list[QueryGroup] = list(groups)
 
     # -- adding groups --------------------------------------------------------------------------
-    def add_kron(self, attrs, rows: Sequence | Mapping, weight=1.0, label: str = "") -> "QueryWorkload":
+    def add_kron(self, attrs, rows: Sequence | Mapping, weight=1.0, label: str = "") -> QueryWorkload:
         """Add every row of ``⊗_j rows_j``.  ``rows``: one entry per attribute of ``attrs`` (in the
         given order, or a mapping name → entry); an entry is a kind name (``"identity"``,
         ``"prefix"``, ``"range"``, ``"circular"``) or an ``m_j × n_j`` matrix."""
@@ -245,7 +245,7 @@ class QueryWorkload:
         )
         return self
 
-    def add_explicit(self, attrs, matrix, weight=1.0, label: str = "") -> "QueryWorkload":
+    def add_explicit(self, attrs, matrix, weight=1.0, label: str = "") -> QueryWorkload:
         """Add explicit queries: ``matrix`` is ``m × Π n_j`` over the cells of the marginal on
         ``attrs`` in the *given* attribute order (C order); it is re-ordered to domain order."""
         dom = self.domain
@@ -269,7 +269,7 @@ class QueryWorkload:
         )
         return self
 
-    def __add__(self, other: "QueryWorkload") -> "QueryWorkload":
+    def __add__(self, other: QueryWorkload) -> QueryWorkload:
         if not isinstance(other, QueryWorkload) or other.domain != self.domain:
             raise WorkloadError("can only add query workloads on the same domain")
         return QueryWorkload(self.domain, self.groups + other.groups)
@@ -300,7 +300,7 @@ class QueryWorkload:
         return {"groups": out}
 
     @classmethod
-    def from_dict(cls, domain: Domain, spec: Mapping) -> "QueryWorkload":
+    def from_dict(cls, domain: Domain, spec: Mapping) -> QueryWorkload:
         """The query workload written by :meth:`to_dict`.
 
         Parameters
@@ -337,7 +337,7 @@ class QueryWorkload:
 
     # -- builders -------------------------------------------------------------------------------
     @classmethod
-    def from_workload(cls, wk) -> "QueryWorkload":
+    def from_workload(cls, wk) -> QueryWorkload:
         """The queries of a :class:`~dpmatrix.workload.Workload`: every row of ``⊗ W_i`` of each
         generalized marginal (its query types), with the marginal's weight."""
         out = cls(wk.domain)
@@ -350,7 +350,7 @@ class QueryWorkload:
 
     @classmethod
     def kway(cls, domain: Domain, k: int, kind="identity", upto: bool = False, weight=1.0,
-             attributes: Iterable[str] | None = None) -> "QueryWorkload":
+             attributes: Iterable[str] | None = None) -> QueryWorkload:
         """All k-way Kronecker queries of one per-attribute ``kind`` (name, or a mapping
         attribute name → kind; ``upto=True`` adds every smaller arity down to 0)."""
         out = cls(domain)
@@ -367,7 +367,7 @@ class QueryWorkload:
 
     @classmethod
     def pairs(cls, domain: Domain, kind: str = "affine", weight=1.0,
-              attributes: Iterable[str] | None = None) -> "QueryWorkload":
+              attributes: Iterable[str] | None = None) -> QueryWorkload:
         """All 2-way explicit queries of one family: ``"affine"`` (``A_i + A_j ≤ c``) or
         ``"abs"`` (``|A_i − A_j| ≤ c``), for every pair of attributes."""
         build = {"affine": affine_queries, "abs": abs_queries}.get(kind)
@@ -386,7 +386,7 @@ class QueryWorkload:
 
     @classmethod
     def random(cls, domain: Domain, k: int, rng: np.random.Generator, per_cell: float = 3.0,
-               p: float = 0.3, weight=1.0) -> "QueryWorkload":
+               p: float = 0.3, weight=1.0) -> QueryWorkload:
         """For every k-way marginal, ``per_cell × cells`` random 0/1 queries (bit probability p)."""
         out = cls(domain)
         for s in itertools.combinations(range(len(domain)), k):

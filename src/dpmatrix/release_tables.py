@@ -1,4 +1,4 @@
-"""The marginal tables of a release as one Parquet dataset (issue 18 item 2).
+"""The marginal tables of a release as one Parquet dataset.
 
 A release with thousands of marginals used to cost one Parquet and one CSV file per marginal
 (9,052 files for all ≤3-way marginals of 30 attributes) and one pandas frame per table. The tables
@@ -71,6 +71,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from .errors import ReleaseError
+from .protocols import HasClosure
 
 __all__ = [
     "KEY_COLUMN",
@@ -748,7 +749,7 @@ def write_tables(measurements, stage: Path, *, formats: Sequence[str], level: fl
     names = plan.domain.names
     style = key_style(names)
     check_columns(names)
-    if not hasattr(plan, "closure"):
+    if not isinstance(plan, HasClosure):
         return _write_listed(measurements, stage, formats=formats, level=level, z=z, decimals=decimals,
                              progress=progress, style=style)
     wk = plan.workload

@@ -1,4 +1,4 @@
-"""Which values of one attribute a counting query selects, in the units of the data (issue 17 item 4).
+"""Which values of one attribute a counting query selects, in the units of the data.
 
 ``meas.query({...})`` names, per attribute, a value, an inclusive range ``(low, high)`` or a list.
 The selection is an indicator vector over the attribute's codes ``0..size-1``:

@@ -1,4 +1,4 @@
-"""Size of a release computed from the workload alone, before any data is read (issue 16 item 12).
+"""Size of a release computed from the workload alone, before any data is read.
 
 For a workload of marginals ``M`` with attribute sizes ``n_i``:
 

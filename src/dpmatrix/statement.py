@@ -11,10 +11,10 @@
 * ``noise="auto"`` states the secure default noise (discrete), which is what ``dpmatrix plan``
   and the plan report state: the guarantee the default release will have.
 * Noise from a user-given seed: the numbers are reproducible by anyone who can guess the seed
-  (issue 16 item 1: seed 1234 was found in 5 s), so the statement says
+  (seed 1234 was found in 5 s), so the statement says
   "REPRODUCIBLE, NOT PRIVATE" in front of everything else.
 
-δ policy (issue 16 item 12): δ is the probability with which the guarantee may fail outright; a
+δ policy: δ is the probability with which the guarantee may fail outright; a
 mechanism that publishes each record with probability δ is (0, δ)-DP. δ must therefore be far
 below 1/n. The data size is private, so no n-based check is possible; dpmatrix refuses
 δ ≥ :data:`MAX_DELTA` (1e-3: at δ = 1e-3 a release may expose one record in a thousand) and

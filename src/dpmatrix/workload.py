@@ -109,7 +109,7 @@ class Closure:
     keys: np.ndarray  # sorted, unique
 
     @classmethod
-    def of(cls, n_attrs: int, marginals) -> "Closure":
+    def of(cls, n_attrs: int, marginals) -> Closure:
         """Closure of a sequence of sorted position tuples (or of ``{k: (positions, rows)}``).
 
         Built level by level from the largest sets down: the members of size k−1 are the
@@ -132,7 +132,7 @@ class Closure:
                 cols = [c for c in range(above.shape[1]) if c != drop]
                 parts.append(_encode(above[:, cols], n_attrs, dtype))
             keys = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-            keys = _unique_keys(keys, base**k if dtype != object else 0)
+            keys = _unique_keys(keys, base**k if dtype is not object else 0)
             levels[k] = keys
             above = _decode_rows(keys, k, n_attrs) if k else above[:0, :0]
         all_keys = np.concatenate([levels[k] for k in range(max_size + 1)])
@@ -299,7 +299,7 @@ IDENTITY = "identity"
 
 def _default_type(attr) -> str:
     """Default per-attribute query type: plain cells (``"identity"``) whatever the attribute's
-    kind, as on the command line (issue 17: a published table is a table of cells; prefix or
+    kind, as on the command line (a published table is a table of cells; prefix or
     range queries, paper §7.1, are asked for by name)."""
     return IDENTITY
 
@@ -414,7 +414,7 @@ class Workload:
         upto: bool = False,
         attributes: Iterable[str] | None = None,
         query_types: Mapping[str, str | np.ndarray] | None = None,
-    ) -> "Workload":
+    ) -> Workload:
         """All k-way marginals (``upto=True``: all marginals on at most k attributes, including
         the 0-way total), optionally restricted to a subset of ``attributes``."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -439,7 +439,7 @@ class Workload:
     @classmethod
     def _trusted(
         cls, domain: Domain, sets: list[AttrSet] | None, query_types=None, groups=None
-    ) -> "Workload":
+    ) -> Workload:
         """Workload from distinct sorted position tuples built by this module (unit weights),
         given as tuples or as ``{k: (positions, (m_k, k) rows)}``."""
         self = object.__new__(cls)
@@ -489,7 +489,7 @@ class Workload:
         max_cells: int = 5000,
         min_attributes: int = 0,
         query_types: Mapping[str, str | np.ndarray] | None = None,
-    ) -> "Workload":
+    ) -> Workload:
         """Every marginal with at most ``max_cells`` cells (paper appendix I, "Small Marginals";
         it includes the 0-way total unless ``min_attributes`` > 0)."""
         if max_cells < 1:
@@ -614,7 +614,7 @@ class Workload:
         }
 
     @classmethod
-    def from_dict(cls, domain: Domain, spec: Mapping) -> "Workload":
+    def from_dict(cls, domain: Domain, spec: Mapping) -> Workload:
         matrices = {k: np.asarray(v, dtype=float) for k, v in spec.get("matrices", {}).items()}
         marg = []
         for m in spec["marginals"]:

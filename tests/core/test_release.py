@@ -1,12 +1,10 @@
 """Release artifacts: write, read back, reconstruct without data (dpmatrix.release)."""
 
+import hashlib
 import json
 
 import numpy as np
 import pandas as pd
-import hashlib
-import json
-
 import pytest
 
 import dpmatrix as dm

@@ -11,16 +11,16 @@ import pandas as pd
 import pytest
 
 from dpmatrix.domain import Attribute, Domain
-from dpmatrix.encode import read_csv_text
 from dpmatrix.encode import (
     InferredDomainWarning,
     RemappedValuesWarning,
     encode_frame,
     label_key,
+    read_csv_text,
 )
 from dpmatrix.engines.base import marginals_from_maximal
-from dpmatrix.engines.infer import infer_domain
 from dpmatrix.engines.duckdb_engine import DuckDBEngine
+from dpmatrix.engines.infer import infer_domain
 from dpmatrix.engines.numpy_engine import NumpyEngine
 from dpmatrix.errors import DataError, DomainError, UnknownAttributeError
 

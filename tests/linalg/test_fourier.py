@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
+import oracle
 from dpmatrix.linalg import fourier as ff
 from dpmatrix.planners.querysmasher.planner import plan_querysmasher
 from dpmatrix.queries import QueryWorkload, circular_range_rows
-
-import oracle
 
 
 def dft_vectors(sizes):

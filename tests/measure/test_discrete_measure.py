@@ -10,8 +10,8 @@ import pytest
 import dpmatrix as dm
 import oracle
 from dpmatrix.measure.discrete import apply_centering, discrete_measure, gamma_squared, integer_outputs, round_plan
-from dpmatrix.mechanisms.residual import ResidualMechanism
 from dpmatrix.mechanisms.basis import identity_basis
+from dpmatrix.mechanisms.residual import ResidualMechanism
 
 
 def test_example_3():

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.measure import linear_route
+from dpmatrix.mechanisms import noise_families
 from dpmatrix.planners.querysmasher.plan import QuerySmasherPlan
 
 DOM = dm.Domain({"a": 4, "b": 3, "c": 5})
@@ -52,7 +52,7 @@ def spied(monkeypatch):
     """Records the mechanisms the one path runs and every discrete Gaussian τ² it draws with."""
     seen = {"mechs": [], "tau2": []}
     real_mechs = QuerySmasherPlan.mechanisms
-    real_draw = linear_route.sample_discrete_gaussian
+    real_draw = noise_families.sample_discrete_gaussian
 
     def mechs(self, **kw):
         plan, ms = real_mechs(self, **kw)
@@ -64,7 +64,7 @@ def spied(monkeypatch):
         return real_draw(tau2, n, rng)
 
     monkeypatch.setattr(QuerySmasherPlan, "mechanisms", mechs)
-    monkeypatch.setattr(linear_route, "sample_discrete_gaussian", draw)
+    monkeypatch.setattr(noise_families, "sample_discrete_gaussian", draw)
     return seen
 
 

@@ -11,8 +11,8 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import DataError
-from dpmatrix.reconstruct import store as store_mod
 from dpmatrix.measure.discrete import InsecureRandomnessWarning
+from dpmatrix.reconstruct import store as store_mod
 from dpmatrix.reconstruct.store import MeasurementStore, open_store
 
 

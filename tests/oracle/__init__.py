@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import norm

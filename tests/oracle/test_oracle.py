@@ -5,9 +5,9 @@ arXiv:2305.08175v5) or from a hand derivation written next to it.  These tests
 must stay tiny: the whole file runs in a few seconds.
 """
 
-from fractions import Fraction
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest

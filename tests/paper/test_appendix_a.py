@@ -92,7 +92,7 @@ def test_optimal_sum_of_variances_A6(c):
 def test_marginal_variances_A5():
     sigma2 = {(): 1.3, (0,): 0.7, (1,): 2.1, (2,): 0.4, (0, 1): 1.9, (1, 2): 0.8}
     base = dm.plan(WK, pcost=1.0)
-    plan = dm.Plan(WK, np.array([sigma2[s] for s in WK.closure.sets]), "sum_var", base.strategies)
+    plan = dm.ResidualPlan(WK, np.array([sigma2[s] for s in WK.closure.sets]), "sum_var", base.strategies)
     # A.5 formulas
     v1 = sigma2[()] / 4 + sigma2[(0,)] / 2
     v12 = sigma2[()] / 16 + sigma2[(0,)] / 8 + sigma2[(1,)] / 8 + sigma2[(0, 1)] / 4

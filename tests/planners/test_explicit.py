@@ -14,7 +14,8 @@ import pytest
 import dpmatrix as dm
 from dpmatrix.errors import NotMeasuredError, PlanError, WorkloadError
 from dpmatrix.planners.explicit import ExplicitStrategyPlan, explicit_plan
-from oracle import generalized_marginal_query, pcost as oracle_pcost, range_matrix
+from oracle import generalized_marginal_query, range_matrix
+from oracle import pcost as oracle_pcost
 
 
 def allrange4():

@@ -10,13 +10,12 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+import oracle
 from dpmatrix.engines import NumpyEngine
-from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
 from dpmatrix.planners.querysmasher.planner import plan_querysmasher
 from dpmatrix.planners.querysmasher.submechanisms import DenseMech, FourierMech, KronMech
 from dpmatrix.queries import QueryWorkload, affine_queries
-
-import oracle
+from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
 
 
 def explicit_strategy(mech):

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.mechanisms.residual import apply_pinv, apply_sub
-from dpmatrix.mechanisms.basis import identity_basis
 from dpmatrix.linalg.kron import kron_apply
+from dpmatrix.mechanisms.basis import identity_basis
+from dpmatrix.mechanisms.residual import apply_pinv, apply_sub
 from dpmatrix.workload import Closure, _combinations
 
 

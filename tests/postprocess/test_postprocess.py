@@ -19,7 +19,7 @@ import dpmatrix as dm
 import oracle
 from dpmatrix.errors import PlanError
 from dpmatrix.planners.residual.plan import Plan
-from dpmatrix.postprocess import postprocess, whitener, linear_measurements, _mbi, _mbi_domain
+from dpmatrix.postprocess import _mbi, _mbi_domain, linear_measurements, postprocess, whitener
 from dpmatrix.reconstruct.measurements import Measurements
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import oracle
 import pandas as pd
 
 import dpmatrix as dm
+import oracle
 
 
 def random_plan(seed: int, *, max_size: int, max_sets: int, **plan_options):

@@ -8,7 +8,6 @@ import json
 import math
 
 import pytest
-from ._support import DOMAIN, NO_REPORT, frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +15,8 @@ import dpmatrix as dm
 from dpmatrix.cli import main
 from dpmatrix.errors import DPMatrixError
 from dpmatrix.plan_file import load_plan
+
+from ._support import DOMAIN, NO_REPORT, frame
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -9,11 +9,12 @@ import shutil
 
 import pandas as pd
 import pytest
-from ._support import DOMAIN, assert_one_line_error, frame, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.cli import main
 from dpmatrix.release import load_release
+
+from ._support import DOMAIN, assert_one_line_error, frame, release_args, run
 
 
 @pytest.fixture(scope="module")

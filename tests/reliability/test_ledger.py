@@ -10,10 +10,11 @@ import sqlite3
 import time
 
 import pytest
-from ._ledger_client import reserve_in_process
-from ._support import NO_REPORT, assert_one_line_error, release_args, run, spawn
 
 from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError, default_ledger_path
+
+from ._ledger_client import reserve_in_process
+from ._support import NO_REPORT, assert_one_line_error, release_args, run, spawn
 
 
 def test_caps_and_composition(tmp_path):

@@ -11,12 +11,13 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from ._support import run
 
 import dpmatrix as dm
 from dpmatrix.encode import encode_frame, read_csv_text
 from dpmatrix.engines import DuckDBEngine, NumpyEngine
 from dpmatrix.release import load_release, table_stem
+
+from ._support import run
 
 
 def test_table_stems_are_distinct_where_slugs_collide():

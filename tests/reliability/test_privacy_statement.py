@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import math
 
-from ._support import NO_REPORT, release_args, run
 from scipy.stats import norm
 
 from dpmatrix.statement import privacy_line
+
+from ._support import NO_REPORT, release_args, run
 
 
 def _privacy_lines(text: str) -> list[str]:

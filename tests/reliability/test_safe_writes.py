@@ -15,12 +15,13 @@ import warnings
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from ._support import NO_REPORT, assert_one_line_error, env, release_args, run, spawn
 
 import dpmatrix as dm
 import dpmatrix.release as release_mod
 import dpmatrix.release._layout as release_layout
 from dpmatrix.release import LeftoverWarning, load_release, write_release
+
+from ._support import NO_REPORT, assert_one_line_error, env, release_args, run, spawn
 
 DOM = dm.Domain.from_dict({"a": 3, "b": 4})
 

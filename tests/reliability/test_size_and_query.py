@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from ._support import NO_REPORT, assert_one_line_error, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.release import load_release
 from dpmatrix.sizing import SizeError, check_size, estimate_size
+
+from ._support import NO_REPORT, assert_one_line_error, release_args, run
 
 
 def test_estimate_by_hand():

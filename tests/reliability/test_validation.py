@@ -9,12 +9,13 @@ import subprocess
 import sys
 
 import pytest
-from ._support import DOMAIN, NO_REPORT, assert_one_line_error, env, release_args, run
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, DomainError, PlanError
 from dpmatrix.plan_file import load_plan
 from dpmatrix.statement import LargeDeltaWarning, check_delta
+
+from ._support import DOMAIN, NO_REPORT, assert_one_line_error, env, release_args, run
 
 
 def _plan_file(tmp_path, mutate) -> str:

@@ -13,9 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from report_data import adult_codes, adult_domain  # noqa: E402
+
 import dpmatrix as dm  # noqa: E402
 from dpmatrix.release import write_release  # noqa: E402
-from report_data import adult_codes, adult_domain  # noqa: E402
 
 
 @pytest.fixture(scope="session")

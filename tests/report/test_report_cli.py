@@ -72,7 +72,7 @@ def test_release_writes_a_report_without_records_counts_seeds_or_paths(capsys, d
         return "<span></span>"
 
     rest = re.sub(r'<span (class="num" [^>]*)>(.*?)</span>', drop_published, text, flags=re.S)
-    assert not re.search(r"(?<![\d.,])%d(?![\d])" % N_ROWS, rest)
+    assert not re.search(rf"(?<![\d.,]){N_ROWS}(?![\d])", rest)
     # every number on the page is the manifest's or the saved tables' (labels and bins included)
     manifest = json.loads((out / "manifest.json").read_text())
     counts = check_numbers(tagged_from_html(html), manifest, folder=out,

@@ -156,9 +156,10 @@ def test_target_and_bound_sections_appear_only_when_the_plan_has_them(tmp_path, 
 
     targets = pd.DataFrame({"marginal": ["race,sex", "income>50K"], "target": [30.0, 12.0],
                             "achieved": [30.0, 9.5], "ratio": [1.0, 9.5 / 12.0], "binding": [True, False]})
-    monkeypatch.setattr(dm.Plan, "target_table", lambda self: targets, raising=False)
-    monkeypatch.setattr(dm.Plan, "lower_bound", lambda self: 123.25, raising=False)
-    monkeypatch.setattr(dm.Plan, "optimality_ratio", lambda self: 1.0625, raising=False)
+    # a residual plan that states targets and a bound of its own (the HasTargets capability)
+    monkeypatch.setattr(dm.ResidualPlan, "target_table", lambda self: targets, raising=False)
+    monkeypatch.setattr(dm.ResidualPlan, "certificate", lambda self: {}, raising=False)
+    monkeypatch.setattr(dm.ResidualPlan, "lower_bound_facts", lambda self: {"value": 123.25, "ratio": 1.0625})
     html = write_plan_report(plan, tmp_path / "p2.html", fairness=False).read_text()
     assert 'id="targets"' in html and 'id="optimality"' in html
     facts = plan_facts(plan)

@@ -23,9 +23,9 @@ from report_data import INCOME_LABELS, adult_codes, save_screenshot
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.statement import privacy_summary
 from dpmatrix.release import load_release
 from dpmatrix.report import write_plan_report
+from dpmatrix.statement import privacy_summary
 
 
 def _key(*path) -> str:

@@ -7,7 +7,6 @@ independent CVXPY SDP written here from the problem statement (it never calls th
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fitness_paper_workloads import (  # noqa: E402
     age_pyramid_workload,
     identity_sum_workload,
-    marginal_matrix,
     marginals_workload,
     pl94_workload,
     prefix_workload,
@@ -42,7 +40,6 @@ from dpmatrix.solvers.fitness_baselines import (  # noqa: E402
     required_privacy_cost,
     sum_optimal_gram,
 )
-
 
 # --------------------------------------------------------------------------------------------
 # Explicit-definition checks (numpy only)

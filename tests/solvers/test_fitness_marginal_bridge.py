@@ -16,9 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import dpmatrix as dm  # noqa: E402
 from fitness_paper_workloads import marginal_matrix  # noqa: E402
 
+import dpmatrix as dm  # noqa: E402
 from dpmatrix.solvers.fitness import solve_min_privacy_cost  # noqa: E402
 
 SIZES = {"a": 3, "b": 2, "c": 4}

@@ -225,7 +225,6 @@ def test_agrees_with_cvxpy_clarabel_random(seed):
 def test_agrees_with_cvxpy_on_marginal_problem():
     prob = build_marginal_maxvar_problem((6, 2, 9, 3, 4), upto_k(5, 2))
     info = solve_min_cost(prob.p, prob.C)
-    x = info.solution
     assert info.objective == pytest.approx(cvxpy_optimum(prob.p, prob.C), rel=1e-6)
 
 

@@ -10,7 +10,6 @@ never from the code under test.  ``t*`` denotes the optimum of
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 

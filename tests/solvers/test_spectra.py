@@ -17,8 +17,8 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, WorkloadError
-from dpmatrix.solvers.spectra import gram_eigenvalues, marginal_spectrum
 from dpmatrix.queries import QueryWorkload
+from dpmatrix.solvers.spectra import gram_eigenvalues, marginal_spectrum
 from dpmatrix.solvers.svd_bound import p_factor, svd_bound
 
 

@@ -7,8 +7,7 @@ import argparse
 import math
 
 from ..domain import Domain
-from ..errors import DPMatrixError, DomainError
-
+from ..errors import DomainError, DPMatrixError
 
 EXIT_USAGE = 2
 
@@ -64,7 +63,7 @@ def _draws_continuous_noise(args: argparse.Namespace) -> bool:
 
 def _is_pure(plan) -> bool:
     """A pure epsilon-DP plan (reports ``pure_epsilon``; no residual closure)."""
-    return getattr(plan, "pure_epsilon", None) is not None
+    return plan.budget.is_pure
 
 
 def _report_delta(args: argparse.Namespace) -> float:
@@ -115,7 +114,7 @@ def _make_plan(args: argparse.Namespace, domain: Domain):
 
 
 def _plan_from_targets(args: argparse.Namespace, wk):
-    """The plan for ``--target`` specs (issue 13): least budget, or least ratio at a budget."""
+    """The plan for ``--target`` specs: least budget, or least ratio at a budget."""
     from ..planners.dispatch import plan as make_plan
     from ..planners.targets import targets_from_specs
 

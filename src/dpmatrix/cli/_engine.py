@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..domain import Domain
+from ..protocols import HasClosure
 from ._common import CLIError
 from ._output import Out
 
@@ -97,7 +98,7 @@ class CountingBar:
 
         from ..engines import maximal_sets
 
-        if hasattr(plan, "closure"):
+        if isinstance(plan, HasClosure):
             measured = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
         else:  # a plan that lists its mechanisms
             measured = list({m.attrs for m in plan.mechanisms()[1]})

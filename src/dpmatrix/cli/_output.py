@@ -4,7 +4,6 @@ warnings on stderr, the privacy and optimality lines and the description of a pl
 from __future__ import annotations
 
 import argparse
-
 import math
 import sys
 from typing import TYPE_CHECKING, Any
@@ -188,7 +187,7 @@ def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True,
 
 
 def fmt_optimality(plan) -> str:
-    """One line: the plan against the singular value bound (issue 15)."""
+    """One line: the plan against the singular value bound."""
     try:
         o = plan.optimality()
     except DPMatrixError as exc:

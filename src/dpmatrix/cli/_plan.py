@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import DPMatrixError
+from ..protocols import HasComparison
 from ..statement import privacy_summary, pure_summary
 from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta
 from ._options import _add_budget, _add_targets, _add_workload
@@ -100,7 +101,7 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     _describe_plan(plan, say, 0.0)
     say("")
     say(table.to_string(index=False))
-    if getattr(plan, "comparison", ()):
+    if isinstance(plan, HasComparison) and plan.comparison:
         say("\nstrategies compared (auto):")
         say(pd.DataFrame(list(plan.comparison)).to_string(index=False))
     if args.save:

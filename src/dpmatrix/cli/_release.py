@@ -42,7 +42,7 @@ from ._report import write_release_report_into
 
 
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Every option of ``release``/``demo`` checked before any file is read (issue 16 item 12)."""
+    """Every option of ``release``/``demo`` checked before any file is read."""
     from ..engines.duckdb_engine import detect_format
     from ..release import _check_formats
     from ..sizing import DEFAULT_MAX_CELLS
@@ -162,7 +162,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         try:
             with reservation as _charge:
                 work.mkdir()
-                # the OS CSPRNG (rng=None) unless a testing seed was given (issue 16: secure by
+                # the OS CSPRNG (rng=None) unless a testing seed was given (secure by
                 # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
                 rng = np.random.default_rng(args.seed) if args.seed is not None else None
                 engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,

@@ -14,17 +14,19 @@ the column, offending values and number of rows.
 
 from __future__ import annotations
 
-from .base import CountEngine, marginals_from_maximal, maximal_sets, project
+from .base import Closable, CountEngine, marginals_from_maximal, maximal_sets, project
 from .data_source import ENCODINGS, engine_for
 from .duckdb_engine import DuckDBEngine
 from .numpy_engine import NumpyEngine
 from .spark_engine import SparkEngine
 
 __all__ = [
+    "Closable",
     "CountEngine",
     "DuckDBEngine",
     "ENCODINGS",
     "NumpyEngine",
+    "SparkEngine",
     "engine_for",
     "marginals_from_maximal",
     "maximal_sets",

@@ -15,7 +15,6 @@ whatever the engine.
 from __future__ import annotations
 
 import itertools
-
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -63,6 +62,13 @@ class CountEngine(Protocol):
         Returns ``{attr_set: int64 table}`` with one entry per distinct requested set.
         """
         ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """An engine holding resources (a DuckDB connection, a Spark session) released by ``close()``."""
+
+    def close(self) -> None: ...
 
 
 # -- attribute-set helpers -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""From a data argument to a counting engine, reading raw values or codes (issue 17 item 2).
+"""From a data argument to a counting engine, reading raw values or codes.
 
 ``encoding`` says what the data hold:
 

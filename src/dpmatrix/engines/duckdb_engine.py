@@ -246,7 +246,7 @@ class DuckDBEngine:
         self.chunk_bytes = int(chunk_bytes)
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
         if encoding == "raw" and self.format == "csv":
-            # every column as text, then the domain's rules (issue 16 item 10): no sniffing of
+            # every column as text, then the domain's rules: no sniffing of
             # yes/no or T/F as booleans, "01" stays "01" — the same as encode.read_csv_text
             csv_options = {"all_varchar": True, **(csv_options or {})}
         src = source_sql(path, format, csv_options)
@@ -405,7 +405,7 @@ class DuckDBEngine:
         """Close the DuckDB connection (drops the temporary code table)."""
         self._con.close()
 
-    def __enter__(self) -> "DuckDBEngine":
+    def __enter__(self) -> DuckDBEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

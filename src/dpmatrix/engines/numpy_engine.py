@@ -34,7 +34,6 @@ from .base import (
 from .bincount import DEFAULT_CHUNK_ROWS, add_counts
 
 
-
 def _sorted_distinct(values: np.ndarray) -> list[Any]:
     try:
         return list(np.unique(values))
@@ -144,7 +143,7 @@ class NumpyEngine:
     @classmethod
     def from_raw(
         cls, df_raw: pd.DataFrame, domain: Domain, on_unknown: str = "error", **kwargs: Any
-    ) -> "NumpyEngine":
+    ) -> NumpyEngine:
         """Engine over raw values mapped to codes by :func:`dpmatrix.encode.encode_frame`."""
         return cls(encode_frame(df_raw, domain, on_unknown=on_unknown), domain, **kwargs)
 

@@ -578,7 +578,7 @@ class SparkEngine:
             self._owned = False
             self._spark.stop()
 
-    def __enter__(self) -> "SparkEngine":
+    def __enter__(self) -> SparkEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..domain import Attribute
 from ..encode import mapping_kind
 
+
 def quote_ident(name: str) -> str:
     """SQL identifier quoting (DuckDB)."""
     return '"' + str(name).replace('"', '""') + '"'

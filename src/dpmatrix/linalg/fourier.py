@@ -21,7 +21,7 @@ formed unless the Gram itself is dense.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

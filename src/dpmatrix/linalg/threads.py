@@ -1,4 +1,4 @@
-"""BLAS threads for small matrices (issue 17 item 7).
+"""BLAS threads for small matrices.
 
 Planning works on per-attribute matrices (a few hundred rows at most) and on small convex
 programs: a multi-threaded BLAS gains nothing there and, when other processes keep the cores

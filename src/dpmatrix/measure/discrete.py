@@ -24,7 +24,6 @@ no integer form ``Ξ`` with independent noise; discrete noise is refused for the
 
 from __future__ import annotations
 
-
 import math
 import warnings
 from fractions import Fraction

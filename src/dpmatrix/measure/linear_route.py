@@ -15,15 +15,12 @@ private (warned, and recorded as ``"seeded_insecure"``).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..engines import engine_for
 from ..errors import DataError, PlanError
-from ..mechanisms.laplace import sample_discrete_laplace_many
 from ..mechanisms.linear import LinearMechanism
-from ..mechanisms.samplers import sample_discrete_gaussian
+from ..mechanisms.noise_families import noise_family, noise_family_names
 from ..reconstruct.measurements import Measurements
 from .counting import marginal_tables
 from .discrete import discrete_randomness
@@ -59,12 +56,9 @@ def measure_linear(plan, data, *, rng=None, noise: str = "gaussian", rel_var_tol
         if not isinstance(m, LinearMechanism):
             raise PlanError(f"plan.mechanisms() must give LinearMechanism, got {type(m).__name__}")
     families = {m.family for m in mechs}
-    discrete = families & {"discrete_gaussian", "discrete_laplace", "lattice_gaussian"}
-    # a user's generator is reproducible by whoever has the seed: recorded as not private (issue 16)
-    randomness = discrete_randomness(rng) if discrete else ("numpy_generator" if rng is None else "seeded_insecure")
-    gen = rng
-    if "gaussian" in families and gen is None:
-        gen = np.random.default_rng()
+    exact = any(noise_family(f).exact for f in families)
+    # a user's generator is reproducible by whoever has the seed: recorded as not private
+    randomness = discrete_randomness(rng) if exact else ("numpy_generator" if rng is None else "seeded_insecure")
     eng = engine if engine is not None else engine_for(data, plan.domain)
     by_attrs: dict[tuple[int, ...], list[int]] = {}
     for j, m in enumerate(mechs):
@@ -73,33 +67,14 @@ def measure_linear(plan, data, *, rng=None, noise: str = "gaussian", rel_var_tol
     for S, table in marginal_tables(plan.domain, by_attrs, eng):
         for j in by_attrs[S]:
             signal[j] = mechs[j].signal(table)
-    # discrete Laplace: one vectorized call for every mechanism (exact, rational ε_g)
-    lap = [j for j, m in enumerate(mechs) if m.family == "discrete_laplace"]
-    noise_of: dict[int, np.ndarray] = {}
-    if lap:
-        draws = sample_discrete_laplace_many([mechs[j].scale for j in lap],
-                                             [math.prod(mechs[j].noise_shape) for j in lap], rng)
-        noise_of.update(zip(lap, draws))
     noisy: dict = {}
-    for j, m in enumerate(mechs):
-        if m.family == "gaussian":
-            z = math.sqrt(float(m.scale)) * gen.standard_normal(m.noise_shape)
-            if m.noise_map is not None:
-                z = m.noise_map(z)
-            out = signal[j] + z
-        elif m.family in ("discrete_gaussian", "lattice_gaussian"):
-            z = sample_discrete_gaussian(m.scale, math.prod(m.noise_shape), rng)
-            z = np.asarray(z, dtype=np.int64).reshape(m.noise_shape).reshape(signal[j].shape)
-            k = signal[j]
-            if k.dtype == object or np.max(np.abs(k), initial=0) >= 2**62:
-                out = k.astype(object) + z.astype(object)  # exact beyond int64
-            else:
-                out = k + z
-        else:
-            out = signal[j] + np.asarray(noise_of[j], dtype=np.int64).reshape(signal[j].shape)
-        if m.post is not None:
-            out = m.post(out)
-        noisy[m.key] = out
+    for name in noise_family_names():  # each family draws its mechanisms' noise, in their order
+        members = [j for j, m in enumerate(mechs) if m.family == name]
+        family = noise_family(name)
+        for j, z in zip(members, family.draw([mechs[j] for j in members], rng)):
+            out = family.add(signal[j], z)
+            noisy[mechs[j].key] = out if mechs[j].post is None else mechs[j].post(out)
+    noisy = {m.key: noisy[m.key] for m in mechs}  # in the plan's order
     return Measurements(plan=measured, noisy=noisy, noise=_noise_name(families, noise), randomness=randomness)
 
 

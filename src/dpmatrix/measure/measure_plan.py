@@ -14,9 +14,10 @@ from collections.abc import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..engines import engine_for, maximal_sets, project
+from ..engines import Closable, engine_for, maximal_sets, project
 from ..errors import DataError
 from ..mechanisms.residual import apply_sub
+from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms, ListsMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.stacked import StackedAnswers
 from ..reconstruct.store import MeasurementStore
@@ -43,12 +44,12 @@ def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[
 def _lists_mechanisms(plan) -> bool:
     """A plan that lists its mechanisms and estimates from their outputs (every planner but the
     ResidualPlanner family, whose residual mechanisms are measured by the batched path here)."""
-    return all(hasattr(plan, a) for a in ("mechanisms", "estimator", "domain"))
+    return isinstance(plan, ListsMechanisms)
 
 
 def _is_residual_plan(plan) -> bool:
     """A plan of the ResidualPlanner family: its residual mechanisms, one per closure set."""
-    return all(hasattr(plan, a) for a in ("closure", "measured", "mechanism", "sigma2"))
+    return isinstance(plan, HasClosure)
 
 
 def measure(
@@ -145,17 +146,17 @@ def measure(
                     f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
                     f"got {type(rng).__name__}"
                 )
-            if hasattr(plan, "solutions") and (noise is None or noise in NOISES):
-                # QuerySmasher: secure by default (issue 16) — exact discrete Gaussian where every
+            if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
+                # QuerySmasher: secure by default — exact discrete Gaussian where every
                 # space has integer factors, the lattice sampler otherwise; float only on request
                 noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
-            elif noise in (None, "auto") and hasattr(plan, "secure_noise"):
+            elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
                 # a plan naming its secure sampler (explicit strategies): float only with a generator
                 noise = "gaussian" if rng is not None else plan.secure_noise
             try:
                 return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
             finally:
-                if owned and hasattr(engine, "close"):
+                if owned and isinstance(engine, Closable):
                     engine.close()
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise is None:
@@ -165,7 +166,7 @@ def measure(
             f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-    noise = resolve_noise(plan, noise, rng)  # secure by default (issue 16)
+    noise = resolve_noise(plan, noise, rng)  # secure by default
     if noise == "lattice_gaussian":
         return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
                                rel_var_tol=rel_var_tol, store=store)
@@ -174,7 +175,7 @@ def measure(
         plan, sigma_bar = round_plan(plan, rel_var_tol)
         randomness = discrete_randomness(rng)
     else:
-        # a user's generator is reproducible by whoever has the seed (issue 16 item 1)
+        # a user's generator is reproducible by whoever has the seed
         randomness = "numpy_generator" if rng is None else "seeded_insecure"
         if rng is None:
             rng = np.random.default_rng()
@@ -200,7 +201,7 @@ def measure(
                 noisy[sub] = w
         bar.update(len(batch))
     bar.close()
-    if owned and hasattr(eng, "close"):  # an engine made here (e.g. a Spark session)
+    if owned and isinstance(eng, Closable):  # an engine made here (e.g. a Spark session)
         eng.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})

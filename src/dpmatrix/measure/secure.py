@@ -1,4 +1,4 @@
-"""Secure noise by default (issue 16): which sampler a measurement uses, and the lattice path.
+"""Secure noise by default: which sampler a measurement uses, and the lattice path.
 
 :func:`resolve_noise` is THE one place where ``noise="auto"`` (the default of
 :func:`dpmatrix.measure`, ``Plan.measure`` and ``dpmatrix release``) is decided:
@@ -48,6 +48,7 @@ from ..mechanisms.lattice import (
     max_exponent,
 )
 from ..mechanisms.samplers import rational_upper_bound
+from ..protocols import HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
@@ -69,7 +70,7 @@ SECURE_NOISES = ("discrete_gaussian", "lattice_gaussian")
 
 
 def _is_qs(plan) -> bool:
-    return all(hasattr(plan, a) for a in ("residuals", "solutions", "domain"))
+    return isinstance(plan, HasSubMechanisms)
 
 
 def _integer_plan(plan) -> bool:

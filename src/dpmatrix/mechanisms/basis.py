@@ -347,7 +347,7 @@ def attribute_basis(W, S=None, construction: str = "centred") -> AttributeBasis:
     return _cached(Wa.shape, Wa.tobytes(), Sa.shape, Sa.tobytes(), construction_name(construction))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def identity_basis(n: int) -> AttributeBasis:
     """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
 

@@ -33,10 +33,12 @@ import numpy as np
 
 from ..errors import PlanError
 from .lattice import DEFAULT_LATTICE_TOL, LatticeQuery, LatticeSetting, snap
+from .noise_families import noise_family, noise_family_names
 
 __all__ = ["NOISE_FAMILIES", "LinearMechanism"]
 
-NOISE_FAMILIES = ("gaussian", "discrete_gaussian", "discrete_laplace", "lattice_gaussian")
+#: the registered noise families (:mod:`~dpmatrix.mechanisms.noise_families`)
+NOISE_FAMILIES = noise_family_names()
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,8 +80,7 @@ class LinearMechanism:
     lattice: LatticeSetting | None = None
 
     def __post_init__(self) -> None:
-        if self.family not in NOISE_FAMILIES:
-            raise PlanError(f"noise family must be one of {NOISE_FAMILIES}, got {self.family!r}")
+        noise_family(self.family)  # a registered family, or a PlanError naming them
         if self.family != "gaussian" and self.noise_map is not None:
             raise PlanError("exact discrete noise is added independently to integer outputs: no noise_map")
         if (self.family == "lattice_gaussian") != (self.lattice is not None):
@@ -145,7 +146,7 @@ class LinearMechanism:
                    None, back, setting)
 
     @classmethod
-    def dense(cls, key: Hashable, attrs: tuple[int, ...], matrix: np.ndarray, sigma2: float) -> "LinearMechanism":
+    def dense(cls, key: Hashable, attrs: tuple[int, ...], matrix: np.ndarray, sigma2: float) -> LinearMechanism:
         """``ω = A x_A + N(0, σ² I)`` with a dense strategy ``A`` (rows × cells of ``x_A`` in C order).
 
         Parameters

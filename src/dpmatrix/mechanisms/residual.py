@@ -44,7 +44,7 @@ __all__ = ["ResidualMechanism", "apply_pinv", "apply_sub"]
 
 
 
-def apply_pinv(bases: tuple["AttributeBasis", ...], omega: np.ndarray) -> np.ndarray:
+def apply_pinv(bases: tuple[AttributeBasis, ...], omega: np.ndarray) -> np.ndarray:
     """``r = (⊗ G_i) ω`` (``G_i = Sub_i⁺`` for Algorithm 4) over the trailing axes of ``omega`` (leading axes are a batch).
 
     For ResidualPlanner's identity bases ``Sub_n⁺ = (1/n) [1ᵀ; 11ᵀ − n I]`` is applied in closed
@@ -74,7 +74,7 @@ def apply_pinv(bases: tuple["AttributeBasis", ...], omega: np.ndarray) -> np.nda
     return out
 
 
-def apply_sub(bases: tuple["AttributeBasis", ...], tensor: np.ndarray, factor: str = "Sub") -> np.ndarray:
+def apply_sub(bases: tuple[AttributeBasis, ...], tensor: np.ndarray, factor: str = "Sub") -> np.ndarray:
     """``(⊗ Sub_i) v`` (``factor="Sub"``) or ``(⊗ Γ_i) z`` (``"Gamma"``) over the trailing axes.
 
     ResidualPlanner's ``Sub_n = Γ = [1 | −I]`` is applied as ``v_0 − v_{i+1}`` along the axis

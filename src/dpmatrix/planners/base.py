@@ -19,7 +19,7 @@ public (here)                      a planner implements
 ``total_variance()``, ``rmse()``,  the planner's closed forms (no arguments to validate)
 ``max_variance()``, ``table()``
 ``to_dict()`` / ``from_dict()``    JSON-ready description, read back by ``from_dict``
-``measure(data, *, rng=None, ...)``  measure the data (see :func:`dpmatrix.measure`)
+``measure(data, *, rng=None, ...)``  defined here: :func:`dpmatrix.measure`
 ``lower_bound()``,                 ``_objective_value()``: ``(objective, value)`` — default
 ``optimality_ratio()``             ``("sum_var", total_variance())``; see
                                    :mod:`~dpmatrix.planners.optimality`
@@ -40,31 +40,45 @@ one measurement path (:func:`dpmatrix.measure`) and released, it also implements
 ``estimator(noisy)``               an :class:`~dpmatrix.reconstruct.estimator.Estimator` bound
                                    to ``noisy[mechanism.key]``: ``estimate``, ``variance``,
                                    ``covariance``, ``query_vector``, ``entries``/``entry``.
-``to_dict()`` with ``"format"``    and a ``from_dict`` registered in
-                                   :func:`dpmatrix.planners.dispatch.plan_from_dict`, so
-                                   ``load_release`` can read it back.
+``to_dict()`` with ``"format"``    and a ``from_dict``, the class registered for that format
+                                   with ``@plan_format(FORMAT)``
+                                   (:mod:`~dpmatrix.planners.formats`), so
+                                   :meth:`Plan.from_dict` and ``load_release`` read it back.
 =================================  ==========================================================
 
-The ResidualPlanner family is measured by the same function through its batched residual path
+``measure`` is defined here once, with one keyword-only signature for every planner. The
+ResidualPlanner family is measured by the same function through its batched residual path
 (its mechanisms are :class:`~dpmatrix.mechanisms.residual.ResidualMechanism`) and reconstructed
-by :class:`~dpmatrix.reconstruct.measurements.Measurements` itself (Algorithm 2).
+by :class:`~dpmatrix.reconstruct.residual_estimator.ResidualEstimator` (Algorithm 2). A planner
+is made available to :func:`dpmatrix.plan` by :func:`~dpmatrix.planners.registry.register_planner`.
 """
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..domain import Domain
+from ..errors import DPMatrixError, PlanError
+from ..jsonfile import read_json
+from ..measure.measure_plan import measure
 from ..privacy import Budget
+from ..protocols import PlanFacts
 from ..solvers.svd_bound import SVDBound
+from .formats import plan_class
 from .optimality import Optimality, optimality
 
-__all__ = ["PlanBase", "attr_key"]
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from ..reconstruct.measurements import Measurements
+
+__all__ = ["Plan", "PlanBase", "attr_key"]
 
 AttrSet = tuple[int, ...]
 
@@ -76,7 +90,47 @@ def attr_key(domain: Domain, attrs: Iterable[str | int] | str) -> AttrSet:
 
 
 class PlanBase(ABC):
-    """Abstract base of every planner's plan (module docstring: what a planner implements)."""
+    """Abstract base of every planner's plan (module docstring: what a planner implements).
+
+    Exported as :class:`dpmatrix.Plan`: every plan :func:`dpmatrix.plan` returns is an instance,
+    and satisfies :class:`~dpmatrix.protocols.PlanProtocol`. ``Plan.from_dict`` / ``Plan.from_json``
+    read any planner's plan back (the format names the class).
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")])
+    >>> all(isinstance(dm.plan(wk, **b), dm.Plan) for b in ({"rho": 1}, {"epsilon": 1, "delta": 0}))
+    True
+    """
+
+    # -- what the plan is ----------------------------------------------------------------------
+    @property
+    def planner_name(self) -> str:
+        """Display name of the planner that made the plan (report, manifest, command line)."""
+        return type(self).__name__
+
+    def _options(self) -> dict[str, Any]:
+        """The planner's options worth stating (:attr:`PlanFacts.options`)."""
+        return {}
+
+    @cached_property
+    def facts(self) -> PlanFacts:
+        """The plan's facts in one frozen record (:class:`~dpmatrix.protocols.PlanFacts`):
+        planner, budget, objective, accuracy and the singular value bound (``None`` for a pure
+        ε-DP plan, or when the bound cannot be computed)."""
+        objective = self._objective_value()[0]
+        bound = None
+        if not self.budget.is_pure:
+            try:
+                bound = self.lower_bound_facts()
+            except DPMatrixError:
+                bound = None
+        attainable = bool(bound is not None and bound.get("exact") and objective != "max_var")
+        return PlanFacts(planner=self.planner_name, budget=self.budget, objective=objective,
+                         rmse=float(self.rmse()), max_variance=float(self.max_variance()),
+                         total_variance=float(self.total_variance()), bound=bound,
+                         bound_attainable=attainable, options=self._options())
 
     # -- what the plan is about -----------------------------------------------------------------
     #: The data domain the plan was made for (a dataclass field or a property of the subclass).
@@ -140,7 +194,7 @@ class PlanBase(ABC):
     def table(self) -> pd.DataFrame:
         """One row per workload entry: its attributes, size and accuracy."""
 
-    # -- distance to the best possible (issue 15) --------------------------------------------
+    # -- distance to the best possible --------------------------------------------
     def _objective_value(self) -> tuple[str, float]:
         """``(objective, value)`` the plan is judged by: ``"sum_var"`` with the weighted total
         variance (default: :meth:`total_variance`, right for unit weights), ``"max_var"`` with
@@ -169,7 +223,7 @@ class PlanBase(ABC):
         objective, value = self._objective_value()
         return optimality(self.workload, self.pcost, objective, value)
 
-    def optimality_ratio(self) -> float:
+    def optimality_ratio(self) -> float | None:
         """Plan / lower bound (≥ 1): ``sum_var`` plans the weighted total variance over the
         bound (1 = optimal among all Gaussian matrix mechanisms); ``max_var`` plans the weighted
         maximum variance over ``bound.total / n_queries`` (a bound-based ratio, not attainable
@@ -190,7 +244,73 @@ class PlanBase(ABC):
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description of the plan."""
 
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> PlanBase:
+        """Any planner's plan from its :meth:`to_dict` (the ``"format"`` entry names the
+        planner; a subclass reads its own format)."""
+        if not isinstance(spec, Mapping):
+            raise PlanError("a plan description is a JSON object")
+        return plan_class(spec.get("format")).from_dict(dict(spec))
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """:meth:`to_dict` as JSON text, also written to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=1)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: str | Path) -> PlanBase:
+        """A plan from JSON text or from a file path (see :meth:`from_dict`)."""
+        if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
+            try:
+                return cls.from_dict(json.loads(text_or_path))
+            except json.JSONDecodeError as exc:
+                raise PlanError(f"not a JSON plan: {exc}") from None
+        return cls.from_dict(read_json(text_or_path, PlanError, f"plan file {str(text_or_path)!r}"))
+
     # -- measurement ---------------------------------------------------------------------------
-    @abstractmethod
-    def measure(self, data, *, rng: np.random.Generator | None = None, **options: Any):
-        """Measure ``data`` with the plan's mechanisms (see :func:`dpmatrix.measure`)."""
+    def measure(
+        self,
+        data: Any,
+        *,
+        rng: np.random.Generator | None = None,
+        progress: bool = False,
+        noise: str | None = None,
+        rel_var_tol: float = 1e-4,
+        engine: Any = None,
+        store: Any = None,
+        encoding: str = "auto",
+        on_unknown: Any = "error",
+    ) -> Measurements:
+        """Measure ``data`` with the plan's mechanisms: :func:`dpmatrix.measure` (the one
+        measurement path; every option is keyword-only and means the same for every planner).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame, numpy.ndarray, str, pathlib.Path or engine
+            The records (raw values or codes, see ``encoding``).
+        rng : numpy.random.Generator, optional
+            ``None`` (default): exact noise from the OS CSPRNG. A generator makes the noise
+            reproducible and NOT private (the release says so).
+        progress, noise, rel_var_tol, engine, store, encoding, on_unknown :
+            As in :func:`dpmatrix.measure` (``noise=None``: the plan's own secure noise).
+
+        Returns
+        -------
+        Measurements
+
+        Examples
+        --------
+        >>> import numpy as np, dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"A": 2, "B": 2}), [("A", "B")])
+        >>> meas = dm.plan(wk, epsilon=1, delta=0).measure(np.array([[0, 1], [1, 1]]))
+        >>> meas.noise
+        'discrete_laplace'
+        """
+        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol,
+                       engine=engine, store=store, encoding=encoding, on_unknown=on_unknown)
+
+
+#: The public name of the plan protocol's base class (``dpmatrix.Plan``).
+Plan = PlanBase

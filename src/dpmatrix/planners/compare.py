@@ -1,6 +1,6 @@
 """``dm.compare``: every applicable strategy and planner for a workload against the lower bound.
 
-Li & Miklau, *Efficient Batch Query Answering Under Differential Privacy* (issue 15): one row per
+Li & Miklau, *Efficient Batch Query Answering Under Differential Privacy*: one row per
 candidate at the same privacy budget — the classic explicit strategies (§2.3: identity, the
 workload, hierarchical binary and 4-ary, Haar, Fourier, quarter-root) and LSA (§4) on small
 domains, ResidualPlanner / ResidualPlanner+ (sum of variances), QuerySmasher, and the pure ε-DP

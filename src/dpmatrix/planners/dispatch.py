@@ -3,24 +3,17 @@ pure ε-DP), and ``plan_from_dict()``: any planner's plan read back from its ``t
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-import numpy as np
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..defaults import DEFAULT_OBJECTIVE  # the default objective (defined where the CLI reads it cheaply)
 from ..errors import BudgetError, PlanError
 from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
-from .explicit.evaluation import plan_lsa
-from .explicit.plan import EXPLICIT_FORMAT, ExplicitStrategyPlan
-from .pure.hierarchical import HIERARCHICAL_FORMAT, HierarchicalPlan
-from .pure.matrix_strategy import MATRIX_FORMAT, MatrixPurePlan
-from .pure.plan import FORMAT as PURE_FORMAT
-from .pure.plan import PurePlan, check_epsilon, plan_pure
-from .querysmasher.plan import FORMAT as QS_FORMAT
-from .querysmasher.plan import QuerySmasherPlan
-from .querysmasher.planner import plan_querysmasher
-from .residual.plan import Plan, plan_residual
+from . import builtin  # noqa: F401  (registers the built-in planners)
+from .base import PlanBase
+from .pure.plan import check_epsilon
+from .registry import PlannerSpec, build_options, find_planner, registered
 from .targets import plan_targets
 from .targets_io import with_target_report
 
@@ -29,21 +22,18 @@ __all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
 
 def plan(
     workload,
+    budget: Budget | None = None,
     *,
+    planner: str = "auto",
     objective: str | Callable | None = None,
     pcost: float | None = None,
     rho: float | None = None,
     epsilon: float | None = None,
     delta: float | None = None,
     mu: float | None = None,
-    budget: Budget | None = None,
-    loss_bound: float | None = None,
-    strategies: Mapping[str, str | np.ndarray] | None = None,
-    construction: str = "auto",
-    planner: str = "residual",
     targets=None,
     target_kind: str = "var",
-    **planner_options: Any,
+    **options: Any,
 ):
     """Plan a release: select the mechanisms for ``workload`` under a privacy budget.
 
@@ -53,21 +43,22 @@ def plan(
     ----------
     workload : Workload or QueryWorkload
         What is asked (QueryWorkload: QuerySmasher / WFF planners only).
+    budget : Budget, optional
+        The privacy budget, e.g. ``Budget.zcdp(0.5)`` or ``Budget.pure(1.0)`` (which selects the
+        pure ε-DP planner). The keywords ``pcost``, ``rho``, ``mu``, ``epsilon``/``delta`` are
+        sugar for it, converted once here (:func:`budget_of`; ``delta=0`` means pure ε-DP).
     objective : {"max_var", "sum_var"} or callable, optional
         Weighted maximum variance (default: :data:`DEFAULT_OBJECTIVE`, the same as the command
         line's; every published table stays accurate, paper §6.2), weighted sum of variances
         (closed form, Lemma 2), or ``f(v) -> cvxpy scalar`` of the per-marginal variances.
         QuerySmasher / WFF plans support ``"sum_var"`` only, which is their default.
-    pcost, rho, mu, epsilon, delta, budget : float or Budget, optional
-        Exactly one budget: the privacy cost, ρ-zCDP, μ-GDP, (ε, δ)-DP (both), or a
-        :class:`~dpmatrix.privacy.Budget` such as ``Budget.zcdp(0.5)``.
-    loss_bound : float, optional
-        Instead of a budget: the least private plan whose objective is at most this (eq. 2).
-    strategies, construction :
-        ResidualPlanner+ options (see
-        :func:`~dpmatrix.planners.residual.plan.plan_residual`).
-    planner : {"residual", "querysmasher", "qs", "wff", "lsa"}, default "residual"
-        ResidualPlanner / RP+, or QuerySmasher / WFF (sum_var and a budget only; extra keyword
+    pcost, rho, mu, epsilon, delta : float, optional
+        Exactly one budget (instead of ``budget``): the privacy cost, ρ-zCDP, μ-GDP, (ε, δ)-DP
+        (both; ``delta=0`` is pure ε-DP).
+    planner : str, default "auto"
+        A registered planner (:mod:`~dpmatrix.planners.registry`; built in:
+        :mod:`~dpmatrix.planners.builtin`). ``"auto"``: ResidualPlanner for a Gaussian budget,
+        the pure ε-DP planner for a pure one. ResidualPlanner / RP+ (``"residual"``), or QuerySmasher / WFF (sum_var and a budget only; extra keyword
         options go to :func:`~dpmatrix.planners.querysmasher.planner.plan_querysmasher`), or
         the Level Selection Algorithm on a small domain (sum_var and a budget only; an
         :class:`~dpmatrix.planners.explicit.plan.ExplicitStrategyPlan`).
@@ -76,8 +67,13 @@ def plan(
         ``strategy="auto"`` (or a name, or a strategy matrix), ``budgeting``, ``variance_model``
         go to it; ``objective`` sum_var or max_var). Prefix/range workloads get per-attribute
         hierarchical / Haar / cell strategies (:mod:`~dpmatrix.planners.pure.hierarchical`).
+    **options :
+        The planner's options (a frozen dataclass that checks itself, e.g.
+        :class:`~dpmatrix.planners.builtin.ResidualOptions`: ``loss_bound`` — instead of a budget,
+        the least private plan whose objective is at most this (eq. 2) —, ``strategies``,
+        ``construction``); an option the planner does not have is a PlanError.
     targets : float, mapping or array, optional
-        Accuracy targets (fitness-for-use, issue 13): without a budget, the least privacy cost
+        Accuracy targets (fitness-for-use): without a budget, the least privacy cost
         meeting every target; with one, the least largest variance/target. See
         :func:`~dpmatrix.planners.targets.plan_targets` (options ``measurable=``, ``tol=``).
     target_kind : {"var", "std", "moe95"}, default "var"
@@ -105,96 +101,77 @@ def plan(
     >>> dm.plan(wk, epsilon=1, delta=0).budget.pure_epsilon <= 1
     True
     """
+    budget = budget_of(budget, pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
     domain = getattr(workload, "domain", None)
     largest = max(domain.sizes) if domain is not None and len(domain) else 0
     with blas_threads_for(largest):  # per-attribute matrices: one BLAS thread (linalg/threads.py)
-        return _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget,
-                         loss_bound, strategies, construction, targets, target_kind, planner_options)
+        if targets is not None:
+            return _plan_from_targets(workload, budget, planner, objective, targets, target_kind, options)
+        spec = _planner_for(planner, budget)
+        if objective is not None:
+            options["objective"] = objective
+        return spec.plan(workload, budget, build_options(spec, options))
 
 
-def _dispatch(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
-              strategies, construction, targets, target_kind, planner_options):
-    if targets is not None:
-        if objective is not None or loss_bound is not None or planner not in ("residual", "rp", "rp+"):
-            raise PlanError("targets= replaces objective=, loss_bound= and planner=: the route is "
-                            "chosen from the workload (marginals: residual planner; query groups: "
-                            "explicit solver)")
-        unknown = set(planner_options) - {"measurable", "tol"}
-        if unknown:
-            raise PlanError(f"unknown options for planning from targets: {sorted(unknown)}")
-        return plan_targets(workload, targets, target_kind=target_kind, pcost=pcost, rho=rho,
-                            epsilon=epsilon, delta=delta, mu=mu, budget=budget, strategies=strategies,
-                            construction=construction, **planner_options)
-    if str(planner).lower() == "lsa":
-        if objective not in (None, "sum_var") or loss_bound is not None or strategies is not None or planner_options:
-            raise PlanError("the LSA planner supports objective='sum_var' with a privacy budget only")
-        return plan_lsa(workload, pcost=resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta,
-                                                      mu=mu, budget=budget))
-    if (budget is not None and isinstance(budget, Budget) and budget.is_pure) or (
-            delta is not None and not isinstance(delta, (str, bool)) and delta == 0):
-        return _plan_pure(workload, DEFAULT_OBJECTIVE if objective is None else objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
-                          strategies, construction, planner, planner_options)
-    if planner not in ("residual", "rp", "rp+"):
-        return _plan_querysmasher(workload, planner, "sum_var" if objective is None else objective, pcost, rho, epsilon, delta, mu,
-                                  budget, loss_bound, strategies, construction, planner_options)
-    if "strategy" in planner_options or "budgeting" in planner_options:
-        raise PlanError(
-            "strategy= / budgeting= are options of the pure epsilon-DP planner (delta=0); with a Gaussian "
-            "budget dm.plan uses ResidualPlanner, optimal among all Gaussian mechanisms for marginals (the "
-            "datacubes strategies with the square-root rule, for comparison: "
-            "dpmatrix.planners.pure.plan_datacube_gaussian)"
-        )
-    if planner_options:
-        raise PlanError(f"unknown options for the residual planner: {sorted(planner_options)}")
-    return plan_residual(workload, objective=DEFAULT_OBJECTIVE if objective is None else objective, pcost=pcost, rho=rho, epsilon=epsilon,
-                         delta=delta, mu=mu, budget=budget, loss_bound=loss_bound, strategies=strategies,
-                         construction=construction)
+def budget_of(budget: Budget | None = None, *, pcost: float | None = None, rho: float | None = None,
+              epsilon: float | None = None, delta: float | None = None, mu: float | None = None) -> Budget | None:
+    """The one :class:`~dpmatrix.privacy.Budget` of :func:`plan`'s keyword sugar (``None``: no
+    budget given). ``epsilon=`` with ``delta=0`` is pure ε-DP (``Budget.pure(epsilon)``); every
+    other form is converted by :func:`~dpmatrix.privacy.resolve_pcost` (exactly one is allowed).
+
+    Examples
+    --------
+    >>> budget_of(epsilon=1.0, delta=0).is_pure, budget_of(rho=0.5).pcost, budget_of() is None
+    (True, 1.0, True)
+    """
+    if delta is not None and not isinstance(delta, (str, bool)) and delta == 0:
+        if budget is not None:
+            raise BudgetError("give exactly one privacy budget, got budget and epsilon/delta")
+        others = [n for n, v in dict(pcost=pcost, rho=rho, mu=mu).items() if v is not None]
+        if others:
+            raise BudgetError(f"give exactly one privacy budget: delta=0 (pure epsilon-DP) with {others[0]}=")
+        if epsilon is None:
+            raise BudgetError("pure epsilon-DP (delta=0) needs epsilon=")
+        return Budget.pure(check_epsilon(epsilon))
+    keywords = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
+    if not keywords and (budget is None or (isinstance(budget, Budget) and budget.is_pure)):
+        return budget
+    return Budget(resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu, budget=budget))
 
 
-def _plan_querysmasher(workload, planner, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound,
-                       strategies, construction, options):
+def _planner_for(planner: str, budget: Budget | None) -> PlannerSpec:
+    """The registered planner ``planner=`` names for this budget: ``"auto"`` is ResidualPlanner
+    for a Gaussian budget and the pure ε-DP planner for a pure one, which is also what the
+    ResidualPlanner names mean with a pure budget."""
     name = str(planner).lower()
-    if name not in ("querysmasher", "qs", "wff"):
-        raise PlanError(f"unknown planner {planner!r}: use 'residual', 'querysmasher', 'wff' or 'lsa'")
-    if (objective not in (None, "sum_var") or loss_bound is not None or strategies is not None
-            or str(construction).lower() not in ("auto", "centred", "centered")):
-        raise PlanError("the QuerySmasher / WFF planners support objective='sum_var' with a "
-                        "privacy budget only (no loss_bound, no strategies, no construction)")
-    c = resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu, budget=budget)
-    if name == "wff":
-        options = {**options, "solver": "fourier"}
-    return plan_querysmasher(workload, pcost=c, planner="wff" if name == "wff" else "querysmasher",
-                             **options)
+    residual = find_planner("residual")
+    if budget is not None and budget.is_pure:
+        if name == "auto" or (residual is not None and residual.accepts(name)):
+            name = "pure"
+        spec = find_planner(name, pure=True)
+        if spec is None:
+            raise PlanError(f"planner={planner!r} is Gaussian only; delta=0 plans with the pure epsilon-DP planner")
+        return spec
+    spec = find_planner("residual" if name == "auto" else name, pure=False)
+    if spec is None:
+        names = ", ".join(repr(s.name) for s in registered() if not s.pure)
+        raise PlanError(f"unknown planner {planner!r}: use {names}")
+    return spec
 
 
-def _plan_pure(workload, objective, pcost, rho, epsilon, delta, mu, budget, loss_bound, strategies,
-               construction, planner, options):
-    """The pure ε-DP planner, refusing every Gaussian-only option by name."""
-    if budget is not None and (epsilon is not None or delta is not None):
-        raise BudgetError("give exactly one privacy budget, got budget and epsilon/delta")
-    others = [n for n, v in dict(pcost=pcost, rho=rho, mu=mu).items() if v is not None]
-    if others:
-        raise BudgetError(f"give exactly one privacy budget: delta=0 (pure epsilon-DP) with {others[0]}=")
-    eps = budget.pure_epsilon if budget is not None else check_epsilon(epsilon) if epsilon is not None else None
-    if eps is None:
-        raise BudgetError("pure epsilon-DP (delta=0) needs epsilon=")
-    if str(planner).lower() not in ("residual", "rp", "pure", "auto"):
-        raise PlanError(f"planner={planner!r} is Gaussian only; delta=0 plans with the pure epsilon-DP planner")
-    gaussian_only = [n for n, bad in (("loss_bound", loss_bound is not None), ("strategies", strategies is not None),
-                                      ("construction", str(construction).lower() != "auto")) if bad]
-    if gaussian_only:
-        raise PlanError(f"{gaussian_only[0]}= is a Gaussian (ResidualPlanner+) option, not available with "
-                        "delta=0 (pure epsilon-DP)")
-    if "noise" in options:
-        raise PlanError(f"noise={options['noise']!r} with delta=0: pure epsilon-DP is measured with the exact "
-                        "discrete Laplace (noise='discrete_gaussian' is a zCDP option; plan with delta > 0)")
-    objectives = {"sum_var": "sum", "max_var": "max", "sum": "sum", "max": "max"}
-    if not isinstance(objective, str) or objective not in objectives:
-        raise PlanError(f"objective={objective!r}: the pure epsilon-DP planner takes 'sum_var' or 'max_var'")
-    unknown = sorted(set(options) - {"strategy", "budgeting", "variance_model", "max_identity_cells"})
+def _plan_from_targets(workload, budget, planner, objective, targets, target_kind, options):
+    """Accuracy targets: the least privacy cost meeting every target, or with a budget the least
+    largest variance/target (:func:`~dpmatrix.planners.targets.plan_targets`)."""
+    residual = find_planner("residual")
+    if (objective is not None or "loss_bound" in options
+            or not (str(planner).lower() == "auto" or (residual is not None and residual.accepts(planner)))):
+        raise PlanError("targets= replaces objective=, loss_bound= and planner=: the route is "
+                        "chosen from the workload (marginals: residual planner; query groups: "
+                        "explicit solver)")
+    unknown = set(options) - {"measurable", "tol", "strategies", "construction"}
     if unknown:
-        raise PlanError(f"unknown options for the pure epsilon-DP planner: {unknown}")
-    return plan_pure(workload, eps, objective=objectives[objective], **options)
+        raise PlanError(f"unknown options for planning from targets: {sorted(unknown)}")
+    return plan_targets(workload, targets, target_kind=target_kind, budget=budget, **options)
 
 
 def _plan_of_format(spec: Mapping[str, Any]):
@@ -216,24 +193,11 @@ def _plan_of_format(spec: Mapping[str, Any]):
     >>> type(plan_from_dict(dm.plan(wk, epsilon=1, delta=0).to_dict())).__name__
     'PurePlan'
     """
-    if not isinstance(spec, Mapping):
-        raise PlanError("a plan description is a JSON object")
-    fmt = spec.get("format")
-    if fmt == QS_FORMAT:
-        return QuerySmasherPlan.from_dict(dict(spec))
-    if fmt == PURE_FORMAT:
-        return PurePlan.from_dict(spec)
-    if fmt == HIERARCHICAL_FORMAT:
-        return HierarchicalPlan.from_dict(spec)
-    if fmt == MATRIX_FORMAT:
-        return MatrixPurePlan.from_dict(spec)
-    if fmt == EXPLICIT_FORMAT:
-        return ExplicitStrategyPlan.from_dict(spec)
-    return Plan.from_dict(dict(spec))
+    return PlanBase.from_dict(spec)
 
 
 def plan_from_dict(spec: Mapping[str, Any]):
-    """Any planner's plan from its ``to_dict()``; a plan planned from accuracy targets (issue 13)
+    """Any planner's plan from its ``to_dict()``; a plan planned from accuracy targets
     comes back with its target report (:func:`~dpmatrix.planners.targets_io.with_target_report`).
 
     Examples

@@ -1,4 +1,4 @@
-"""How far a Gaussian plan is from the best any matrix mechanism can do (issue 15).
+"""How far a Gaussian plan is from the best any matrix mechanism can do.
 
 The singular value bound (Li & Miklau §3.2, :func:`~dpmatrix.solvers.svd_bound.svd_bound`) is a
 lower bound ``T*`` on the *weighted total variance* ``Σ_M w_M Σ_{q∈M} Var(q)`` of every Gaussian
@@ -129,7 +129,7 @@ class Optimality:
         return self.svd.exact
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest / report entry: ``total``, ``rmse``, ``exact``, ``ratio`` (issue 15) plus
+        """The manifest / report entry: ``total``, ``rmse``, ``exact``, ``ratio`` plus
         ``value`` (the bound on ``quantity``), ``quantity``, ``plan_value``, ``method``, ``pcost``."""
         return {
             "total": self.svd.total, "rmse": self.svd.rmse, "exact": bool(self.svd.exact),

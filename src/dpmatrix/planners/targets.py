@@ -1,4 +1,4 @@
-r"""Planning from accuracy targets (fitness-for-use, issue 13).
+r"""Planning from accuracy targets (fitness-for-use).
 
 Paper: Xiao, Ding, Wang, Zhang, Kifer, *Optimizing Fitness-For-Use of Differentially Private
 Linear Queries* (PVLDB 14(1)): Problem 1 (§3.3) — the least privacy cost such that every query's

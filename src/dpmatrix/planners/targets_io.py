@@ -1,6 +1,6 @@
 """A targets plan read back from a file: its :class:`~dpmatrix.planners.targets.TargetReport`.
 
-A plan planned from accuracy targets (issue 13) saves its report under ``"targets"``
+A plan planned from accuracy targets saves its report under ``"targets"``
 (:meth:`TargetReport.to_dict`: the kind, one row per marginal/group, the certificate and every
 query's variance target).  A plan file (``dpmatrix plan --target ... --save``) and a release
 manifest keep that dict, so reading them back gives the same plan class with the same

@@ -27,12 +27,14 @@ import pandas as pd
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
-from ..domain import fmt_edge
 from ..errors import NotMeasuredError, PlanError, WorkloadError
-from ..linalg.kron import kron_apply
+from ..protocols import HasClosure, ListsMechanisms
 from ..selection import selector
 from ..workload import AttrSet
-from .broadcast import MarginalBlock, plain_block_batches, plain_blocks, plain_estimate, plain_variance
+from .broadcast import MarginalBlock, plain_block_batches, plain_blocks
+from .estimator import Estimator
+from .labels import query_labels
+from .residual_estimator import ResidualEstimator
 from .store import open_store
 
 __all__ = ["Measurements", "QueryAnswer", "axis_labels", "marginal_frame", "query_labels"]
@@ -88,16 +90,21 @@ class Measurements:
     # "numpy_generator" (floating-point Gaussian), "seeded_insecure" (discrete noise drawn from a
     # user's seeded generator: reproducible, NOT secure)
     randomness: str = "numpy_generator"
-    _cache: "_ResidualCache" = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
+    _cache: _ResidualCache = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
 
     @cached_property
-    def _estimator(self):
-        """The plan's estimator bound to the noisy outputs (None: ResidualPlanner family)."""
-        bind = getattr(self.plan, "estimator", None)
-        return None if bind is None else bind(self.noisy)
+    def _estimator(self) -> Estimator:
+        """The plan's estimator bound to the noisy outputs: the plan's own for a plan that lists
+        its mechanisms, Algorithm 2's :class:`ResidualEstimator` for a residual plan."""
+        return self.plan.estimator(self.noisy) if isinstance(self.plan, ListsMechanisms) else ResidualEstimator(self)
+
+    @property
+    def _is_plain(self) -> bool:
+        """A plain ResidualPlanner plan (identity strategies and queries: Algorithm 4 applies)."""
+        return isinstance(self.plan, HasClosure) and bool(self.plan.is_plain)
 
     @classmethod
-    def from_store(cls, folder, plan) -> "Measurements":
+    def from_store(cls, folder, plan) -> Measurements:
         """Measurements kept on disk by ``plan.measure(data, store=folder)``, re-opened with the
         same plan (e.g. ``Plan.from_json``) for reconstruction in another session."""
         store = open_store(folder, plan)
@@ -126,44 +133,11 @@ class Measurements:
 
     def estimate(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Unbiased estimate of the marginal on ``attrs``, shaped like the table (domain order)."""
-        key = self._key(attrs)
-        if self._estimator is not None:
-            return self._estimator.estimate(key)
-        for a in key:  # the cells must be estimable from every attribute's strategy
-            self.plan.cell_basis(a)
-        return self._combine(key)
-
-    def _combine(self, key: AttrSet) -> np.ndarray:
-        """``Σ_{A⊆M} r_A ⊗_{j∈M∖A} a_j`` (Algorithm 2/6's ``q``; ``/ Π n_j`` for Algorithm 4).
-        These are the cells when every strategy spans its attribute; otherwise only
-        ``(⊗ W_i) q`` is meaningful (Algorithm 6)."""
-        if getattr(self.plan, "is_plain", False):  # Algorithm 4: the broadcast sums of the streamed path, same bits
-            return plain_estimate(self, key)
-        sizes = self.plan.domain.sizes
-        bases = self.plan.bases
-        shape = tuple(sizes[a] for a in key)
-        out = np.zeros(shape)
-        for _, sub, _ in self.plan.closure.subsets(key):
-            res = self.residual(sub)
-            dropped = [a for a in key if a not in sub]
-            expand = tuple(sizes[a] if a in sub else 1 for a in key)
-            term = res.reshape(expand)
-            uniform = [a for a in dropped if bases[a].uniform_total]
-            if uniform:
-                term = term / float(np.prod([sizes[a] for a in uniform]))
-            for j, a in enumerate(key):
-                if a in dropped and not bases[a].uniform_total:
-                    term = term * bases[a].total_inv.reshape(tuple(-1 if e == j else 1 for e in range(len(key))))
-            out = out + term
-        return out
+        return self._estimator.estimate(self._key(attrs))
 
     def variance(self, attrs: Iterable[str | int] | str) -> np.ndarray:
         """Exact per-cell variances of :meth:`estimate` (data-independent)."""
-        if self._estimator is not None:
-            return self._estimator.variance(self._key(attrs))
-        if getattr(self.plan, "is_plain", False):  # Algorithm 4's closed form, as streamed
-            return plain_variance(self.plan, self._key(attrs))
-        return self.plan.variance(attrs)
+        return self._estimator.variance(self._key(attrs))
 
     def covariance(self, attrs: Iterable[str | int] | str, max_cells: int = 20_000) -> np.ndarray:
         """Full covariance matrix of the flattened (C order) estimate of one marginal."""
@@ -175,23 +149,7 @@ class Measurements:
                 f"the covariance of {self.plan.domain.names_of(key)} would be {cells}×{cells}; "
                 f"raise max_cells (now {max_cells}) if you really want it"
             )
-        if self._estimator is not None:
-            return self._estimator.covariance(key)
-        out = np.zeros((cells, cells))
-        bases = self.plan.bases
-        for sub, s2 in self.plan._subset_terms(key):
-            term = np.array([[s2]])
-            for a in key:
-                n = sizes[a]
-                if a in sub:
-                    f = bases[a].resid_cov
-                elif bases[a].uniform_total:
-                    f = np.full((n, n), 1.0 / n**2)
-                else:
-                    f = np.outer(bases[a].total_inv, bases[a].total_inv)
-                term = np.kron(term, f)
-            out += term
-        return out
+        return self._estimator.covariance(key)
 
     def marginal(self, attrs: Iterable[str | int] | str, level: float = 0.95) -> pd.DataFrame:
         """Tidy table of one marginal: attribute columns, estimate, variance, std, CI bounds.
@@ -227,19 +185,7 @@ class Measurements:
         """Tidy table of the *workload's queries* on a marginal: one row per query of
         ``⊗ W_i`` (cells for plain marginals; ``≤ v`` rows for prefix, ``a..b`` for ranges),
         with estimates (Algorithm 6) and exact variances (Theorem 7.2)."""
-        if self._estimator is not None:
-            return self.workload_answer(self._estimator.entry_of(self._key(attrs)), level)
-        wk = self.plan.workload
-        i = wk.index(attrs)
-        key, types = wk.sets[i], wk.types(i)
-        if all(t == "identity" for t in types) and all(self.plan.bases[a].is_identity for a in key):
-            return self.marginal(key, level)
-        cells = self._combine(key)
-        mats = tuple(wk.query_matrix(a, t) for a, t in zip(key, types))
-        est = kron_apply(mats, cells) if key else cells
-        var = self.plan.query_variance(key)
-        labels = [query_labels(self.plan.domain.attributes[a], t, M) for a, t, M in zip(key, types, mats)]
-        return _frame(self.plan.domain.names_of(key), labels, est, var, level)
+        return self.workload_answer(self._estimator.entry_of(self._key(attrs)), level)
 
     def workload_answer(self, i: int, level: float = 0.95) -> pd.DataFrame:
         """Tidy table of the queries of workload entry ``i`` (a marginal, or a query group of a
@@ -264,14 +210,12 @@ class Measurements:
         >>> meas.workload_answer(0).shape
         (6, 7)
         """
-        if self._estimator is None:
-            return self.answer(self.plan.workload.sets[i], level)
         e = self._estimator.entry(int(i))
         df = _frame(e.names, e.labels, e.estimate, e.variance, level)
         df.attrs["marginal"] = e.attributes
         return df
 
-    def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> "QueryAnswer":
+    def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> QueryAnswer:
         """Estimate and exact variance of the linear query ``q · x_M`` over the cells of the
         marginal on ``attrs`` (``q`` shaped like the table, or flat in C order)."""
         key = self._key(attrs)
@@ -284,22 +228,9 @@ class Measurements:
                 f"{self.plan.domain.names_of(key)} (got {q.size})"
             )
         q = q.reshape(shape)
-        if self._estimator is not None:
-            return QueryAnswer(*self._estimator.query_vector(key, q))
-        estimate = 0.0
-        variance = 0.0
-        for sub, s2 in self.plan._subset_terms(key):
-            qa = _contract_totals(q, key, sub, self.plan.bases)
-            bases = tuple(self.plan.bases[a] for a in sub)
-            _check_answerable(self.plan.domain, sub, bases, qa)
-            estimate += float(np.sum(qa * self.residual(sub)))
-            if sub:
-                variance += s2 * float(np.sum(qa * kron_apply(tuple(b.resid_cov for b in bases), qa)))
-            else:
-                variance += s2 * float(qa) ** 2
-        return QueryAnswer(estimate, variance)
+        return QueryAnswer(*self._estimator.query_vector(key, q))
 
-    def query(self, spec: Mapping[str, object], level: float = 0.95) -> "QueryAnswer":
+    def query(self, spec: Mapping[str, object], level: float = 0.95) -> QueryAnswer:
         """One counting query given per attribute; unnamed attributes are summed over.
 
         Parameters
@@ -351,22 +282,13 @@ class Measurements:
         z = _z(level)
         bar = tqdm(total=len(wk), desc="reconstructing", unit="marginal", disable=not progress)
         try:
-            if self._estimator is not None:
-                for i in self._estimator.entries():
-                    bar.update(1)
-                    t = self.workload_answer(i, level)
-                    yield t.attrs["marginal"], t
-                return
-            if self.plan.is_plain:
+            if self._is_plain:  # Algorithm 4 in batches of shared pieces
                 yield from self._iter_plain(level, z, bar)
                 return
-            closure = self.plan.closure
-            for i in range(len(wk)):
-                key = wk.sets[i]
+            for i in self._estimator.entries():
                 bar.update(1)
-                if not all(self.plan.measured[j] for _, _, j in closure.subsets(key)):
-                    continue  # zero-weight marginal whose residuals were not measured
-                yield wk.names(i), self.answer(key, level)
+                t = self.workload_answer(i, level)
+                yield t.attrs["marginal"], t
         finally:
             bar.close()
 
@@ -421,7 +343,7 @@ class Measurements:
             built.clear()
         bar.update(max(len(self.plan.workload) - done, 0))
 
-    def iter_blocks(self, *, block_cells: int | None = None) -> Iterator["MarginalBlock"]:
+    def iter_blocks(self, *, block_cells: int | None = None) -> Iterator[MarginalBlock]:
         """Every workload marginal of a ResidualPlanner plan with plain cells, as blocks of
         stacked tables (:func:`dpmatrix.reconstruct.broadcast.plain_blocks`): the fastest way to
         stream all the estimates and variances, e.g. to a release writer.
@@ -451,7 +373,7 @@ class Measurements:
         >>> [(blk.attrs.tolist(), blk.estimate.shape) for blk in meas.iter_blocks()]
         [([[1]], (1, 3)), ([[0, 1]], (1, 2, 3))]
         """
-        if self._estimator is not None or not getattr(self.plan, "is_plain", False):
+        if not self._is_plain:
             raise PlanError(
                 "iter_blocks streams plain marginals of a ResidualPlanner plan; use iter_marginals "
                 "for generalized marginals (prefix/range queries) and other planners"
@@ -521,39 +443,10 @@ class QueryAnswer:
     def upper(self) -> float:
         return self.estimate + _z(self.level) * self.std
 
-    def at_level(self, level: float) -> "QueryAnswer":
+    def at_level(self, level: float) -> QueryAnswer:
         _z(level)
         return QueryAnswer(self.estimate, self.variance, level)
 
-
-def _contract_totals(q: np.ndarray, key: AttrSet, sub: AttrSet, bases) -> np.ndarray:
-    """``q`` contracted with ``a_j`` along every attribute of ``key`` not in ``sub`` (the mean
-    over those axes for Algorithm 4's ``a_j = 1/n_j``): the weights of ``r_sub`` in ``q · x̂``."""
-    drop = tuple(j for j, a in enumerate(key) if a not in sub)
-    if not drop:
-        return q
-    if all(bases[key[j]].uniform_total for j in drop):
-        return q.sum(axis=drop) / float(np.prod([q.shape[j] for j in drop]))
-    out = q
-    for j in reversed(drop):  # highest axis first: lower axis numbers stay valid
-        out = np.tensordot(out, bases[key[j]].total_inv, axes=([j], [0]))
-    return out
-
-
-def _check_answerable(domain, sub, bases, qa) -> None:
-    """The query must lie in the span of ``[1ᵀ; Sub]`` along every attribute (ResidualPlanner+
-    with a strategy that does not span every value cannot answer every query)."""
-    for axis, (a, b) in enumerate(zip(sub, bases)):
-        if b.is_identity:
-            continue
-        m = np.moveaxis(qa, axis, -1).reshape(-1, b.n)
-        m = m - np.outer(m @ b.total_inv, np.ones(b.n))
-        back = m @ b.Sub_inv @ b.Sub
-        if np.linalg.norm(m - back) > 1e-8 * max(1.0, float(np.linalg.norm(m))):
-            raise NotMeasuredError(
-                f"the query is not answerable from the measurements: on {domain.names[a]!r} it is "
-                "not a combination of the strategy's rows"
-            )
 
 
 def group_entry_labels(domain, group) -> tuple[tuple[str, ...], tuple[str, ...], list]:
@@ -578,33 +471,6 @@ def axis_labels(domain, attrs, kinds, matrices) -> list:
         labels.append(None if plain else query_labels(attr, kind, W))
     return labels
 
-
-def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
-    """Display label of each row of an attribute's query matrix."""
-    lab = [attr.label(c) for c in range(attr.size)]
-    if key == "identity":
-        return lab
-    edges = attr.bins if attr.labels is None and attr.bins is not None else None
-    n_bins = len(edges) - 1 if edges is not None else 0
-    out = []
-    for row in W:
-        nz = np.flatnonzero(row)
-        contiguous = nz.size and np.all(row[nz] == 1) and nz[-1] - nz[0] + 1 == nz.size
-        if not contiguous:
-            out.append(f"q{len(out)}")
-            continue
-        lo, hi = int(nz[0]), int(nz[-1])
-        if edges is not None and hi < n_bins:  # numeric bins: show the value interval
-            close = "]" if hi == n_bins - 1 else ")"
-            if lo == 0 and key == "prefix":
-                out.append(f"{'<=' if close == ']' else '<'} {fmt_edge(edges[hi + 1])}")
-            else:
-                out.append(f"[{fmt_edge(edges[lo])}, {fmt_edge(edges[hi + 1])}{close}")
-        elif key == "prefix" and lo == 0:
-            out.append(f"<= {lab[hi]}")
-        else:
-            out.append(lab[lo] if lo == hi else f"{lab[lo]}..{lab[hi]}")
-    return out
 
 
 def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:

@@ -98,7 +98,7 @@ class MeasurementStore(Mapping):
         self._count += 1
         self._dirty = True
 
-    def seal(self, meta: dict | None = None) -> "MeasurementStore":
+    def seal(self, meta: dict | None = None) -> MeasurementStore:
         """End of measurement: flush the values, write the index (and ``meta``, e.g. the kind of
         noise, as ``meta.json``); the store becomes read-only."""
         if not self._sealed:

@@ -22,8 +22,7 @@ Layout of a release folder (format ``dpmatrix.release/2``)::
     marginals/<slug>-<hash>.csv
                              only on request (``formats=("parquet", "csv")``): one CSV per
                              marginal, ``<hash>`` the first 12 hex digits of the SHA-256 of the
-                             names' JSON list, so distinct marginals never share a file (issue 16
-                             item 9)
+                             names' JSON list, so distinct marginals never share a file
     README.txt               what the table columns mean
 
 Releases of format ``dpmatrix.release/1`` (one Parquet and one CSV file per marginal under
@@ -44,10 +43,10 @@ from __future__ import annotations
 
 from ..release_tables import table_stem
 from ._layout import (
-    LEFTOVER_MEANING,
-    LeftoverWarning,
     _HELD,
     _HELD_GUARD,
+    LEFTOVER_MEANING,
+    LeftoverWarning,
     _acquire,
     _existing_folder,
     _fallback_folder,
@@ -84,9 +83,9 @@ from ._manifest import (
 from ._measurements import (
     _MEAS_SCHEMA,
     _MECH_SCHEMA,
-    _ParquetResiduals,
     _ROW_GROUP_VALUES,
     _key_json,
+    _ParquetResiduals,
     _read_mechanism_outputs,
     _write_measurements,
     _write_mechanism_outputs,

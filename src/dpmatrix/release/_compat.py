@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ReleaseError
+from ..protocols import HasClosure
 from ..workload import AttrSet
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def table_v1(rel: Release, key: AttrSet, e: dict, format: str) -> pd.DataFrame:
         df = pd.read_parquet(path) if format == "parquet" else pd.read_csv(path)
     except (OSError, ValueError) as exc:
         raise ReleaseError(f"cannot read {str(path)!r}: {exc}") from None
-    if not hasattr(rel.plan, "closure"):
+    if not isinstance(rel.plan, HasClosure):
         return df  # a plan that lists its mechanisms: labels as written
     wk = rel.plan.workload
     i = wk.index(key)

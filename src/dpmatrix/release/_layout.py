@@ -1,7 +1,7 @@
 """Where a release is written: the output folder, its hidden siblings, the write lock, recovery
 of what an interrupted write left, and the atomic swap into place.
 
-Safe writes (issue 16 items 5, 7, 8). Next to ``OUT`` live only hidden siblings:
+Safe writes. Next to ``OUT`` live only hidden siblings:
 ``.OUT.lock`` (an ``fcntl`` lock held for the whole write: a second writer gets a clear error),
 ``.OUT.partial-XXXX`` (the new release being written), ``.OUT.old-XXXX`` (the previous release
 during an overwrite) and ``.OUT.work-XXXX`` (DuckDB spill / on-disk store of the CLI). An overwrite
@@ -26,7 +26,6 @@ from pathlib import Path
 from ..errors import ReleaseError
 from ..release_tables import fsync_path
 from ._manifest import is_release, release_problem
-
 
 LEFTOVER_MEANING = (
     "it held noisy measurements of the data, so its privacy budget was already spent (the "

@@ -2,7 +2,7 @@
 SHA-256 digests, and the checks that a folder is a complete release whose stated privacy is its
 noise scales' own.
 
-Integrity (issue 16 item 11). Threat model: accidental corruption and naive tampering (an edited
+Integrity. Threat model: accidental corruption and naive tampering (an edited
 table, a lowered ρ in the manifest, a manifest path pointing outside the folder). Every file is
 verified against the manifest's SHA-256 when it is read, the manifest against
 ``manifest.sha256``, every manifest path must resolve inside the folder, and the stated ρ and ε
@@ -296,7 +296,7 @@ def _checked_plan(manifest: dict, folder: Path):
     except (TypeError, ValueError, IndexError) as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
     _check_privacy_consistent(manifest, plan, folder)
-    from ..planners.targets_io import with_manifest_targets  # a targets plan keeps its report (issue 13)
+    from ..planners.targets_io import with_manifest_targets  # a targets plan keeps its report
 
     return with_manifest_targets(plan, manifest)
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from ..domain import Domain
 from ..errors import DPMatrixError, ReleaseError
+from ..protocols import HasClosure
 from ..workload import AttrSet
 from ._manifest import sha256_file
 
@@ -109,7 +110,7 @@ def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple
     from tqdm.auto import tqdm
 
     plan = meas.plan
-    if not hasattr(plan, "closure"):
+    if not isinstance(plan, HasClosure):
         return _write_mechanism_outputs(meas, path)
     names = plan.domain.names
     n_sets = n_values = 0
@@ -135,8 +136,8 @@ def _write_measurements(meas: Measurements, path: Path, progress: bool) -> tuple
 
 
 class _ParquetResiduals(Mapping):
-    """The noisy residual answers of ``measurements.parquet``, read on demand (issue 16 item
-    13): opening checks the file's digest and reads only the ``attributes`` and ``shape``
+    """The noisy residual answers of ``measurements.parquet``, read on demand:
+    opening checks the file's digest and reads only the ``attributes`` and ``shape``
     columns; a residual's values are read from its row group when asked for, so answering one
     marginal decodes only the row groups of its subsets."""
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from ..domain import Domain
 from ..errors import DPMatrixError, NotMeasuredError, ReleaseError
+from ..protocols import HasClosure
 from ..release_tables import CODE, STAT_COLUMNS, marginal_key, plain_types, read_csv_table, read_table
 from ..workload import AttrSet, Workload
 from ._compat import table_v1
@@ -194,7 +195,7 @@ class Release:
             return self._table_v1(key, e, fmt)
         t = self.read_table(key, fmt)
         df = t.to_pandas()
-        if not hasattr(self.plan, "closure"):  # a plan that lists its mechanisms
+        if not isinstance(self.plan, HasClosure):  # a plan that lists its mechanisms
             for c in e.get("columns", e["attributes"]):
                 if df[c].dtype == object or pa.types.is_string(t.schema.field(c).type):
                     df[c] = pd.Categorical(df[c], categories=list(dict.fromkeys(df[c])))
@@ -225,7 +226,7 @@ class Release:
         numbers as the saved table when there is one) at ``level`` (default: the release's)."""
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
-        if not hasattr(self.plan, "closure"):  # QuerySmasher / pure: the workload entry's answers
+        if not isinstance(self.plan, HasClosure):  # QuerySmasher / pure: the workload entry's answers
             return self.measurements.answer(key, lv)
         return self.measurements.marginal(key, lv)
 
@@ -260,7 +261,7 @@ def _open_measurements(rel: Release) -> Measurements:
     rel_path = meas_info.get("file", MEASUREMENTS) if isinstance(meas_info, dict) else MEASUREMENTS
     path = _inside(folder, rel_path)
     mech = manifest.get("mechanism", {})
-    if not hasattr(plan, "closure"):
+    if not isinstance(plan, HasClosure):
         noise = mech.get("noise", "gaussian")
         noisy = _read_mechanism_outputs(path, plan, noise, rel._digest(rel_path))
         return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=mech.get("randomness", "unknown"))
@@ -356,7 +357,7 @@ def read_saved_table(
     folder: str | Path, attrs: Iterable[str] | str, *, verify: bool = True, level: float | None = None
 ) -> SavedTable | None:
     """One saved marginal table, read directly: the manifest and that table's file, nothing
-    else — no measurements, no plan, no pandas (issue 16 item 13: ``dpmatrix query``).
+    else — no measurements, no plan, no pandas (``dpmatrix query``).
 
     The manifest is checked against ``manifest.sha256`` and the table against its SHA-256, as
     by :func:`load_release`. A digest-checked manifest is the one dpmatrix wrote, whose privacy

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DPMatrixError, ReleaseError
+from ..errors import ReleaseError
 from ..jsonfile import json_float
+from ..protocols import HasClosure
 from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
 from ..statement import check_delta, privacy_summary
 from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
@@ -151,7 +152,7 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
-            if hasattr(plan, "closure"):
+            if isinstance(plan, HasClosure):
                 _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round)
             else:
                 _write_stage_listed(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
@@ -166,16 +167,11 @@ def write_release(
 
 
 def _lower_bound_entry(plan) -> dict[str, Any] | None:
-    """The manifest's ``lower_bound`` entry (issue 15): ``{total, rmse, exact, ratio, value,
-    quantity, ...}`` from :meth:`~dpmatrix.planners.base.PlanBase.lower_bound_facts`; ``None``
-    when the plan has no Gaussian bound or it cannot be computed (the release never fails on it)."""
-    facts = getattr(plan, "lower_bound_facts", None)
-    if not callable(facts):
-        return None
-    try:
-        return facts()
-    except DPMatrixError:
-        return None
+    """The manifest's ``lower_bound`` entry: ``{total, rmse, exact, ratio, value, quantity, ...}``
+    from the plan's facts (:attr:`~dpmatrix.protocols.PlanFacts.bound`); ``None`` when the plan
+    has no Gaussian bound or it cannot be computed (the release never fails on it)."""
+    bound = plan.facts.bound
+    return None if bound is None else dict(bound)
 
 
 def tables_readme(level: float, decimals: int | None, formats: Sequence[str] = DEFAULT_FORMATS,
@@ -271,7 +267,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "privacy": privacy,
         "mechanism": {
             "noise": measurements.noise,
@@ -293,7 +289,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         "marginals": entries,
         "files": digests,
     }
-    if "targets" in spec:  # planned from accuracy targets (issue 13): rows read by the report
+    if "targets" in spec:  # planned from accuracy targets: rows read by the report
         manifest["targets"] = spec["targets"]["rows"]
         manifest["target_certificate"] = {"kind": spec["targets"]["kind"], **spec["targets"]["certificate"]}
         manifest["target_variances"] = spec["targets"]["variances"]  # every query's, for load_release
@@ -328,7 +324,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "privacy": privacy,
         "mechanism": {"noise": measurements.noise, "randomness": measurements.randomness,
                       "reproducible": bool(reproducible), "planner": spec.get("planner", type(plan).__name__)},

@@ -1,4 +1,4 @@
-"""Self-contained HTML reports of a plan (before data) and of a release (issue 20).
+"""Self-contained HTML reports of a plan (before data) and of a release.
 
 A report is one HTML file a privacy officer, a program manager or a demographer can open in any
 browser, offline: the privacy guarantee in every unit with the ε(δ) curve, the noise and its

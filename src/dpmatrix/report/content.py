@@ -14,23 +14,24 @@ of the machine.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-import os
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-import pandas as pd
 
-from ..planners.dispatch import plan as make_plan
-from ..planners.residual.plan import Plan
 from ..errors import DPMatrixError
 from ..measure.secure import resolve_noise
+from ..planners.dispatch import plan as make_plan
+from ..planners.residual.plan import Plan
 from ..privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
+from ..protocols import HasClosure, HasMarginalTable, HasTargets
 from ..release_tables import STAT_COLUMNS, read_table
 from ..statement import privacy_summary, pure_summary
 from ..version import __version__
@@ -122,7 +123,7 @@ class MarginalAccuracy:
 
 @dataclass(frozen=True)
 class Target:
-    """An accuracy target of a plan planned from targets (issue 13), per marginal."""
+    """An accuracy target of a plan planned from targets, per marginal."""
 
     attributes: tuple[str, ...]
     target: float
@@ -184,7 +185,7 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Bound:
-    """Distance to the best any matrix mechanism can do (issue 15): the lower bound on the
+    """Distance to the best any matrix mechanism can do: the lower bound on the
     reported quantity, the plan's value and their ratio; ``comparison`` rows
     ``(strategy, value, ratio)``."""
 
@@ -259,10 +260,7 @@ def _version() -> str:
 
 
 def _planner_name(plan) -> str:
-    is_plain = getattr(plan, "is_plain", None)
-    if is_plain is None:
-        return str(getattr(plan, "planner", "QuerySmasher"))
-    return "ResidualPlanner" if is_plain else "ResidualPlanner+"
+    return plan.planner_name
 
 
 def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, Any]:
@@ -284,7 +282,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
         ``library``, ``privacy``, ``mechanism``, ``accuracy``, ``confidence_level``, ``domain``,
         ``objective``, ``construction``, ``residuals``, ``marginals``.
     """
-    if getattr(plan, "pure_epsilon", None) is not None:
+    if plan.budget.is_pure:
         return _pure_plan_facts(plan, level)
     spec = plan.to_dict()
     facts: dict[str, Any] = {
@@ -299,7 +297,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
         "construction": spec.get("construction"),
         "residuals": spec["residuals"],
     }  # fmt: skip
-    if hasattr(plan, "marginal_table"):
+    if isinstance(plan, HasMarginalTable):
         info = plan.marginal_table()
         wk = plan.workload
         facts["marginals"] = [
@@ -314,7 +312,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
              "weight": float(np.mean(g.weights)), "max_variance": float(np.max(plan.group_variance(i)))}
             for i, g in enumerate(wk.groups)
         ]  # fmt: skip
-    for hook in ("targets", "lower_bound"):  # issues 13 and 15: present once those plans exist
+    for hook in ("targets", "lower_bound"):  # present for plans from targets and with a Gaussian bound
         value = _hook(plan, hook)
         if value is not None:
             facts[hook] = value
@@ -322,7 +320,7 @@ def plan_facts(plan, *, delta: float = 1e-9, level: float = 0.95) -> dict[str, A
 
 
 def _pure_plan_facts(plan, level: float) -> dict[str, Any]:
-    """:func:`plan_facts` of a pure ε-DP plan (issue 14): ``privacy`` as in its release manifest
+    """:func:`plan_facts` of a pure ε-DP plan: ``privacy`` as in its release manifest
     (ε, δ = 0, ρ = ε²/2, no μ), no residual mechanisms, one entry per measured workload marginal
     with its largest query variance."""
     spec = plan.to_dict()
@@ -335,12 +333,12 @@ def _pure_plan_facts(plan, level: float) -> dict[str, Any]:
             continue
         marginals.append({"attributes": list(wk.names(i)), "cells": int(var.size), "weight": float(wk.weights[i]),
                           "max_variance": float(var.max())})
-    objective = {"sum": "sum_var", "max": "max_var"}.get(getattr(plan, "objective", "sum"), "sum_var")
+    objective = plan.facts.objective
     return {
         "library": {"name": "dpmatrix", "version": _version()},
         "privacy": pure_summary(plan),
         "mechanism": {"noise": "discrete_laplace", "randomness": None,
-                      "planner": f"pure ε-DP ({getattr(plan, 'strategy', 'matrix')} strategy)"},
+                      "planner": plan.planner_name},
         "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
         "confidence_level": float(level),
         "domain": spec["domain"],
@@ -354,33 +352,22 @@ def _pure_plan_facts(plan, level: float) -> dict[str, Any]:
 def _hook(plan, name: str):
     """Optional facts of newer planners, read by name only (never required)."""
     if name == "targets":
-        table = getattr(plan, "target_table", None)
-        if callable(table):
-            df = table()
-            return json_rows(df)
-        return None
-    if name == "lower_bound":
-        lb, ratio = getattr(plan, "lower_bound", None), getattr(plan, "optimality_ratio", None)
-        if callable(lb) and callable(ratio):
-            try:
-                bound = lb()
-                if bound is None:  # not applicable (pure ε-DP plans)
-                    return None
-                if hasattr(bound, "total") and callable(getattr(plan, "lower_bound_facts", None)):
-                    return plan.lower_bound_facts()  # the manifest entry: value, ratio, quantity ...
-                return {"value": float(bound), "ratio": float(ratio())}
-            except Exception:  # an optional section must never break the report
-                return None
+        return json_rows(plan.target_table()) if isinstance(plan, HasTargets) else None
+    if name == "lower_bound" and not plan.budget.is_pure:  # no Gaussian bound for pure ε-DP plans
+        try:
+            return plan.lower_bound_facts()  # the manifest entry: value, ratio, quantity ...
+        except Exception:  # an optional section must never break the report
+            return None
     return None
 
 
 def json_rows(df: pd.DataFrame) -> list[dict]:
-    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in df.to_dict("records")]
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in df.to_dict("records")]
 
 
 # -- privacy ---------------------------------------------------------------------------------------
 def _privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
-    """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (issue 14: a
+    """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (a
     ``pure_epsilon`` entry, or δ = 0) has no ε(δ) curve and no μ-GDP; Gaussian ones get the
     exact analytic curve, discrete Gaussian ones the zCDP conversion."""
     p = facts["privacy"]
@@ -426,13 +413,13 @@ def _accuracy(facts: Mapping[str, Any], plan) -> Accuracy:
         )  # fmt: skip
     acc = facts["accuracy"]
     return Accuracy(str(facts.get("objective", "")), float(acc["rmse"]), float(acc["max_variance"]),
-                    float(facts.get("confidence_level", 0.95)), bool(getattr(plan, "is_plain", False)),
+                    float(facts.get("confidence_level", 0.95)), isinstance(plan, HasClosure) and plan.is_plain,
                     tuple(rows), targets)
 
 
 def _mean_variances(plan) -> dict[tuple[str, ...], float]:
     """Average query (cell) variance of every workload marginal of a residual plan."""
-    if not hasattr(plan, "marginal_table"):
+    if not isinstance(plan, HasMarginalTable):
         return {}
     t = plan.marginal_table()
     mean = np.asarray(t["total_variance"], dtype=float) / np.asarray(t["queries"], dtype=float)
@@ -497,7 +484,7 @@ def _strategy(facts: Mapping[str, Any], plan) -> Strategy:
 def _coefficients(plan, names: Sequence[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray]:
     """Privacy-cost coefficient ``p_A`` and number of noisy outputs of each residual set, in the
     order of ``names`` (the facts' residual list)."""
-    if hasattr(plan, "coefficients"):  # residual plans: closure order is the facts' order
+    if isinstance(plan, HasClosure):  # residual plans: closure order is the facts' order
         t = plan.table()  # one row per closure set, in closure order
         pos = {tuple(plan.domain.names_of(s)): i for i, s in enumerate(plan.closure.sets)}
         idx = np.array([pos[n] for n in names])
@@ -517,7 +504,7 @@ def _float(v) -> float:
     return float(v)
 
 
-# -- bound (issue 15) ------------------------------------------------------------------------------
+# -- bound ------------------------------------------------------------------------------
 def _bound(facts: Mapping[str, Any]) -> Bound | None:
     lb = facts.get("lower_bound") or facts.get("accuracy", {}).get("lower_bound")
     if not lb:

@@ -598,7 +598,7 @@ def _strategy_section(report: Report) -> str:
     )
 
 
-# -- bound (issue 15) --------------------------------------------------------------------------------
+# -- bound --------------------------------------------------------------------------------
 def _bound_section(report: Report) -> str:
     b = report.bound
     assert b is not None

@@ -77,7 +77,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import scipy.linalg as sla
@@ -395,7 +394,7 @@ class _Core:
         return w / w.sum()
 
     def evaluate(self, x: np.ndarray) -> tuple[np.ndarray, float]:
-        m, r = self.m, self.r
+        m = self.m
         lam = self.fixed_lam if self.fixed_lam is not None else self._softmax(x[:m])
         mu = self._softmax(x[m:])
         self.evals += 1

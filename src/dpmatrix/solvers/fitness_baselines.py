@@ -31,7 +31,7 @@ Baselines (paper §7):
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

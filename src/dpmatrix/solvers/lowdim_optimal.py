@@ -71,8 +71,8 @@ so the infimum is not attained.  We give such rows the weight ``zero_weight × m
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
@@ -439,7 +439,7 @@ def _build(H: np.ndarray, lamc: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, 
 # Public entry point with cache
 # --------------------------------------------------------------------------------------------
 
-_CACHE: "LRUCache[LowDimMechanism]" = LRUCache(256)
+_CACHE: LRUCache[LowDimMechanism] = LRUCache(256)
 
 
 def clear_cache() -> None:

@@ -101,8 +101,8 @@ SVD plus one r × r SVD each), all 55 ranges over n = 10 in ~60, all 1275 ranges
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -356,7 +356,7 @@ class _Solver:
 # Public entry point with cache
 # --------------------------------------------------------------------------------------------
 
-_CACHE: "LRUCache[MaxVarStrategy]" = LRUCache(128)
+_CACHE: LRUCache[MaxVarStrategy] = LRUCache(128)
 
 
 def clear_cache() -> None:

@@ -56,15 +56,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BudgetError, WorkloadError
+from ..privacy import resolve_pcost
+from ..queries import QueryGroup, QueryWorkload
+from ..workload import Closure, Workload
 from .spectra import (
     gram_eigenvalues,
     marginal_spectrum,
     sqrt_trace,
     sqrt_trace_gram,
 )
-from ..privacy import resolve_pcost
-from ..queries import QueryGroup, QueryWorkload
-from ..workload import Closure, Workload
 
 __all__ = ["SVDBound", "p_factor", "svd_bound"]
 

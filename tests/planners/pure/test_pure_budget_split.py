@@ -1,9 +1,9 @@
 """Budget splits: cube-root and square-root rules against brute force and the convex program (1)-(3)."""
 
 import numpy as np
+import pure_oracle as po
 import pytest
 
-import pure_oracle as po
 from dpmatrix.errors import BudgetError, PlanError
 from dpmatrix.planners.pure import strategies as st
 from dpmatrix.solvers.budget_split import (

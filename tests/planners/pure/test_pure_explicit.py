@@ -3,9 +3,9 @@ privacy (max column L1 norm of the budget-scaled strategy), GLS covariances, que
 reconstruction, exact discrete Laplace variances, and a Monte Carlo run of the real sampler."""
 
 import numpy as np
+import pure_oracle as po
 import pytest
 
-import pure_oracle as po
 from dpmatrix.domain import Domain
 from dpmatrix.errors import BudgetError, DataError, NotMeasuredError, PlanError
 from dpmatrix.measure.discrete import InsecureRandomnessWarning

@@ -7,9 +7,9 @@ variance 2/ε_g²), ε = 1 (every number scales as 1/ε²).
 
 
 import numpy as np
+import pure_oracle as po
 import pytest
 
-import pure_oracle as po
 from dpmatrix.domain import Domain
 from dpmatrix.planners.pure import plan_pure
 from dpmatrix.planners.pure import strategies as st

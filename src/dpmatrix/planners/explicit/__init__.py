@@ -1,4 +1,4 @@
-"""Explicit strategy matrices over a small marginal (Li & Miklau, issue 15): :class:`ExplicitStrategyPlan`,
+"""Explicit strategy matrices over a small marginal (Li & Miklau): :class:`ExplicitStrategyPlan`,
 ``dm.evaluate`` (classic strategies by name or any matrix) and the LSA planner."""
 
 from .evaluation import LSA_MAX_CELLS, dense_workload, evaluate, plan_lsa

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...privacy import Budget, resolve_pcost
+from ..optimality import as_query_workload as _as_query_workload
+from ..optimality import dense_queries, workload_attrs
 from .named import named_strategy, normalize_name
-from ..optimality import as_query_workload as _as_query_workload, dense_queries, workload_attrs
 from .plan import ExplicitStrategyPlan, check_cells, explicit_plan
 
 __all__ = ["LSA_MAX_CELLS", "dense_workload", "evaluate", "plan_lsa"]

@@ -33,12 +33,13 @@ from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
 from ...linalg.marginal_map import marginal_map
-from ...measure.measure_plan import measure
 from ...privacy import Budget, PrivacyReport
 from ...queries import QueryGroup, QueryWorkload
 from ...workload import Workload
 from ..base import PlanBase
-from ..optimality import as_query_workload as _as_query_workload, workload_attrs
+from ..formats import plan_format
+from ..optimality import as_query_workload as _as_query_workload
+from ..optimality import workload_attrs
 from .measurement import ExplicitEstimator, explicit_mechanisms
 
 __all__ = ["ExplicitStrategyPlan", "MAX_CELLS", "explicit_plan", "workload_attrs"]
@@ -64,6 +65,7 @@ def check_cells(domain: Domain, attrs: tuple[int, ...], limit: int = MAX_CELLS,
     return n
 
 
+@plan_format(EXPLICIT_FORMAT)
 @dataclass(frozen=True, eq=False)
 class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     """Gaussian plan measuring ``y = strategy @ x + N(0, sigma2·I)`` on the marginal ``attrs``.
@@ -88,6 +90,14 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     strategy: np.ndarray = field(repr=False)
     sigma2: float
     name: str = "custom"
+
+    @property
+    def planner_name(self) -> str:
+        """``"explicit (<strategy name>)"``, e.g. ``"explicit (lsa)"``."""
+        return f"explicit ({self.name})"
+
+    def _options(self) -> dict[str, Any]:
+        return {"strategy": self.name}
 
     # -- privacy ------------------------------------------------------------------------------
     @cached_property
@@ -244,12 +254,6 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         return (self._lifted(i) @ self.estimate(y).reshape(-1)).reshape(self._groups[i].shape)
 
     # -- measurement ------------------------------------------------------------------------------
-    def measure(self, data, *, rng: np.random.Generator | None = None, **options: Any):
-        """Measure ``data`` (see :func:`dpmatrix.measure`: one Gaussian mechanism, the dense
-        strategy on the flattened marginal ``attrs``; the lattice sampler unless a generator
-        ``rng`` or ``noise="gaussian"`` is given)."""
-        return measure(self, data, rng=rng, **options)
-
     #: noise of ``measure`` with ``noise=None``/``"auto"`` and no generator (secure sampler)
     secure_noise = "lattice_gaussian"
 
@@ -289,7 +293,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         }
 
     @classmethod
-    def from_dict(cls, spec: Mapping[str, Any]) -> "ExplicitStrategyPlan":
+    def from_dict(cls, spec: Mapping[str, Any]) -> ExplicitStrategyPlan:
         if spec.get("format") != EXPLICIT_FORMAT:
             raise PlanError(f"not a dpmatrix explicit-strategy plan (format {spec.get('format')!r})")
         domain = Domain.from_dict(spec["domain"])

@@ -153,5 +153,5 @@ class StrategyGroup:
         return {"attrs": list(self.attrs), "sizes": list(self.sizes), "kind": self.kind}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "StrategyGroup":
+    def from_dict(cls, d: dict) -> StrategyGroup:
         return cls(tuple(d["attrs"]), tuple(d["sizes"]), d["kind"])

@@ -63,7 +63,6 @@ import pandas as pd
 
 from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError
-from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
@@ -71,6 +70,7 @@ from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
 from .joint_budgets import JointSumObjective
 from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
@@ -97,6 +97,7 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
+@plan_format(HIERARCHICAL_FORMAT)
 @dataclass(frozen=True, eq=False)
 class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     """Pure ε-DP plan of a generalized marginal workload with per-attribute level strategies.
@@ -299,17 +300,6 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         return pd.DataFrame(rows)
 
     # -- measurement ------------------------------------------------------------------------------
-    def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
-                noise: str | None = None, engine=None, store=None):
-        """Noisy integer level counts of every group (exact discrete Laplace, OS CSPRNG unless a
-        generator is given: then reproducible and NOT private), through :func:`dpmatrix.measure`.
-
-        Returns
-        -------
-        Measurements
-        """
-        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
-
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [LinearMechanism])``: group ``(j, ℓ)`` releases ``⊗ H^{ℓ}`` applied to marginal
         ``j``'s integer table plus discrete Laplace noise of parameter ``ε_{j,ℓ}`` (key ``(j, ℓ)``)."""

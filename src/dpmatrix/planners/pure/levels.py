@@ -210,7 +210,7 @@ class AttributeLevels:
                 "shares": list(self.shares), "factor": self.factor}
 
     @classmethod
-    def from_dict(cls, d) -> "AttributeLevels":
+    def from_dict(cls, d) -> AttributeLevels:
         return cls(int(d["n"]), str(d["kind"]), int(d.get("branching", 0)),
                    tuple(float(x) for x in d["shares"]), float(d["factor"]))
 

@@ -38,7 +38,6 @@ import pandas as pd
 from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError, WorkloadError
 from ...linalg.marginal_map import marginal_map
-from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, dyadic_floor
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
@@ -46,6 +45,7 @@ from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import convex_budget_split, convex_max_budget_split
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
 from .units import PureUnits, check_epsilon
 
@@ -101,6 +101,7 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
+@plan_format(MATRIX_FORMAT)
 @dataclass(frozen=True, eq=False)
 class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
     """Explicit pure-DP plan: integer strategy rows on the cells of ``attrs``, per-row budgets,
@@ -241,11 +242,6 @@ class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
                              for b, rows in self._row_groups])
 
     # -- measurement ------------------------------------------------------------------------------
-    def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
-                noise: str | None = None, engine=None, store=None):
-        """Noisy integer answers of every row (exact discrete Laplace) through :func:`dpmatrix.measure`."""
-        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
-
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [LinearMechanism])``: the rows of each budget group ``g`` applied to the
         flattened table on ``attrs`` plus discrete Laplace noise of that budget (key ``g``)."""
@@ -258,7 +254,7 @@ class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
             out.append(LinearMechanism(g, self.attrs, _IntegerRows(m), (len(rows),), "discrete_laplace", b))
         return self, out
 
-    def estimator(self, noisy) -> "MatrixEstimator":
+    def estimator(self, noisy) -> MatrixEstimator:
         return MatrixEstimator(self, noisy)
 
     # -- serialization ----------------------------------------------------------------------------
@@ -270,7 +266,7 @@ class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
                 "budgeting": self.budgeting, "objective": self.objective, "residuals": []}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "MatrixPurePlan":
+    def from_dict(cls, d: Mapping) -> MatrixPurePlan:
         """The plan written by :meth:`to_dict` (shape and exact privacy re-checked)."""
         if d.get("format") != MATRIX_FORMAT:
             raise PlanError(f"not a dpmatrix pure strategy-matrix plan (format {d.get('format')!r})")

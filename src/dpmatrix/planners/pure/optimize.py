@@ -19,10 +19,10 @@ product with ``Σ_A 2^{|A|}`` non-zeros.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from math import prod
-from typing import Sequence
 
 import numpy as np
 import scipy.optimize

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ...domain import Domain
 from ...errors import PlanError
-from ...measure import measure as _measure
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
@@ -44,6 +43,7 @@ from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from . import strategies as _strategies
 from .groups import StrategyGroup
 from .hierarchical import HierarchicalPlan, plan_hierarchical
@@ -66,6 +66,7 @@ def _fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
+@plan_format(FORMAT)
 @dataclass(frozen=True, eq=False)
 class PurePlan(PureUnits, PlanBase):
     """A pure ε-DP measurement plan: groups, their budgets, and exact GLS variances.
@@ -258,41 +259,6 @@ class PurePlan(PureUnits, PlanBase):
 
     # -- measurement and reconstruction --------------------------------------------------------
 
-    def measure(self, data, *, rng: np.random.Generator | None = None, progress: bool = False,
-                noise: str | None = None, engine=None, store=None):
-        """Noisy integer answers ``y_g = M_g · (A_g-table) + DLap(ε_g)`` for every group, through
-        the one measurement path (:func:`dpmatrix.measure`).
-
-        Parameters
-        ----------
-        data : DataFrame, array, path or engine
-            Codes ``0..n_i-1`` per attribute (a 2-D integer array in domain column order, a
-            DataFrame, a CSV/Parquet path or an engine).
-        rng : numpy.random.Generator, optional
-            ``None`` (default): the OS CSPRNG. A generator makes the noise reproducible and NOT
-            private (warned; the release says so).
-        progress : bool
-        noise : {None, "discrete_laplace"}
-            Pure ε-DP is measured with the exact discrete Laplace only.
-        engine : engine, optional
-        store : None
-            Noisy answers on disk are a ResidualPlanner feature (refused here).
-
-        Returns
-        -------
-        Measurements
-            ``marginal()``, ``answer()``, ``query()`` with exact GLS variances.
-
-        Examples
-        --------
-        >>> import numpy as np, dpmatrix as dm
-        >>> wk = dm.Workload(dm.Domain({"A": 2, "B": 2}), [("A", "B")])
-        >>> meas = dm.plan(wk, epsilon=1, delta=0).measure(np.array([[0, 1], [1, 1]]))
-        >>> meas.noise
-        'discrete_laplace'
-        """
-        return _measure(self, data, rng=rng, progress=progress, noise=noise, engine=engine, store=store)
-
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [LinearMechanism])``: group ``j`` (budget ``ε_j > 0``) releases its integer
         rows plus exact discrete Laplace noise of parameter ``ε_j`` (key ``j``)."""
@@ -306,7 +272,7 @@ class PurePlan(PureUnits, PlanBase):
             for j, (g, b) in enumerate(zip(self.groups, self.budgets)) if b > 0
         ]
 
-    def estimator(self, noisy) -> "PureEstimator":
+    def estimator(self, noisy) -> PureEstimator:
         """GLS estimates from the noisy group outputs ``noisy[j]``."""
         return PureEstimator(self, noisy)
 
@@ -332,7 +298,7 @@ class PurePlan(PureUnits, PlanBase):
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "PurePlan":
+    def from_dict(cls, d: Mapping) -> PurePlan:
         """The plan written by :meth:`to_dict` (its exact budgets are re-checked).
 
         Parameters

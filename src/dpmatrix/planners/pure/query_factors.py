@@ -49,7 +49,7 @@ class AttributeForms:
     mean_max: float
 
     @classmethod
-    def of(cls, w: np.ndarray) -> "AttributeForms":
+    def of(cls, w: np.ndarray) -> AttributeForms:
         w = np.asarray(w, dtype=float)
         n = w.shape[1]
         t = (w * w).sum(axis=1)

@@ -22,9 +22,9 @@ recovery, §3.2).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Sequence
 
 import numpy as np
 

@@ -23,10 +23,10 @@ Because every marginal estimate is ``Q_W x̂`` for one vector ``x̂``, answers a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from math import prod
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -101,7 +101,7 @@ class SubspaceGLS:
     lam: Mapping[AttrSet, float]
 
     @classmethod
-    def build(cls, sizes, groups, noise_variance, targets: Iterable[AttrSet]) -> "SubspaceGLS":
+    def build(cls, sizes, groups, noise_variance, targets: Iterable[AttrSet]) -> SubspaceGLS:
         subsets = downward_closure(targets)
         lam = subspace_precision(groups, noise_variance, subsets)
         return cls(tuple(sizes), tuple(groups), tuple(float(v) for v in noise_variance), lam)
@@ -216,7 +216,7 @@ class SubspaceGLS:
 
     # -- reconstruction --------------------------------------------------------------------
 
-    def estimator(self, outputs: Sequence[np.ndarray]) -> "_Estimator":
+    def estimator(self, outputs: Sequence[np.ndarray]) -> _Estimator:
         """Bind the noisy group outputs ``y_g`` (flat, one per group) for :meth:`_Estimator.marginal`."""
         if len(outputs) != len(self.groups):
             raise PlanError(f"{len(outputs)} outputs for {len(self.groups)} groups")

@@ -37,6 +37,10 @@ def check_epsilon(epsilon) -> float:
 class PureUnits:
     """Mixin: ``pure_epsilon``, ``budget``, ``rho``, ``pcost`` from ``privacy_epsilon()``."""
 
+    #: the strategy family and the budgeting rule (fields of every pure plan)
+    strategy: str
+    budgeting: str
+
     def privacy_epsilon(self) -> Fraction:  # pragma: no cover - implemented by the plans
         raise NotImplementedError
 
@@ -68,6 +72,14 @@ class PureUnits:
     def mu(self) -> float:
         """Not defined for pure ε-DP (a typed error says so)."""
         return self.budget.mu
+
+    @property
+    def planner_name(self) -> str:
+        """``"pure ε-DP (<strategy> strategy)"``."""
+        return f"pure ε-DP ({self.strategy} strategy)"
+
+    def _options(self) -> dict:
+        return {"strategy": self.strategy, "budgeting": self.budgeting}
 
     def lower_bound(self) -> None:
         """``None``: the singular value bound is a bound on Gaussian (L2) matrix mechanisms at a

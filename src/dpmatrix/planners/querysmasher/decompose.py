@@ -25,8 +25,8 @@ empty tuple ``()`` is the total-count piece (a vector of length 1).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import combinations
-from typing import Iterable
 
 import numpy as np
 

@@ -49,6 +49,7 @@ from ...mechanisms.linear import LinearMechanism
 from ...mechanisms.residual import ResidualMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
 from ...reconstruct.measurements import group_entry_labels
+from .submechanisms import DenseMech, FourierMech, KronMech
 
 __all__ = ["MAX_FOURIER_CELLS", "QSEstimator", "lattice_form", "querysmasher_mechanisms"]
 
@@ -129,11 +130,11 @@ def lattice_form(sub):
     """``(C, pre, post)``: sub-mechanism ``sub`` as a lattice query ``C`` with i.i.d. noise
     ``σ I``, the table → query-input map ``pre`` (``None``: identity) and the post-processing
     ``post`` giving ``ω`` (``None``: identity). See the module docstring."""
-    if isinstance(getattr(sub, "B", None), tuple):  # KronMech: ω = (⊗ B_j) x + σ z
+    if isinstance(sub, KronMech):  # ω = (⊗ B_j) x + σ z
         return LatticeQuery.of(sub.B), None, None
-    if hasattr(sub, "mech") and hasattr(sub.mech, "B"):  # DenseMech: ω = B vec(x) + σ z
+    if isinstance(sub, DenseMech):  # ω = B vec(x) + σ z
         return LatticeQuery.of((sub.mech.B,)), _flatten, None
-    if hasattr(sub, "h"):
+    if isinstance(sub, FourierMech):
         return _fourier_form(sub)
     raise PlanError(f"the lattice sampler does not support the sub-mechanism {type(sub).__name__}")
 

@@ -38,10 +38,10 @@ import numpy as np
 from ...domain import Domain
 from ...errors import PlanError, WorkloadError
 from ...jsonfile import json_float
-from ...measure import measure
 from ...privacy import Budget, PrivacyReport
 from ...queries import QueryWorkload
 from ..base import PlanBase
+from ..formats import plan_format
 from .measurement import QSEstimator, querysmasher_mechanisms
 from .submechanisms import SubMechanism
 
@@ -102,6 +102,7 @@ class Residual:
 # =============================================================================================
 # the plan
 # =============================================================================================
+@plan_format(FORMAT)
 @dataclass(eq=False)
 class QuerySmasherPlan(PlanBase, PrivacyReport):
     """A QuerySmasher plan: one Gaussian mechanism per residual space, σ², exact variances.
@@ -129,6 +130,14 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
     options: dict[str, Any] = field(default_factory=dict)
     # set by .planner (the planning function; from_dict re-plans through it)
     _replan = None
+
+    @property
+    def planner_name(self) -> str:
+        """The planning function's name (``"querysmasher"`` or ``"wff"``)."""
+        return str(self.planner)
+
+    def _options(self) -> dict[str, Any]:
+        return dict(self.options)
 
     # -- privacy -------------------------------------------------------------------------------
     @property
@@ -298,7 +307,7 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         }
 
     @classmethod
-    def from_dict(cls, spec: dict[str, Any]) -> "QuerySmasherPlan":
+    def from_dict(cls, spec: dict[str, Any]) -> QuerySmasherPlan:
         """The plan described by :meth:`to_dict`: re-planned from the stored workload and options
         (the planner is deterministic), then given the stored noise scales, which must be the
         planned ones or (discrete noise) rounded up from them by at most 1 %.
@@ -356,23 +365,3 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
     def __repr__(self) -> str:
         return (f"QuerySmasherPlan({self.workload!r}, {len(self.residuals)} residual spaces, "
                 f"{len(self.solutions)} distinct solves, pcost={self.pcost:.6g})")
-
-    # -- measurement ---------------------------------------------------------------------------
-    def measure(
-        self,
-        data,
-        *,
-        rng: np.random.Generator | None = None,
-        progress: bool = False,
-        noise: str | None = None,
-        rel_var_tol: float = 1e-4,
-        engine=None,
-        store=None,
-        encoding: str = "auto",
-        on_unknown="error",
-    ):
-        """Measure ``data`` with every residual space's sub-mechanism (:func:`dpmatrix.measure`;
-        ``encoding``/``on_unknown`` as there); returns
-        :class:`~dpmatrix.reconstruct.measurements.Measurements`."""
-        return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
-                       store=store, encoding=encoding, on_unknown=on_unknown)

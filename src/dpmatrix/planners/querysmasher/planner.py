@@ -295,7 +295,6 @@ def plan_querysmasher(
     gap at which the optimal solvers stop; ``factor_tol``: gap for the (cheap) one-attribute
     factors of Kronecker sub-workloads (the product's gap is at most about k · factor_tol).
     """
-    import time
 
     if isinstance(workload, Workload):
         workload = QueryWorkload.from_workload(workload)

@@ -116,7 +116,7 @@ def outer_variances(bases, terms) -> np.ndarray:
     return out
 
 
-_PARETO: "weakref.WeakKeyDictionary[AttributeBasis, np.ndarray]" = weakref.WeakKeyDictionary()
+_PARETO: weakref.WeakKeyDictionary[AttributeBasis, np.ndarray] = weakref.WeakKeyDictionary()
 
 
 def _pareto(b: AttributeBasis) -> np.ndarray:

@@ -8,7 +8,6 @@ and published before measurement.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,24 +20,25 @@ import pandas as pd
 
 from ...domain import Domain
 from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
-from ...jsonfile import json_float, read_json
+from ...jsonfile import json_float
 from ...linalg.kron import is_identity
 from ...linalg.sparse import spmv_inf
-from ...measure.measure_plan import measure
 from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
 from ...mechanisms.residual import ResidualMechanism
 from ...privacy import Budget, PrivacyReport, resolve_pcost
 from ...solvers.strategy1d import strategy_matrix
 from ...workload import AttrSet, Workload
 from ..base import PlanBase
+from ..formats import plan_format
 from .coefficients import Coefficients, compute_coefficients, outer_variances
 from .select import max_query_variance, select
 
-__all__ = ["Plan", "plan_residual"]
+__all__ = ["Plan", "ResidualPlan", "plan_residual"]
 
 PLAN_FORMAT = "dpmatrix.plan/1"
 
 
+@plan_format(PLAN_FORMAT, default=True)
 @dataclass(frozen=True, eq=False)
 class Plan(PlanBase, PrivacyReport):
     """A selected matrix mechanism: residual sets, their noise scales, and its privacy cost."""
@@ -79,7 +79,7 @@ class Plan(PlanBase, PrivacyReport):
                 "not span every value; ask for the workload's queries (answer/query) instead"
             ) from None
 
-    def _with_sigma2(self, sigma2: np.ndarray, objective: str | None = None) -> "Plan":
+    def _with_sigma2(self, sigma2: np.ndarray, objective: str | None = None) -> Plan:
         """The same mechanisms with other noise scales: strategies, bases, query bases and
         coefficients do not depend on σ², so the computed ones are shared, not recomputed."""
         new = Plan(self.workload, np.asarray(sigma2, dtype=float), objective or self.objective,
@@ -97,6 +97,14 @@ class Plan(PlanBase, PrivacyReport):
     def is_plain(self) -> bool:
         """True for ResidualPlanner (every strategy and query is the identity)."""
         return self.workload.is_plain and all(b.is_identity for b in self.bases)
+
+    @property
+    def planner_name(self) -> str:
+        """``"ResidualPlanner"`` for plain marginals, else ``"ResidualPlanner+"``."""
+        return "ResidualPlanner" if self.is_plain else "ResidualPlanner+"
+
+    def _options(self) -> dict[str, Any]:
+        return {"construction": self.construction}
 
     # -- privacy ------------------------------------------------------------------------------
 
@@ -258,28 +266,6 @@ class Plan(PlanBase, PrivacyReport):
         )
 
     # -- measurement ----------------------------------------------------------------------------
-    def measure(
-        self,
-        data,
-        *,
-        rng: np.random.Generator | None = None,
-        progress: bool = False,
-        noise: str = "auto",
-        rel_var_tol: float = 1e-4,
-        engine=None,
-        store=None,
-        encoding: str = "auto",
-        on_unknown="error",
-    ):
-        """Run the plan on data (DataFrame, CSV/Parquet path or engine; raw values or codes:
-        ``encoding="auto"|"raw"|"codes"``, ``on_unknown=`` as on the command line); see
-        :func:`dpmatrix.measure` (default ``noise="auto"``: secure noise from the OS CSPRNG;
-        ``store=folder`` or ``True`` keeps the noisy answers on disk)."""
-        return measure(
-            self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol, engine=engine,
-            store=store, encoding=encoding, on_unknown=on_unknown,
-        )
-
     def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,
                fairness: bool = True) -> Path:
         """Write a self-contained HTML report of this plan (privacy in every unit, accuracy
@@ -311,7 +297,7 @@ class Plan(PlanBase, PrivacyReport):
         }
 
     @classmethod
-    def from_dict(cls, spec: dict[str, Any]) -> "Plan":
+    def from_dict(cls, spec: dict[str, Any]) -> Plan:
         if spec.get("format") != PLAN_FORMAT:
             raise PlanError(f"not a dpmatrix plan (format {spec.get('format')!r})")
         domain = Domain.from_dict(spec["domain"])
@@ -327,28 +313,17 @@ class Plan(PlanBase, PrivacyReport):
         return cls(wk, sigma2, spec["objective"], strategies,
                    construction_name(spec.get("construction", "centred")))
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1)
-        if path is not None:
-            Path(path).write_text(text)
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "Plan":
-        """A plan from JSON text or from a file path."""
-        if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
-            try:
-                return cls.from_dict(json.loads(text_or_path))
-            except json.JSONDecodeError as exc:
-                raise PlanError(f"not a JSON plan: {exc}") from None
-        return cls.from_dict(read_json(text_or_path, PlanError, f"plan file {str(text_or_path)!r}"))
-
     def __repr__(self) -> str:
         return (
             f"Plan({self.workload!r}, objective={self.objective!r}, "
             f"{int(self.measured.sum())} residual mechanisms, pcost={self.pcost:.6g}, "
             f"rho={self.rho:.6g})"
         )
+
+
+#: The ResidualPlanner family's plan under its own name (``dpmatrix.ResidualPlan``); the class keeps
+#: its historical name ``Plan`` in this module so that pickles written before still load.
+ResidualPlan = Plan
 
 
 def plan_residual(
@@ -398,7 +373,7 @@ def plan_residual(
     objectives on more than ``AUTO_MAX_SETS`` (5,000) residual sets "auto" plans Algorithm 4
     only (each comparison costs a convex solve; ask for ``"split"`` explicitly).
 
-    ``query_weights`` (``max_var`` only; accuracy targets, issue 13): one array per workload
+    ``query_weights`` (``max_var`` only; accuracy targets): one array per workload
     marginal shaped like its table of queries; the weight of a query is its entry (the
     workload's marginal weights are then not used).
     """
@@ -423,7 +398,7 @@ def plan_residual(
         try:
             strats = choose_strategies(workload, strategies, construction=cons, objective=obj_name)
             draft = Plan(workload, np.ones(len(workload.closure)), "draft", strats, cons)
-            draft.bases  # a user strategy may not suit the split construction (no total)
+            _ = draft.bases  # a user strategy may not suit the split construction (no total)
         except WorkloadError:
             if len(candidates) > 1 and cons == "split":
                 continue

@@ -21,7 +21,6 @@ utility-constrained form (eq. 2: minimize pcost s.t. loss ≤ bound) are support
 from __future__ import annotations
 
 import warnings
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -124,7 +123,7 @@ def select_max_var(
 
     ``query_weights`` (optional, one array per workload marginal shaped like its table of
     queries) multiplies ``weights``: the weight of query ``q`` of marginal ``M`` is
-    ``w_M · query_weights[M][q]`` (accuracy targets: ``1/target``, issue 13). The worst query is
+    ``w_M · query_weights[M][q]`` (accuracy targets: ``1/target``). The worst query is
     then ranked by weighted variance, over every query (the Pareto pruning of
     :meth:`Coefficients.max_query_variance` holds for one weight per marginal only). With plain
     marginals every cell has the same variance, so only the largest weight of a marginal binds.
