@@ -20,7 +20,7 @@ SRC = Path(dpmatrix.__file__).parent
 
 # Lowest first. A module may import modules of its own layer or of lower layers only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults"),
+    ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.csv_cells"),
     ("dpmatrix.linalg",),
     ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection"),
     ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing"),
@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.release_tables",),
     ("dpmatrix.release",),
     ("dpmatrix.report", "dpmatrix.postprocess"),
+    ("dpmatrix.workflow",),
     ("dpmatrix.cli", "dpmatrix.__main__", "dpmatrix.table_text"),
     ("dpmatrix",),  # the package root only re-exports the public API
 ]

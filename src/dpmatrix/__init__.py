@@ -64,6 +64,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Release": ("dpmatrix.release", "Release"),
     "load_release": ("dpmatrix.release", "load_release"),
     "write_release": ("dpmatrix.release", "write_release"),
+    "publish": ("dpmatrix.workflow", "publish"),
     "codes": ("dpmatrix.selection", "codes"),
     "Workload": ("dpmatrix.workload", "Workload"),
 }
@@ -110,6 +111,7 @@ __all__ = [
     "plan_pure",
     "plan_querysmasher",
     "write_release",
+    "publish",
 ]
 
 
@@ -180,4 +182,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .selection import codes
     from .solvers.svd_bound import SVDBound
     from .solvers.svd_bound import svd_bound as lower_bound
+    from .workflow import publish
     from .workload import Workload

@@ -335,6 +335,14 @@ def missing_columns_message(missing: Sequence[str], present: Sequence[str]) -> s
     )
 
 
+def duplicate_columns_message(names: Sequence[str], where: str = "the data") -> str:
+    """The one message of every engine for a header that names a column twice."""
+    return (
+        f"{where} have duplicate column names: {', '.join(map(repr, names))}; every column must "
+        "have its own name (rename or drop the copies)"
+    )
+
+
 def null_message(column: str, n: int) -> str:
     return f"column {column!r}: {rows(n)} with a missing value (NaN/None/NULL)"
 

@@ -41,6 +41,8 @@ def loads_strict(text: str, error: type[Exception], what: str) -> Any:
         raise error(f"{what} is not valid: {exc}") from None
     except json.JSONDecodeError as exc:
         raise error(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # the decoder recurses once per nesting level
+        raise error(f"{what} is nested too deeply to be a dpmatrix file") from None
 
 
 def read_json(path: str | Path, error: type[Exception], what: str, missing: str | None = None) -> Any:

@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .csv_cells import escape_frame
 from .errors import PlanError, ReleaseError, WorkloadError
 from .linalg.kron import kron_apply
 from .reconstruct.measurements import marginal_frame
@@ -612,7 +613,7 @@ def write_postprocessed(
         files = {}
         for f in fs:
             path = out / f"{stem}.{f}"
-            table.to_parquet(path, index=False) if f == "parquet" else table.to_csv(path, index=False)
+            table.to_parquet(path, index=False) if f == "parquet" else escape_frame(table).to_csv(path, index=False)
             files[f] = f"{POSTPROCESSED_DIR}/{path.name}"
         entries.append({"attributes": list(names), "files": files})
     chi2, n_values = fit_chi2(pp, meas)

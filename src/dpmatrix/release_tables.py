@@ -70,6 +70,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from .csv_cells import escape, unescape
 from .errors import ReleaseError
 from .protocols import HasClosure
 
@@ -313,10 +314,13 @@ class DatasetWriter:
     """
 
     def __init__(self, stage: Path, label_columns: Mapping[str, str], *, z: float, decimals: int | None = None,
-                 row_group_rows: int | None = None, part_rows: int | None = None):
+                 row_group_rows: int | None = None, part_rows: int | None = None,
+                 metadata: Mapping[str, str] | None = None):
         self.stage = Path(stage)
         self.label_columns = dict(label_columns)
         self.schema = schema(self.label_columns)
+        # key-value metadata of every part's footer (e.g. the NOT PRIVATE mark of a seeded release)
+        self._metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self.z, self.decimals = float(z), decimals
         self.row_group_rows = int(ROW_GROUP_ROWS if row_group_rows is None else row_group_rows)
         self.part_rows = int(PART_ROWS if part_rows is None else part_rows)
@@ -385,6 +389,8 @@ class DatasetWriter:
 
     def _close_part(self) -> None:
         if self._writer is not None:
+            if self._metadata:
+                self._writer.add_key_value_metadata(self._metadata)
             self._writer.close()
             self._writer = None
 
@@ -395,7 +401,8 @@ class DatasetWriter:
         if not self.parts:  # no table at all: an empty dataset still has its schema
             rel = f"{TABLES_DIR}/part-00000.parquet"
             (self.stage / TABLES_DIR).mkdir(parents=True, exist_ok=True)
-            pq.ParquetWriter(str(self.stage / rel), self.schema, **self._options).close()
+            self._writer = pq.ParquetWriter(str(self.stage / rel), self.schema, **self._options)
+            self._close_part()
             self.parts.append(rel)
         for rel in self.parts:  # on disk before the manifest that lists them is written
             fsync_path(self.stage / rel)
@@ -558,9 +565,14 @@ def read_csv_table(path: Path, rel: str, names: Sequence[str], code_columns: Ite
     types.update({s: pa.float64() for s in STAT_COLUMNS})
     opts = pcsv.ConvertOptions(column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False)
     try:
-        return pcsv.read_csv(str(path), convert_options=opts)
+        table = pcsv.read_csv(str(path), convert_options=opts)
     except (OSError, pa.ArrowException) as exc:
         raise ReleaseError(f"cannot read {rel}: {exc}") from None
+    for i, name in enumerate(table.column_names):  # labels as published, formula marks removed
+        if name in names and name not in codes:
+            table = table.set_column(i, name, pa.array([None if v is None else unescape(v)
+                                                        for v in table.column(i).to_pylist()], pa.string()))
+    return table
 
 
 # -- per-marginal CSV files ----------------------------------------------------------------------
@@ -588,7 +600,7 @@ def write_csv_tables(block: TableBlock, z: float, decimals: int | None, paths: S
             return shown[j, name]
         c = codes if codes.ndim == 1 else codes[i]
         a = pa.array(c) if labels is None else pa.DictionaryArray.from_arrays(
-            pa.array(c.astype(np.int32)), pa.array([str(s) for s in labels], pa.string())).cast(pa.string())
+            pa.array(c.astype(np.int32)), pa.array([escape(str(s)) for s in labels], pa.string())).cast(pa.string())
         if codes.ndim == 1:
             shown[j, name] = a
         return a
@@ -684,9 +696,10 @@ CSV_DIR = "marginals"
 class _Sink:
     """Sends blocks to the dataset writer and/or the per-marginal CSV files."""
 
-    def __init__(self, stage: Path, label_columns, formats, z: float, decimals):
+    def __init__(self, stage: Path, label_columns, formats, z: float, decimals, metadata=None):
         self.stage, self.z, self.decimals = stage, z, decimals
-        self.dataset = DatasetWriter(stage, label_columns, z=z, decimals=decimals) if "parquet" in formats else None
+        self.dataset = (DatasetWriter(stage, label_columns, z=z, decimals=decimals, metadata=metadata)
+                        if "parquet" in formats else None)  # fmt: skip
         self.want_csv = "csv" in formats
         self.csv: dict[str, str] = {}
         if self.want_csv:
@@ -731,7 +744,7 @@ def residual_label_columns(plan) -> dict[str, str]:
 
 
 def write_tables(measurements, stage: Path, *, formats: Sequence[str], level: float, decimals: int | None = None,
-                 progress: bool = False) -> WrittenTables:
+                 progress: bool = False, metadata: Mapping[str, str] | None = None) -> WrittenTables:
     """Reconstruct every workload marginal of ``measurements`` and write its table into the
     dataset (``"parquet"`` in ``formats``) and/or a per-marginal CSV file (``"csv"``).
 
@@ -751,10 +764,10 @@ def write_tables(measurements, stage: Path, *, formats: Sequence[str], level: fl
     check_columns(names)
     if not isinstance(plan, HasClosure):
         return _write_listed(measurements, stage, formats=formats, level=level, z=z, decimals=decimals,
-                             progress=progress, style=style)
+                             progress=progress, style=style, metadata=metadata)
     wk = plan.workload
     label_columns = residual_label_columns(plan)
-    sink = _Sink(stage, label_columns, formats, z, decimals)
+    sink = _Sink(stage, label_columns, formats, z, decimals, metadata)
     tables: list = []
     bar = tqdm(total=len(wk), desc="writing tables", unit="marginal", disable=not progress)
     try:
@@ -803,7 +816,7 @@ def _blocks(meas, style: str, level: float) -> Iterator[tuple[TableBlock, list, 
         yield frame_block(marginal_key(n, style), frame, n), [wk.index(n)], [n]
 
 
-def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, style) -> WrittenTables:
+def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, style, metadata=None) -> WrittenTables:
     """Tables of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, explicit): one per
     workload entry (query group), small by nature; collected first, for the column types."""
     frames = []
@@ -825,7 +838,7 @@ def _write_listed(meas, stage: Path, *, formats, level, z, decimals, progress, s
         c: CODE if all(_is_int(f[c]) for _, _, f, cols in frames if c in cols) else LABEL
         for c in order
     }  # fmt: skip
-    sink = _Sink(stage, label_columns, formats, z, decimals)
+    sink = _Sink(stage, label_columns, formats, z, decimals, metadata)
     tables = []
     stems: set[str] = set()
     for i, (n, key, frame, cols) in enumerate(frames):

@@ -26,6 +26,8 @@ import math
 import re
 from collections.abc import Sequence
 
+from .csv_cells import escape
+
 __all__ = ["to_csv", "to_string"]
 
 #: ``display.precision``: decimals of the fixed and scientific float formats
@@ -129,6 +131,6 @@ def to_csv(columns: Sequence[str], kinds: Sequence[str], values: Sequence[Sequen
         if kind == "float":
             texts.append(["" if _is_missing(v) else repr(float(v)) for v in vals])
         else:
-            texts.append(["" if _is_missing(v) else str(v) for v in vals])
+            texts.append(["" if _is_missing(v) else escape(str(v)) for v in vals])  # no spreadsheet formulas
     writer.writerows(zip(*texts))
     return buf.getvalue()

@@ -352,9 +352,9 @@ def test_generalized_marginals_round_trip(tmp_path):
 def test_cli_refuses_a_column_name_clash_before_reading_data(tmp_path, capsys, monkeypatch):
     (tmp_path / "d.csv").write_text("std,b\n0,1\n1,0\n")
     (tmp_path / "dom.json").write_text(json.dumps({"std": 2, "b": 2}))
-    import dpmatrix.cli._release
+    import dpmatrix.workflow
 
-    monkeypatch.setattr(dpmatrix.cli._release, "_open_engine", lambda *a, **k: pytest.fail("the data were opened"))
+    monkeypatch.setattr(dpmatrix.workflow, "open_source", lambda *a, **k: pytest.fail("the data were opened"))
     rc = main(["release", str(tmp_path / "d.csv"), "--domain", str(tmp_path / "dom.json"), "-w", "all:<=2",
                "--rho", "1", "--out", str(tmp_path / "rel"), "--ledger", str(tmp_path / "l.sqlite3"), "-q"])
     err = capsys.readouterr().err

@@ -338,9 +338,9 @@ def test_validation_errors_identical(case, domain, tmp_path):
     df.to_csv(csv, index=False)
     if case != "text":  # a mixed object column is not a valid Parquet column
         df.to_parquet(parquet, index=False)
-    # pandas re-reads the CSV as the numpy engine would see it from the file
+    # pandas re-reads the CSV as the numpy engine sees it from the file (every column text)
     with pytest.raises(DataError) as csv_np_err:
-        NumpyEngine(pd.read_csv(csv), domain)
+        NumpyEngine(pd.read_csv(csv, dtype=str), domain)
     with pytest.raises(DataError) as csv_err:
         DuckDBEngine(csv, domain)
     assert str(csv_err.value) == str(csv_np_err.value)

@@ -96,14 +96,12 @@ def test_cells_still_bound_a_streamed_batch():
     assert len(spy.calls) == 4
 
 
-def test_cli_counting_bar_forwards_the_preferred_batch(data):
-    from dpmatrix.cli import CountingBar
-
-    class Plan:  # a plan that lists its mechanisms (what CountingBar reads for its total)
-        def mechanisms(self):
-            return None, []
+def test_release_workflow_gate_forwards_the_preferred_batch(data):
+    """The release workflow wraps the engine (to know when counts reach the noise step); the
+    wrapper keeps the engine's batch size."""
+    from dpmatrix.workflow import _Gate
 
     domain, df, path = data
     with DuckDBEngine(path, domain) as de:
-        assert count_batch(CountingBar(de, Plan(), enabled=False)) == STREAM_BATCH
-    assert count_batch(CountingBar(Spy(NumpyEngine(df, domain)), Plan(), enabled=False)) == COUNT_BATCH
+        assert count_batch(_Gate(de)) == STREAM_BATCH
+    assert count_batch(_Gate(Spy(NumpyEngine(df, domain)))) == COUNT_BATCH

@@ -40,7 +40,7 @@ from ._common import (
 )
 from ._compare import cmd_compare
 from ._demo import cmd_demo, shipped_adult
-from ._engine import CountingBar, _on_unknown, _open_engine, _open_spark_engine
+from ._engine import _on_unknown
 from ._infer_domain import cmd_infer_domain
 from ._ledger import cmd_ledger_set_cap, cmd_ledger_show
 from ._options import _add_budget, _add_ledger, _add_noise, _add_quiet, _add_round, _add_targets, _add_workload
@@ -63,7 +63,7 @@ from ._output import (
 from ._parser import build_parser
 from ._plan import _print_pure_plan, _write_plan_report, cmd_plan
 from ._query import _marginal_header, _marginal_names, _print_saved, _print_table, cmd_query
-from ._release import _check_options, _dataset_name, _reserve, cmd_release, run_release
+from ._release import _check_options, _dataset_name, cmd_release, run_release
 from ._report import cmd_report, write_release_report_into
 from ._synth import cmd_synth
 

@@ -53,7 +53,7 @@ def plan_privacy(plan, delta: float, args: argparse.Namespace | None = None) -> 
     manifest's (:func:`dpmatrix.statement.privacy_summary`). The ε-above-10 warning, the plan's
     console line and the ledger note all print this one number; the manifest states the same
     function of the noise actually drawn (σ rounded up, so never more)."""
-    if getattr(plan, "pure_epsilon", None) is not None:
+    if plan.budget.is_pure:
         return pure_summary(plan)
     from ..measure.secure import resolve_noise
 

@@ -22,7 +22,9 @@ def _print_table(df: pd.DataFrame, fmt: str) -> None:
     import pandas as pd
 
     if fmt == "csv":
-        print(df.to_csv(index=False), end="")
+        from ..csv_cells import escape_frame
+
+        print(escape_frame(df).to_csv(index=False), end="")  # no spreadsheet formulas in labels
     elif fmt == "json":
         print(df.to_json(orient="records", indent=1))
     else:

@@ -8,8 +8,8 @@ file's name without suffix). Every option is checked before any data is read."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,16 @@ from ._common import (
     _report_delta,
     _workload,
 )
-from ._engine import CountingBar, _on_unknown, _open_engine
-from ._options import _add_budget, _add_ledger, _add_noise, _add_quiet, _add_round, _add_targets, _add_workload
+from ._engine import _on_unknown
+from ._options import (
+    _add_budget,
+    _add_ledger,
+    _add_noise,
+    _add_quiet,
+    _add_round,
+    _add_targets,
+    _add_workload,
+)
 from ._output import (
     Out,
     _describe_plan,
@@ -38,11 +46,10 @@ from ._output import (
     warn_line,
     warn_mu_not_claimed,
 )
-from ._report import write_release_report_into
 
 
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Every option of ``release``/``demo`` checked before any file is read."""
+    """Every option of ``release``/``demo`` checked before any file is read (issue 16 item 12)."""
     from ..engines.duckdb_engine import detect_format
     from ..release import _check_formats
     from ..sizing import DEFAULT_MAX_CELLS
@@ -87,34 +94,27 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _dataset_name(data: str) -> str:
-    name = Path(data).name
-    for suffix in sorted((".csv", ".tsv", ".txt", ".gz", ".zst", ".parquet", ".pq", ".parq"), key=len, reverse=True):
-        while name.lower().endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-    return name
+    from ..workflow import dataset_name
+
+    return dataset_name(data)
 
 
-def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
-    """Check every option, plan (or load a plan), estimate the size, lock the output folder,
-    charge the ledger, measure the data, write the release; returns the Measurements.
+def _spark_conf(items: list[str] | None) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in items or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise CLIError(f"--spark-conf: bad entry {item!r}; write key=value, e.g. spark.executor.memory=8g")
+        conf[k.strip()] = v.strip()
+    return conf
 
-    Order matters for privacy: nothing is measured before the ledger holds the spend, and the
-    spend stays charged if anything fails afterwards."""
-    import shutil
 
-    import numpy as np
-
-    from ..ledger import Ledger
+def _plan_of(args: argparse.Namespace, domain: Domain | None, opts: dict):
+    """The plan: a checked plan file (--plan) or planned from the workload and budget."""
     from ..plan_file import load_plan
     from ..planners.dispatch import plan as make_plan
-    from ..release import MANIFEST, TABLES_README, _sibling, check_target, output_lock, recover_output, write_release
-    from ..release_tables import check_columns
-    from ..sizing import check_size, describe_size, estimate_size
+    from ..sizing import check_size, estimate_size
 
-    opts = _check_options(args)
-    delta = opts["delta"]
-    if args.seed is not None:
-        warn_line(SEED_WARNING)
     if getattr(args, "plan", None):
         if any(getattr(args, n) is not None for n in ("workload", "marginals", "workload_file")):
             raise CLIError("give either --plan or a workload (--workload/--marginals), not both")
@@ -123,113 +123,81 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
         plan = load_plan(args.plan)
         if domain is not None and domain != plan.domain:
             raise CLIError(f"the domain in {args.plan!r} differs from the --domain file")
-    else:
-        if domain is None:
-            raise CLIError("give --domain D.json (or a saved --plan)")
-        wk = _workload(args, domain)
-        spill = bool(getattr(args, "spill", False))
-        check_size(estimate_size(wk, formats=len(opts["formats"]), spill=spill), opts["max_cells"])
-        if getattr(args, "target", None):
-            plan = _plan_from_targets(args, wk)
-        else:
-            plan = make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
-                             **_budget_kwargs(args))  # fmt: skip
-    size = estimate_size(plan.workload, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False)))
-    check_size(size, opts["max_cells"])
-    check_columns(plan.domain.names)  # the tables' column names: refused before any data is read
+        return plan
+    if domain is None:
+        raise CLIError("give --domain D.json (or a saved --plan)")
+    wk = _workload(args, domain)
+    # refused before planning (planning a huge workload takes long itself)
+    check_size(estimate_size(wk, formats=len(opts["formats"]), spill=bool(getattr(args, "spill", False))),
+               opts["max_cells"])  # fmt: skip
+    if getattr(args, "target", None):
+        return _plan_from_targets(args, wk)
+    return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
+                     **_budget_kwargs(args))  # fmt: skip
+
+
+def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, noise: str, say: Out, overwrite: bool):
+    """The library's release workflow with the command line's options."""
+    import numpy as np
+
+    from ..workflow import publish
+
+    no_ledger = getattr(args, "no_ledger", False)
+    return publish(
+        plan, str(args.data), args.out,
+        dataset=opts.get("dataset"), ledger=False if no_ledger else opts["ledger"], engine=args.engine,
+        encoding=getattr(args, "encoding", "auto"), on_unknown=opts["policy"], data_format=args.data_format,
+        delimiter=args.delimiter, memory_limit=getattr(args, "memory_limit", None),
+        spark_master=getattr(args, "spark_master", None), spark_conf=_spark_conf(getattr(args, "spark_conf", None)),
+        level=args.level, delta=delta, formats=opts["formats"], round=getattr(args, "round", None), noise=noise,
+        overwrite=overwrite, report=not getattr(args, "no_report", False), max_cells=opts["max_cells"],
+        spill=bool(getattr(args, "spill", False)),
+        rng=np.random.default_rng(args.seed) if args.seed is not None else None,
+        progress=say.progress, on_note=say.note,
+        notes={"data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
+                        "on_unknown": opts["policy"]}},
+    )  # fmt: skip
+
+
+def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overwrite: bool) -> Any:
+    """Check the options, plan (or load a plan) and hand everything to the library's release
+    workflow (:func:`dpmatrix.publish`: validation, ledger, counting, noise, writing and the
+    report, in that order); print what it did. Returns the Measurements."""
+    from ..measure.discrete import InsecureRandomnessWarning
+    from ..release import TABLES_README
+
+    opts = _check_options(args)
+    delta = opts["delta"]
+    plan = _plan_of(args, domain, opts)
     privacy = plan_privacy(plan, delta, args)  # of the noise this release draws
     warn_large_epsilon(privacy["epsilon"], delta)
     warn_mu_not_claimed(args, privacy)
     _describe_plan(plan, say, delta, describe_privacy=False)
     if getattr(args, "target", None):
         _describe_targets(plan, say)
-    say(describe_size(size))
     noise = getattr(args, "noise", "auto")
-    if _is_pure(plan):
-        if noise == "discrete_gaussian":
-            raise CLIError("--noise discrete_gaussian is a zCDP option: a pure epsilon-DP plan uses the "
-                           "exact discrete Laplace")
-        noise = None  # the plan's own: exact discrete Laplace from the OS CSPRNG
-    out = Path(args.out)
-    ledger = None
-    if not getattr(args, "no_ledger", False):
-        ledger = Ledger(opts["ledger"])
-    with output_lock(out):
-        recover_output(out)
-        check_target(out, overwrite)  # fail before touching the data
-        reservation = _reserve(ledger, opts, plan, str(args.data), out, say, privacy=privacy)
-        work = _sibling(out.absolute(), "work")
-        try:
-            with reservation as _charge:
-                work.mkdir()
-                # the OS CSPRNG (rng=None) unless a testing seed was given (secure by
-                # default; the sampler is chosen by dpmatrix.measure.secure.resolve_noise)
-                rng = np.random.default_rng(args.seed) if args.seed is not None else None
-                engine = CountingBar(_open_engine(args, plan.domain, say, temp_directory=work / "duckdb"), plan,
-                                     say.progress)  # fmt: skip
-                try:
-                    meas = plan.measure(
-                        None, rng=rng, progress=say.progress, engine=engine, noise=noise,
-                        store=(work / "store") if getattr(args, "spill", False) else None,
-                    )  # fmt: skip
-                finally:
-                    engine.close()
-                del engine, rng
-                notes = {
-                    "data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
-                             "on_unknown": opts["policy"]},
-                }  # fmt: skip
-                written = write_release(
-                    meas, out, level=args.level, delta=delta, formats=opts["formats"],
-                    progress=say.progress, overwrite=overwrite, notes=notes,
-                    reproducible=args.seed is not None, round=getattr(args, "round", None),
-                )  # fmt: skip
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    privacy = json.loads((Path(written) / MANIFEST).read_text())["privacy"]
+    if _is_pure(plan) and noise == "discrete_gaussian":
+        raise CLIError("--noise discrete_gaussian is a zCDP option: a pure epsilon-DP plan uses the "
+                       "exact discrete Laplace")
+    say.note(f"reading {args.data} with {args.engine} ...")  # the Spark master is not echoed
+    with warnings.catch_warnings():
+        if args.seed is not None:  # said once, in the command line's words
+            warn_line(SEED_WARNING)
+            warnings.filterwarnings("ignore", category=InsecureRandomnessWarning)
+        done = _publish(args, plan, opts, delta, noise, say, overwrite)
+    written = done.path
     kinds = " and ".join({"parquet": "one Parquet dataset in tables/", "csv": "one CSV file each in marginals/"}[f]
                          for f in opts["formats"])  # fmt: skip
     say(f"wrote {len(plan.workload)} marginal tables ({kinds}), measurements.parquet and manifest.json to {written}/")
     say(f"table columns: estimate, variance, std, and lower/upper = the {args.level:.0%} confidence interval "
         f"(described in {written}/{TABLES_README})")
-    say(fmt_privacy(privacy))
-    if not getattr(args, "no_report", False):
-        try:
-            report = write_release_report_into(Path(written))
-        except (DPMatrixError, OSError, ValueError) as exc:
-            warn_line(f"the release was written but its HTML report was not ({exc}); "
-                      f"write it with: dpmatrix report {written}")
+    say(fmt_privacy(done.privacy))
+    if done.report is not None:
+        if done.report.is_file():
+            say(f"wrote {done.report} (open it in a browser)")
         else:
-            say(f"wrote {report} (open it in a browser)")
-    return meas
-
-
-def _reserve(ledger, opts: dict, plan, data: str, out: Path, say: Out, privacy: dict | None = None):
-    """The ledger charge of this release: a context manager that reserves ρ of the plan (for
-    discrete noise the rounded-up σ spends at most that) before any noise is drawn, and marks
-    the spend completed or failed on exit (a no-op without a ledger)."""
-    from contextlib import nullcontext
-
-    if ledger is None:
-        warn_line("--no-ledger: this release is not recorded in any privacy-budget ledger")
-        return nullcontext()
-    fp = ledger.fingerprint(data)
-    if _is_pure(plan):  # pure epsilon-DP composes by adding epsilon
-        eps = float(plan.pure_epsilon)
-        charge = ledger.reserve(opts["dataset"], fp, epsilon=eps, note=f"release to {out}")
-        before = ledger.spent(opts["dataset"], fp)
-        cap = f" of its cap {before.epsilon_cap:.6g}" if before.epsilon_cap is not None else " (no cap set)"
-        say.note(f"ledger {ledger.path}: dataset {opts['dataset']!r} has spent pure epsilon = "
-                 f"{before.epsilon:.6g}{cap} before this release of epsilon = {eps:.6g}")
-        return charge
-    charge = ledger.reserve(opts["dataset"], fp, rho=float(plan.rho), note=f"release to {out}")
-    before = ledger.spent(opts["dataset"], fp)
-    cap = f" of its cap {before.rho_cap:.6g}" if before.rho_cap is not None else " (no cap set)"
-    eps = (f" (epsilon = {privacy['epsilon']:.6g} at delta = {privacy['delta']:.3g})"
-           if privacy is not None and privacy.get("epsilon") is not None else "")
-    say.note(f"ledger {ledger.path}: dataset {opts['dataset']!r} has spent rho = {before.rho:.6g}{cap} "
-             f"before this release of rho = {float(plan.rho):.6g}{eps}")
-    return charge
+            warn_line(f"the release was written but its HTML report was not; write it with: dpmatrix report {written}")
+    return done.measurements
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -282,7 +250,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--spark-conf", metavar="K=V", action="append",
                    help="extra Spark setting for --engine spark (repeatable), e.g. spark.executor.memory=8g")
     r.add_argument("--data-format", choices=["csv", "parquet"], help="format of DATA if its suffix does not tell")
-    r.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
+    r.add_argument("--delimiter", help="CSV field delimiter (default: ',', as every engine reads it)")
     r.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 4GB (it spills to disk beyond)")
     r.add_argument("--spill", action="store_true",
                    help="keep the noisy answers in a temporary on-disk store instead of memory "

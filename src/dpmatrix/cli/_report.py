@@ -11,28 +11,23 @@ from ._output import Out
 
 
 def write_release_report_into(out: Path) -> Path:
-    """Write ``report.html`` into a finished release folder, under a temporary name first, so a
-    failed report leaves the release as it was."""
-    from ..report import REPORT_FILE, write_release_report
+    """Write ``report.html`` into a release folder (verified first; inside its lock; its digest
+    joins the digest list): :func:`dpmatrix.workflow.write_report_into`."""
+    from ..workflow import write_report_into
 
-    tmp = out / f".{REPORT_FILE}.partial"
-    try:
-        write_release_report(out, tmp)  # in the release folder: its links stand after the rename
-        tmp.replace(out / REPORT_FILE)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out / REPORT_FILE
+    return write_report_into(out)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..report import write_release_report
+    from ..report import REPORT_FILE
+    from ..workflow import write_report_into
 
     say = Out(args.quiet)
     folder = Path(args.release)
     try:
-        path = write_release_report(folder, args.out, fairness=not args.no_fairness)
+        path = write_report_into(folder, args.out, fairness=not args.no_fairness)
     except OSError as exc:
-        target = args.out or str(folder / "report.html")
+        target = args.out or str(folder / REPORT_FILE)
         raise CLIError(f"cannot write the report {target!r}: {exc.strerror or exc}") from None
     say(f"report written to {path} (open it in a browser)")
     return 0

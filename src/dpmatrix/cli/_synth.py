@@ -29,7 +29,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if out.suffix.lower() == ".parquet":
         df.to_parquet(out, index=False)
     else:
-        df.to_csv(out, index=False)
+        from ..csv_cells import escape_frame
+
+        escape_frame(df).to_csv(out, index=False)  # labels made from data: no spreadsheet formulas
     say(f"wrote {len(df)} synthetic records ({pp.method}, fitted to the release's measurements) to {out}")
     return 0
 

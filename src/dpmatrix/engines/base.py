@@ -27,6 +27,7 @@ from ..encode import (  # re-exported: the engines' shared data messages live wi
     CODES_HINT,
     MAX_SHOWN,
     code_dtype,
+    duplicate_columns_message,
     fmt_value,
     fmt_values,
     missing_columns_message,

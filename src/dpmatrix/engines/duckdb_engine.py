@@ -245,6 +245,12 @@ class DuckDBEngine:
         self.batch_size = min(max(1, int(batch_size)), 62)  # DuckDB: <= 64 groups
         self.chunk_bytes = int(chunk_bytes)
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
+        if self.format == "csv":
+            # read as the numpy and Spark engines do: RFC 4180 quoting, ',' unless a delimiter is
+            # given (no sniffing: a ';' file is one column everywhere, not counted by one engine
+            # only); every column as text, as the other engines read it: DuckDB's BIGINT parser
+            # would take '0x1' as the code 1, and messages show the text of the file
+            csv_options = {"delim": ",", "quote": '"', "escape": '"', "all_varchar": True, **(csv_options or {})}
         if encoding == "raw" and self.format == "csv":
             # every column as text, then the domain's rules: no sniffing of
             # yes/no or T/F as booleans, "01" stays "01" — the same as encode.read_csv_text

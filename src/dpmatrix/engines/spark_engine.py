@@ -51,6 +51,7 @@ from .base import (
     MAX_SHOWN,
     AttrSet,
     Progress,
+    duplicate_columns_message,
     empty_table,
     missing_columns_message,
     non_integer_message,
@@ -212,7 +213,8 @@ def _read(spark: Any, source: str, fmt: str, csv_options: Mapping[str, Any] | No
             if csv_options:
                 raise ValueError("csv_options apply to CSV files only")
             return spark.read.parquet(source)
-        opts = {"header": "true", "inferSchema": "false", "mode": "PERMISSIVE"}
+        # RFC 4180: a quote inside a quoted field is doubled ("" ), as numpy and DuckDB read it
+        opts = {"header": "true", "inferSchema": "false", "mode": "PERMISSIVE", "escape": '"'}
         opts.update({k: str(v) for k, v in (csv_options or {}).items()})
         return spark.read.options(**opts).csv(source)  # every column is text
     except AnalysisException as exc:
@@ -435,6 +437,10 @@ class SparkEngine:
         names = list(self._domain.names)
         have = list(df.columns)
         missing = [n for n in names if n not in have]
+        # Spark's CSV reader renames a repeated header name to name + its position ("sex3")
+        dups = [n for n in missing if any(h == f"{n}{i}" for i, h in enumerate(have))]
+        if dups:
+            raise DataError(duplicate_columns_message(dups))
         if missing:
             raise DataError(missing_columns_message(missing, have))
         classes = {n: type_class(df.schema[n].dataType) for n in names}
@@ -499,7 +505,8 @@ class SparkEngine:
             if n_null:
                 problems.append(null_message(a.name, n_null))
             if n_bad:
-                numeric = cls in ("int", "float", "bool") or self._numeric_text(cls, n_nonnum)
+                # a CSV file's offending text is shown as written, as the numpy and DuckDB readers show it
+                numeric = cls in ("int", "float", "bool") or (not self._csv and self._numeric_text(cls, n_nonnum))
                 vals, nd = self._distinct(df, x if numeric else c.cast("string"), bad)
                 problems.append(non_integer_message(a.name, n_bad, vals, nd))
             if n_out:

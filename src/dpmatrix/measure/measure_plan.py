@@ -25,7 +25,7 @@ from ..workload import AttrSet
 from .counting import count_batches
 from .discrete import discrete_measure_many, discrete_randomness, round_plan
 from .linear_route import measure_linear
-from .secure import NOISES, measure_lattice, resolve_noise
+from .secure import NOISES, measure_lattice, resolve_noise, warn_seeded_float
 
 __all__ = ["measure"]
 
@@ -153,6 +153,8 @@ def measure(
             elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
                 # a plan naming its secure sampler (explicit strategies): float only with a generator
                 noise = "gaussian" if rng is not None else plan.secure_noise
+                if rng is not None:
+                    warn_seeded_float()
             try:
                 return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
             finally:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -52,7 +53,7 @@ from ..protocols import HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
-from .discrete import centering_matrix, discrete_randomness
+from .discrete import InsecureRandomnessWarning, centering_matrix, discrete_randomness
 
 __all__ = [
     "NOISES",
@@ -109,12 +110,26 @@ def resolve_noise(plan, noise: str = "auto", rng=None) -> str:
     if noise not in NOISES:
         raise DataError(f"noise must be one of {', '.join(NOISES)}; got {noise!r}")
     if noise in ("gaussian", "gaussian_float"):
+        if rng is not None:
+            warn_seeded_float()
         return "gaussian"
     if noise == "auto":
         if rng is not None:
+            warn_seeded_float()
             return "gaussian"
         return "discrete_gaussian" if _integer_plan(plan) else "lattice_gaussian"
     return noise
+
+
+def warn_seeded_float() -> None:
+    """A user's generator selects the reproducible floating-point Gaussian: say so (it is
+    recorded as ``seeded_insecure`` and every artifact of a release says NOT PRIVATE)."""
+    warnings.warn(
+        "rng= draws floating-point Gaussian noise from your seeded generator: reproducible by whoever "
+        "has the seed, NOT private; omit rng for exact noise from the operating system's secure source",
+        InsecureRandomnessWarning,
+        stacklevel=4,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -75,10 +75,13 @@ from ._manifest import (
     _read_manifest,
     _residual_plan,
     _stated_digest,
+    digest_list,
     dump_json,
     is_release,
     release_problem,
     sha256_file,
+    verify_files,
+    write_digest_list,
 )
 from ._measurements import (
     _MEAS_SCHEMA,
@@ -106,6 +109,8 @@ from ._writer import (
     FORMATS,
     MARGINALS_DIR,
     NEGATIVE_ESTIMATES,
+    NOT_IN_LEDGER,
+    NOT_PRIVATE_README,
     TABLES_README,
     _check_formats,
     _lower_bound_entry,

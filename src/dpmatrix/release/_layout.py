@@ -14,9 +14,11 @@ privacy meaning: a leftover measurement is budget already spent.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
+import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -27,6 +29,11 @@ from ..errors import ReleaseError
 from ..release_tables import fsync_path
 from ._manifest import is_release, release_problem
 
+WORK_MEANING = (
+    "it held temporary files computed from the un-noised records (counting spill, on-disk "
+    "measurements) in a folder only its owner could read; they are deleted, and the budget "
+    "of that interrupted release stays charged in the ledger"
+)
 LEFTOVER_MEANING = (
     "it held noisy measurements of the data, so its privacy budget was already spent (the "
     "ledger keeps that spend); a new release is a new measurement and spends budget again"
@@ -78,6 +85,9 @@ def output_lock(out_dir: str | Path) -> Iterator[bool]:
         outer holder has already recovered leftovers, and its own work files are not leftovers).
     """
     out = Path(out_dir).absolute()
+    if out.is_symlink():
+        raise ReleaseError(f"output {str(out)!r} is a symbolic link; refusing to write a release through it "
+                           "(give the real folder)")  # fmt: skip
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -115,8 +125,16 @@ def output_lock(out_dir: str | Path) -> Iterator[bool]:
 def _acquire(lock: Path, out: Path) -> int:
     for _ in range(100):
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            # never through a symbolic link (a planted .OUT.lock -> /etc/... would be created or
+            # truncated with the writer's rights): O_NOFOLLOW, and a regular file only
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise ReleaseError(f"the lock file {str(lock)!r} is not a regular file; remove it")
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ReleaseError(f"the lock file {str(lock)!r} is a symbolic link; refusing to follow it "
+                                   "(remove it)") from None  # fmt: skip
             raise ReleaseError(f"cannot create the lock file {str(lock)!r}: {exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -159,9 +177,12 @@ def recover_output(out_dir: str | Path) -> list[str]:
             which = "the finished new release" if cand in partials else "the previous release"
             msgs.append(f"an overwrite of {str(out)!r} was interrupted; restored {which} from {cand.name}")
             break
-    for p in _siblings(out, "partial") + works:
+    for p in _siblings(out, "partial"):
         shutil.rmtree(p, ignore_errors=True)
         msgs.append(f"removed {p.name} left by an interrupted release to {str(out)!r}: {LEFTOVER_MEANING}")
+    for p in works:
+        shutil.rmtree(p, ignore_errors=True)
+        msgs.append(f"removed {p.name} left by an interrupted release to {str(out)!r}: {WORK_MEANING}")
     for p in _siblings(out, "old"):
         shutil.rmtree(p, ignore_errors=True)
         msgs.append(f"removed {p.name}, the previous release left by an interrupted overwrite of {str(out)!r}")

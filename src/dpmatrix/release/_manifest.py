@@ -48,9 +48,68 @@ MEASUREMENTS = "measurements.parquet"
 
 # Files written into a finished release from its own published contents (the HTML report,
 # private-pgm post-processed tables): part of the folder, not of the measured release, so not
-# covered by the digests and rewritten at will by ``dpmatrix report`` / ``--postprocess``; they
-# never make a folder "not a release". Matched as prefixes of the relative path.
-DERIVED_PATHS = ("report.html", "postprocessed/")
+# listed in the manifest and rewritten by ``dpmatrix report`` / ``--postprocess``; they never
+# make a folder "not a release" (a report left half-written by a kill included). The report's
+# SHA-256 is a further line of ``manifest.sha256`` (the digest list), written while the output
+# lock is held, so :func:`verify_files` finds a report that describes another release. Matched
+# as prefixes of the relative path.
+DERIVED_PATHS = ("report.html", ".report.html.partial", ".manifest.sha256.partial", "postprocessed/")
+
+
+def digest_list(folder: Path) -> dict[str, str]:
+    """``manifest.sha256`` as ``{file: SHA-256}``: the manifest's line first, then one line per
+    derived file covered (``report.html``). Empty if unreadable."""
+    try:
+        lines = (Path(folder) / MANIFEST_DIGEST).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    out: dict[str, str] = {}
+    for line in lines:
+        digest, _, name = line.partition("  ")
+        if digest and name:
+            out[name] = digest
+    return out
+
+
+def write_digest_list(folder: Path, derived: Mapping[str, str]) -> None:
+    """Rewrite ``manifest.sha256`` with its manifest line and one line per ``derived`` file
+    (name -> SHA-256), atomically (a temporary file renamed over it)."""
+    import os
+
+    folder = Path(folder)
+    first = (folder / MANIFEST_DIGEST).read_text(encoding="utf-8").splitlines()[0]
+    text = first + "\n" + "".join(f"{d}  {n}\n" for n, d in derived.items())
+    tmp = folder / f".{MANIFEST_DIGEST}.partial"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / MANIFEST_DIGEST)
+
+
+def verify_files(folder: str | Path, *, derived: bool = True) -> None:
+    """Raise :class:`~dpmatrix.ReleaseError` unless every file of the release matches its
+    SHA-256: the manifest (``manifest.sha256``), every file the manifest lists, and every
+    derived file of the digest list (the report). Reads every byte: what ``dpmatrix report``
+    and ``dpmatrix ledger verify`` run before trusting a folder.
+
+    Parameters
+    ----------
+    folder : str or Path
+    derived : bool
+        Also check the derived files (``False`` before rewriting them).
+    """
+    folder = Path(folder)
+    manifest = _read_manifest(folder, verify=True)
+    for rel, want in _listed_files(manifest).items():
+        _checked_file(folder, rel, want)
+    for name, want in list(digest_list(folder).items())[1:] if derived else []:
+        p = _inside(folder, name)
+        if p.is_file() and sha256_file(p) != want:
+            raise ReleaseError(
+                f"{name} in {str(folder)!r} does not match the digest written with the release: it "
+                "describes another release or was edited; rewrite it with 'dpmatrix report'"
+            )
 
 
 def _library_version() -> str:

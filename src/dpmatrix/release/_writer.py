@@ -7,19 +7,29 @@ import datetime as _dt
 import hashlib
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ReleaseError
+from ..errors import DPMatrixError, ReleaseError
 from ..jsonfile import json_float
 from ..protocols import HasClosure
 from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
 from ..statement import check_delta, privacy_summary
 from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
-from ._manifest import MANIFEST, MANIFEST_DIGEST, MEASUREMENTS, RELEASE_FORMAT, _library_version, dump_json, sha256_file
+from ._manifest import (
+    MANIFEST,
+    MANIFEST_DIGEST,
+    MEASUREMENTS,
+    RELEASE_FORMAT,
+    _library_version,
+    dump_json,
+    sha256_file,
+    write_digest_list,
+)
 from ._measurements import _write_measurements
 
 if TYPE_CHECKING:
@@ -54,6 +64,25 @@ DEFAULT_FORMATS = ("parquet",)
 DEFAULT_DELTA = 1e-9
 
 
+#: how a release measured outside the release workflow without a ledger is recorded
+NOT_IN_LEDGER = "not in any ledger"
+
+#: the first lines of ``README.txt`` of a release whose noise came from a seeded generator
+NOT_PRIVATE_README = (
+    "*** REPRODUCIBLE, NOT PRIVATE ***\n"
+    "The noise of this release came from a seeded generator (rng= / --seed): anyone with the seed\n"
+    "can remove it. It is for testing only and must not be published as a private release.\n\n"
+)
+
+
+def _parquet_marks(reproducible: bool) -> dict[str, str] | None:
+    """Key-value metadata of the Parquet tables: the NOT PRIVATE mark of a seeded release."""
+    if not reproducible:
+        return None
+    return {"dpmatrix.private": "false",
+            "dpmatrix.note": "REPRODUCIBLE, NOT PRIVATE: the noise came from a seeded generator (testing only)"}
+
+
 def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
     if isinstance(formats, str):
         formats = [f for f in formats.split(",")]
@@ -83,6 +112,8 @@ def write_release(
     notes: Mapping[str, Any] | None = None,
     reproducible: bool | None = None,
     round: int | None = None,
+    ledger: Mapping[str, Any] | None = None,
+    derived: Callable[[Path], Sequence[str]] | None = None,
 ) -> Path:
     """Write a release folder (layout in :mod:`dpmatrix.release`, locking in
     :mod:`dpmatrix.release._layout`, integrity in :mod:`dpmatrix.release._manifest`).
@@ -105,15 +136,24 @@ def write_release(
     notes : mapping, optional
         Extra JSON-ready facts for the manifest; nothing computed from the data.
     reproducible : bool, optional
-        The noise came from a user-given seed: recorded in the manifest and in every privacy
-        line as "REPRODUCIBLE, NOT PRIVATE". ``None``: inferred from
-        ``measurements.randomness`` (``"seeded_insecure"``), which cannot tell a seeded
-        floating-point Gaussian generator from an OS-seeded one — pass it explicitly.
+        The noise came from a user-given seed: recorded in the manifest, in every privacy
+        line, in ``README.txt`` and in the Parquet tables' metadata as "REPRODUCIBLE, NOT
+        PRIVATE". Measurements whose ``randomness`` is ``"seeded_insecure"`` are always marked
+        (``False`` cannot remove the mark).
     round : int, optional
         Round the published tables' numbers (estimate, variance, std, lower, upper) to this
         many decimals (``0``: whole numbers); the measurements are kept exact, so
         ``load_release(...).marginal`` still reconstructs unrounded answers. Post-processing:
         no privacy cost.
+    ledger : mapping, optional
+        The ledger entry this release was charged to (:meth:`dpmatrix.Ledger.anchor`), recorded
+        in the manifest; ``None``: the manifest says the release is "not in any ledger" (as
+        for measurements made outside :func:`dpmatrix.publish`).
+    derived : callable, optional
+        Called with the finished stage folder (a complete release) before it replaces
+        ``out_dir``, while the lock is held; writes files derived from the release (the
+        report) and returns their names, whose SHA-256 join the digest list
+        (``manifest.sha256``). A failure there is warned and the release written without them.
 
     Returns
     -------
@@ -141,10 +181,12 @@ def write_release(
     delta = 0.0 if pure else check_delta(delta)
     if round is not None and (isinstance(round, bool) or not isinstance(round, int) or not 0 <= round <= 15):
         raise ReleaseError(f"round must be a number of decimals between 0 and 15, got {round!r}")
-    if reproducible is None:
-        reproducible = measurements.randomness == "seeded_insecure"
+    # a seeded generator's noise is never private, whatever the caller says
+    reproducible = bool(reproducible) or measurements.randomness == "seeded_insecure"
     plan: Plan = measurements.plan  # type: ignore[assignment]
     privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
+    if reproducible:  # said in words too, for readers of the manifest alone
+        privacy = {**privacy, "warning": _parquet_marks(True)["dpmatrix.note"]}  # type: ignore[index]
     out = Path(out_dir).absolute()
     with output_lock(out) as fresh:
         if fresh:
@@ -152,10 +194,15 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
+            extra = {"ledger": dict(ledger) if ledger else {"status": NOT_IN_LEDGER}}
             if isinstance(plan, HasClosure):
-                _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round)
+                _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round,
+                             extra)  # fmt: skip
             else:
-                _write_stage_listed(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible)
+                _write_stage_listed(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible,
+                                    extra)  # fmt: skip
+            if derived is not None:
+                _add_derived(stage, derived)
             _swap_into_place(stage, out)
         except OSError as exc:
             shutil.rmtree(stage, ignore_errors=True)
@@ -164,6 +211,18 @@ def write_release(
             shutil.rmtree(stage, ignore_errors=True)
             raise
     return Path(out_dir)
+
+
+def _add_derived(stage: Path, derived: Callable[[Path], Sequence[str]]) -> None:
+    """Write the derived files into the finished stage and add their digests to the list."""
+    try:
+        names = list(derived(stage))
+    except (DPMatrixError, OSError, ValueError) as exc:
+        warnings.warn(f"the release was written without its derived files (report): {exc}", UserWarning,
+                      stacklevel=3)  # fmt: skip
+        return
+    write_digest_list(stage, {n: sha256_file(stage / n) for n in names})
+    fsync_path(stage)
 
 
 def _lower_bound_entry(plan) -> dict[str, Any] | None:
@@ -175,7 +234,7 @@ def _lower_bound_entry(plan) -> dict[str, Any] | None:
 
 
 def tables_readme(level: float, decimals: int | None, formats: Sequence[str] = DEFAULT_FORMATS,
-                  key: str = "age,sex") -> str:
+                  key: str = "age,sex", reproducible: bool = False) -> str:
     """The text of ``README.txt``: where the tables are and what every column means."""
     pct = f"{100 * float(level):g}%"
     rounded = ("exact (not rounded)" if decimals is None
@@ -193,8 +252,9 @@ def tables_readme(level: float, decimals: int | None, formats: Sequence[str] = D
         )
     if "csv" in formats:
         where += f"One CSV file per table in {MARGINALS_DIR}/ (attribute columns, then the numbers).\n"
+    warning = (NOT_PRIVATE_README if reproducible else "")
     return (
-        f"Tables of this dpmatrix release.\n{where}"
+        f"{warning}Tables of this dpmatrix release.\n{where}"
         "Columns:\n"
         "  estimate  the differentially private count (unbiased)\n"
         "  variance  its exact variance (from the noise scales; no data used)\n"
@@ -240,13 +300,14 @@ def _tables_section(written: WrittenTables, formats, level, decimals=None) -> di
 
 
 def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
-                 decimals: int | None = None) -> None:
+                 decimals: int | None = None, extra: Mapping[str, Any] | None = None) -> None:
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
     fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
     wk = plan.workload
     cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
-    written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress)
+    written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress,
+                           metadata=_parquet_marks(reproducible))  # fmt: skip
     entries: list[dict[str, Any]] = []
     for names, key, rows, _, i, _, codes in written.tables:
         entries.append(
@@ -262,7 +323,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         )
     spec = plan.to_dict()
     example = entries[min(len(entries) - 1, 1 + len(plan.domain))]["key"] if entries else "total"
-    _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example))
+    _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example, reproducible))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
@@ -298,6 +359,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         manifest["lower_bound"] = bound
     if notes:
         manifest["notes"] = dict(notes)
+    manifest.update(extra or {})
     text = dump_json(manifest) + "\n"
     _write_synced(stage / MANIFEST, text)
     # written last: its presence (matching the manifest) marks the stage as a complete release
@@ -306,13 +368,14 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
 
 
 def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level, progress, notes,
-                        reproducible) -> None:
+                        reproducible, extra: Mapping[str, Any] | None = None) -> None:
     """The release stage of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...): one
     table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
     fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
-    written = write_tables(measurements, stage, formats=formats, level=level, progress=progress)
+    written = write_tables(measurements, stage, formats=formats, level=level, progress=progress,
+                           metadata=_parquet_marks(reproducible))  # fmt: skip
     entries = [
         {"attributes": list(names), "key": key, "cells": int(rows), "max_variance": json_float(var),
          **({} if tuple(cols) == tuple(names) else {"columns": list(cols)}),
@@ -320,7 +383,9 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
         for names, key, rows, var, _, cols, codes in written.tables
     ]  # fmt: skip
     spec = plan.to_dict()
-    digests = _stage_digests(stage, entries, (MEASUREMENTS,), written)
+    example = entries[min(len(entries) - 1, 1)]["key"] if entries else "total"
+    _write_synced(stage / TABLES_README, tables_readme(level, None, formats, example, reproducible))
+    digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
         "library": {"name": "dpmatrix", "version": _library_version()},
@@ -342,6 +407,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     }
     if notes:
         manifest["notes"] = dict(notes)
+    manifest.update(extra or {})
     text = dump_json(manifest) + "\n"
     _write_synced(stage / MANIFEST, text)
     _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")

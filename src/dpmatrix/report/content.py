@@ -250,6 +250,7 @@ class Report:
     bound: Bound | None
     tables: Tables | None
     link_prefix: str = ""  # path from the page's folder to the release folder ("" = the same)
+    ledger: str | None = None  # the release's privacy-budget ledger entry, or "not in any ledger"
     links_note: str | None = None  # set when links are relative to the release folder, not the page
 
 
@@ -637,6 +638,16 @@ def _domain(facts: Mapping[str, Any]) -> tuple[tuple[str, int, str, tuple], ...]
     return tuple(out)
 
 
+def _ledger_line(facts: Mapping[str, Any]) -> str:
+    """Where the release's spend is recorded: ``entry N of ledger ID`` or ``not in any ledger``."""
+    led = facts.get("ledger")
+    if isinstance(led, Mapping) and "ledger" in led:
+        return f"entry {led.get('entry')} of ledger {led.get('ledger')}"
+    if isinstance(led, Mapping) and led.get("status"):
+        return str(led["status"])
+    return "not recorded (written before ledger entries were recorded)"
+
+
 def _content(kind: str, facts: Mapping[str, Any], plan, *, fairness: bool, folder: Path | None,
              prefix: str, links_note: str | None = None) -> Report:
     mech = facts.get("mechanism", {})
@@ -647,6 +658,7 @@ def _content(kind: str, facts: Mapping[str, Any], plan, *, fairness: bool, folde
         kind=kind,
         version=str(facts["library"]["version"]),
         created=facts.get("created"),
+        ledger=_ledger_line(facts) if kind == "release" else None,
         domain=_domain(facts),
         n_marginals=len(marginals),
         total_cells=int(sum(int(e["cells"]) for e in marginals)),

@@ -280,6 +280,8 @@ def _header(report: Report, toc: str) -> str:
     if report.created:
         meta.append(f'created <span class="num" data-key=\'{_attr_json(["created"])}\' '
                     f'data-text="{_html.escape(report.created)}">{_html.escape(report.created)}</span>')
+    if report.ledger:
+        meta.append(f"privacy-budget ledger: {_html.escape(report.ledger)}")
     meta.append(f"planner {lab(report.mechanism.planner)}")
     meta.append(f"objective {lab(report.mechanism.objective)}")
     heading = ("A differentially private release" if kind == "release"

@@ -1,0 +1,789 @@
+"""One release workflow: validate → reserve on the ledger → count → noise → write and report
+inside the output lock → mark the ledger entry.
+
+:func:`publish` is the only code that turns records into a published release with its privacy
+spend recorded; ``dpmatrix release`` and ``dpmatrix demo`` call it and hold no privacy logic of
+their own. The order of the steps is the guarantee:
+
+1. **Validate without the data's contents**: options, the plan (every residual the workload
+   needs is measured, :func:`~dpmatrix.plan_file.check_needed_residuals`), the size and peak
+   memory estimate (:mod:`dpmatrix.sizing`; the memory check stays when ``max_cells`` is
+   raised), the output path (a symlinked output or lock is refused; an input glob that would
+   read the output's own files is refused), and the data's header (duplicate column names are
+   refused; a column the domain names but the header spells with another case or spacing gets
+   a "did you mean").
+2. **Validate the data**: the engine is opened (every engine checks codes / labels at open).
+3. **Reserve** the plan's spend on the ledger (:meth:`dpmatrix.Ledger.reserve`) — the cap check
+   and the insert are one transaction.
+4. **Count, then noise.** Until the first count has returned no noise can have been drawn: a
+   failure up to there marks the entry ``refused`` (with why; nothing charged). After it the
+   entry stays charged whatever happens (``failed`` on error): the noise may exist.
+5. **Write and report inside the lock**: the release and its ``report.html`` are written and
+   the report's digest is added to the digest list while the output lock is held, so the folder
+   never pairs one release with another's report.
+6. **Mark** the entry ``completed``; the manifest records the ledger id, the entry and its chain
+   hash (:meth:`dpmatrix.Ledger.anchor`), so ``dpmatrix ledger verify RELEASE`` can later detect
+   a truncated, edited or recreated ledger.
+
+A failure in steps 1–2 records a ``refused`` entry when the ledger could already fingerprint the
+data (so the office sees attempts), and charges nothing.
+
+Randomness: ``rng=None`` (the default) draws exact noise from the OS's secure source. A
+generator ``rng`` makes the noise reproducible by whoever has the seed: it is warned
+(:class:`~dpmatrix.measure.discrete.InsecureRandomnessWarning`) and every artifact is marked
+NOT PRIVATE.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import glob as _glob
+import io
+import os
+import shutil
+import stat
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .domain import Domain
+from .encode import duplicate_columns_message, missing_columns_message
+from .errors import DataError, DPMatrixError, ReleaseError
+from .ledger import ContentIdentified, Ledger, LedgerError
+from .measure.discrete import InsecureRandomnessWarning
+from .plan_file import check_needed_residuals
+from .protocols import HasClosure
+from .release import (
+    DEFAULT_DELTA,
+    DEFAULT_FORMATS,
+    MANIFEST,
+    NOT_IN_LEDGER,
+    check_target,
+    output_lock,
+    recover_output,
+    write_release,
+)
+from .release_tables import check_columns
+from .sizing import (
+    DEFAULT_MAX_CELLS,
+    ReleaseSize,
+    SizeError,
+    check_size,
+    describe_size,
+    estimate_size,
+)
+
+__all__ = ["Published", "check_header", "check_memory", "check_output", "open_source", "publish", "write_report_into"]
+
+
+_CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.zst")
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :func:`publish` did.
+
+    Attributes
+    ----------
+    path : Path
+        The release folder.
+    measurements : Measurements
+        The noisy measurements (query them like any other).
+    privacy : dict
+        The manifest's privacy statement.
+    ledger : dict or None
+        The ledger anchor recorded in the manifest (``None``: not in any ledger).
+    report : Path or None
+        ``report.html`` in the folder (``None`` when not asked).
+    size : ReleaseSize
+        The size estimate checked before the data were read.
+    """
+
+    path: Path
+    measurements: Any
+    privacy: dict
+    ledger: dict | None
+    report: Path | None
+    size: ReleaseSize
+
+
+# -- checks before any data are read -------------------------------------------------------------
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable`` of ``/proc/meminfo``,
+    else physical memory), ``None`` if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(size: ReleaseSize, available: int | None = None) -> None:
+    """Raise :class:`~dpmatrix.sizing.SizeError` when the estimated peak memory exceeds the
+    memory available (it applies whatever ``max_cells`` allows: raising that limit says the
+    output may be large, not that the machine can hold it).
+
+    Parameters
+    ----------
+    size : ReleaseSize
+    available : int, optional
+        Bytes; default :func:`available_memory`.
+
+    Examples
+    --------
+    >>> from dpmatrix.sizing import ReleaseSize
+    >>> check_memory(ReleaseSize(10, 10, 160, 2 * 10**9), available=10**9)
+    Traceback (most recent call last):
+    ...
+    dpmatrix.sizing.SizeError: this release needs about 2 GB of memory (size estimate: 10 table rows, at most 10 noisy values, ~160 B written, peak memory ~2 GB), more than the 1 GB available; keep the noisy answers on disk (spill=True, --spill) or choose fewer or smaller marginals
+    """
+    avail = available_memory() if available is None else available
+    if avail is None or size.peak_memory <= avail:
+        return
+    from .sizing import _fmt_bytes
+
+    raise SizeError(
+        f"this release needs about {_fmt_bytes(size.peak_memory)} of memory ({describe_size(size)}), more "
+        f"than the {_fmt_bytes(avail)} available; keep the noisy answers on disk (spill=True, --spill) or "
+        "choose fewer or smaller marginals"
+    )
+
+
+def _input_files(data: str) -> list[Path]:
+    if any(ch in data for ch in "*?["):
+        return [Path(p) for p in sorted(_glob.glob(data, recursive=True))]
+    return [Path(data)]
+
+
+def check_output(out: str | Path, data: Any = None) -> Path:
+    """Refuse an output that would betray the release: ``out`` (or its lock file) a symbolic
+    link, or a data path / glob that reads files inside ``out`` (its own release files would be
+    counted as records).
+
+    Parameters
+    ----------
+    out : str or Path
+    data : str or Path, optional
+
+    Returns
+    -------
+    Path
+        ``out`` as an absolute path.
+    """
+    out = Path(out)
+    absolute = out.absolute()
+    for p in (absolute, absolute.parent / f".{absolute.name}.lock"):
+        if p.is_symlink():
+            raise ReleaseError(f"{str(p)!r} is a symbolic link; refusing to write a release through it "
+                               "(give the real folder)")  # fmt: skip
+    if isinstance(data, (str, Path)):
+        root = absolute.resolve()
+        for f in _input_files(str(data)):
+            r = f.absolute().resolve()
+            if r == root or root in r.parents:
+                raise ReleaseError(
+                    f"the data {str(data)!r} match {str(f)!r}, inside the output folder {str(out)!r}: the "
+                    "release's own files would be read as records; move the output or narrow the pattern"
+                )
+    return absolute
+
+
+def _header(path: Path, delimiter: str | None) -> list[str] | None:
+    """The first line of a CSV file split RFC-4180 style (``None`` if unreadable here: the
+    engine reports it)."""
+    opener: Callable[..., Any] = open
+    if path.name.lower().endswith(".gz"):
+        import gzip
+
+        opener = gzip.open
+    elif path.name.lower().endswith(".zst"):
+        return None
+    try:
+        with opener(path, "rb") as f:
+            raw = f.readline(1 << 20)
+    except OSError:
+        return None
+    text = raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+    if not text:
+        return None
+    delim = delimiter or ","  # as every engine reads it
+    return next(csv.reader(io.StringIO(text), delimiter=delim, quotechar='"', doublequote=True))
+
+
+def check_header(columns: Sequence[str], domain: Domain, where: str = "the data") -> None:
+    """Refuse duplicate column names, and columns the domain needs that the data spell
+    differently (case, surrounding spaces), with a "did you mean".
+
+    Parameters
+    ----------
+    columns : sequence of str
+        The data's column names, in order.
+    domain : Domain
+    where : str
+        How the data are named in messages.
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> check_header(["Age", "sex"], dm.Domain({"age": 3, "sex": 2}))
+    Traceback (most recent call last):
+    ...
+    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (the data have: 'Age', 'sex'); for 'age' did you mean 'Age'? (column names are matched exactly, case and spaces included)
+    """
+    seen: dict[str, int] = {}
+    dups = []
+    for c in columns:
+        seen[c] = seen.get(c, 0) + 1
+        if seen[c] == 2:
+            dups.append(c)
+    if dups:
+        raise DataError(duplicate_columns_message(dups, where))
+    have = set(columns)
+    missing = [n for n in domain.names if n not in have]
+    if not missing:
+        return
+    norm = {c.strip().casefold(): c for c in columns}
+    hints = []
+    for n in missing:
+        near = norm.get(n.strip().casefold()) or next(iter(difflib.get_close_matches(n, list(columns), 1, 0.8)), None)
+        if near is not None:
+            hints.append(f"for {n!r} did you mean {near!r}? (column names are matched exactly, case and spaces included)")
+    if len(columns) == 1:
+        for d in (";", "\t", "|", ","):
+            if d in columns[0]:
+                hints.append(f"the header looks {d!r}-separated: give delimiter={d!r} (--delimiter)")
+                break
+    said = missing_columns_message(missing, list(columns)).replace("the data", where, 1)
+    raise DataError(said + "".join("; " + h for h in hints))
+
+
+# -- the data source -----------------------------------------------------------------------------
+def open_source(
+    data: Any,
+    domain: Domain,
+    *,
+    engine: Any = "duckdb",
+    encoding: str = "auto",
+    on_unknown: str | Mapping[str, str] = "error",
+    data_format: str | None = None,
+    delimiter: str | None = None,
+    memory_limit: str | None = None,
+    temp_directory: Path | None = None,
+    spark_master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+):
+    """The counting engine of ``data``: a path or glob counted by ``engine`` (``"duckdb"``,
+    ``"numpy"`` or ``"spark"``), a DataFrame (in memory), or an engine used as is. Every engine
+    validates the records when it is opened.
+
+    Returns
+    -------
+    engine
+    """
+    from .engines import engine_for
+
+    if not isinstance(data, (str, Path)):
+        return engine_for(data, domain, engine=None if isinstance(engine, str) and engine != "spark" else engine,
+                          encoding=encoding, on_unknown=on_unknown)  # fmt: skip
+    text = str(data)
+    # a local path (not a URI, not a Spark table name): checked here, the same for every engine
+    local = "://" not in text and (engine != "spark" or Path(text).is_file() or any(ch in text for ch in "*?["))
+    if local:
+        _check_local_csv(text, domain, data_format, delimiter)
+    if engine == "spark":
+        from .engines.spark_engine import SparkEngine, detect_spark_format
+
+        fmt = detect_spark_format(text, data_format)
+        if delimiter and fmt != "csv":
+            raise DataError("delimiter applies to CSV files only")
+        return SparkEngine(text, domain, encoding="raw" if encoding == "auto" else encoding, format=fmt,
+                           on_unknown=on_unknown, master=spark_master, conf=dict(spark_conf or {}),
+                           csv_options={"sep": delimiter} if delimiter else None)  # fmt: skip
+    from .engines.duckdb_engine import detect_format
+
+    fmt = detect_format(text, data_format)
+    if engine == "duckdb":
+        return engine_for(text, domain, encoding=encoding, format=fmt, on_unknown=on_unknown,
+                          csv_options={"delim": delimiter} if delimiter else None, memory_limit=memory_limit,
+                          temp_directory=temp_directory)  # fmt: skip
+    if engine != "numpy":
+        raise DataError(f"engine must be 'duckdb', 'numpy' or 'spark', got {engine!r}")
+    import pandas as pd
+
+    from .encode import read_csv_text
+
+    try:
+        raw = read_csv_text(text, domain, delimiter=delimiter) if fmt == "csv" else pd.read_parquet(text)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read {text!r}: {exc}") from None
+    return engine_for(raw, domain, encoding=encoding, on_unknown=on_unknown)
+
+
+def _check_local_csv(text: str, domain: Domain, data_format: str | None, delimiter: str | None) -> None:
+    """The local file(s) exist, and a CSV header names every domain column once (the same
+    message whatever engine reads it next)."""
+    from .engines.duckdb_engine import detect_format
+
+    files = _input_files(text)
+    if not files or not all(f.is_file() for f in files):
+        raise DataError(f"data file {text!r} does not exist" if not files or not files[0].exists()
+                        else f"data {text!r} is not a file")  # fmt: skip
+    fmt = detect_format(text, data_format)
+    if delimiter and fmt != "csv":
+        raise DataError("delimiter applies to CSV files only")
+    if fmt == "csv":
+        for f in files:
+            cols = _header(f, delimiter)
+            if cols is not None:
+                check_header(cols, domain, f"the data {str(f)!r}")
+
+
+def fingerprint(ledger: Ledger, data: Any, engine: Any = None) -> str:
+    """The ledger's keyed fingerprint of ``data``: the engine's own identity when it can name
+    its content (:class:`~dpmatrix.ledger.ContentIdentified`), else the bytes of the local
+    file(s), else a content hash of an in-memory table.
+
+    Raises
+    ------
+    LedgerError
+        For a source that cannot be identified (give a path, or an engine with
+        ``fingerprint()``).
+    """
+    if isinstance(engine, ContentIdentified):
+        return ledger.fingerprint(engine)
+    if isinstance(data, ContentIdentified) and not isinstance(data, (str, Path)):
+        return ledger.fingerprint(data)
+    if isinstance(data, (str, Path)):
+        return ledger.fingerprint(str(data))
+    try:
+        import numpy as np
+        import pandas as pd
+
+        if isinstance(data, pd.DataFrame):
+            h = pd.util.hash_pandas_object(data, index=False).to_numpy()
+            return ledger.fingerprint(repr(list(map(str, data.columns))).encode() + b"\0" + h.tobytes())
+        if isinstance(data, np.ndarray):
+            return ledger.fingerprint(repr((data.dtype.str, data.shape)).encode() + b"\0" + data.tobytes())
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pass
+    raise LedgerError(
+        f"the ledger cannot identify data of type {type(data).__name__}: give a file path, a DataFrame, or an "
+        "engine with a fingerprint() method (dpmatrix.ledger.ContentIdentified)"
+    )
+
+
+class _Gate:
+    """Wraps an engine: remembers whether any count has been handed to the noise step (until
+    then no noise can exist) and drives an optional "counting" bar."""
+
+    def __init__(self, engine: Any, bar: Any = None):
+        self._engine = engine
+        self.bar = bar
+        self.counted = False
+
+    @property
+    def domain(self) -> Domain:
+        return self._engine.domain
+
+    @property
+    def n_records(self) -> int:
+        return self._engine.n_records
+
+    @property
+    def preferred_batch(self) -> int | None:
+        """The wrapped engine's batch size (``measure.counting.count_batch``)."""
+        return getattr(self._engine, "preferred_batch", None)
+
+    def count(self, attr_sets, progress: bool = False):
+        out = self._engine.count(attr_sets)
+        self.counted = True  # from here on noise may be drawn from these counts
+        if self.bar is not None:
+            self.bar.update(len(out))
+        return out
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        close = getattr(self._engine, "close", None)
+        if close is not None:
+            close()
+
+
+def _measured_sets(plan) -> list:
+    from .engines import maximal_sets
+
+    if isinstance(plan, HasClosure):
+        sets = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
+    else:
+        sets = list({m.attrs for m in plan.mechanisms()[1]})
+    return maximal_sets(sets)
+
+
+def _is_pure(plan) -> bool:
+    return plan.budget.is_pure
+
+
+def _charge(plan) -> dict[str, float]:
+    """What the ledger is charged: ρ for a zCDP plan (the rounded-up σ of discrete noise spends
+    at most that), ε for a pure ε-DP plan (the ledger adds ρ = ε²/2)."""
+    if _is_pure(plan):
+        return {"epsilon": float(plan.pure_epsilon)}
+    return {"rho": float(plan.rho)}
+
+
+def _existing_anchor(out: Path) -> dict | None:
+    """The ledger anchor of a release already in ``out`` (``None`` if none)."""
+    from .jsonfile import loads_strict
+
+    try:
+        manifest = loads_strict((out / MANIFEST).read_text(encoding="utf-8"), ReleaseError, MANIFEST)
+    except (OSError, ReleaseError, UnicodeDecodeError):
+        return None
+    led = manifest.get("ledger") if isinstance(manifest, dict) else None
+    return led if isinstance(led, dict) and "ledger" in led else None
+
+
+def _open_ledger(ledger: Any) -> Ledger | None:
+    if ledger is False:
+        return None
+    if isinstance(ledger, Ledger):
+        return ledger
+    return Ledger(ledger)
+
+
+# -- the workflow --------------------------------------------------------------------------------
+def publish(
+    plan: Any,
+    data: Any,
+    out: str | Path,
+    *,
+    dataset: str | None = None,
+    ledger: Ledger | str | Path | bool | None = None,
+    engine: Any = "duckdb",
+    encoding: str = "auto",
+    on_unknown: str | Mapping[str, str] = "error",
+    data_format: str | None = None,
+    delimiter: str | None = None,
+    memory_limit: str | None = None,
+    spark_master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    level: float = 0.95,
+    delta: float = DEFAULT_DELTA,
+    formats: Iterable[str] = DEFAULT_FORMATS,
+    round: int | None = None,
+    noise: str = "auto",
+    overwrite: bool = False,
+    report: bool = True,
+    max_cells: int | None = DEFAULT_MAX_CELLS,
+    spill: bool = False,
+    rng: Any = None,
+    progress: bool = False,
+    notes: Mapping[str, Any] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Published:
+    """Measure ``data`` with ``plan`` and publish the release in ``out``, charged to a
+    privacy-budget ledger first (the steps and their guarantees are in the module docstring).
+
+    Parameters
+    ----------
+    plan : Plan
+        From :func:`dpmatrix.plan` or a checked plan file (:func:`dpmatrix.plan_file.load_plan`).
+    data : str, Path, pandas.DataFrame or engine
+        A CSV/Parquet path or glob (read by ``engine``), records in memory, or an engine.
+    out : str or Path
+        The release folder (missing, empty, or — with ``overwrite`` — an earlier release).
+    dataset : str, optional
+        The name the spend is charged to; default: the file's name without suffixes (required
+        for data that are not a file).
+    ledger : Ledger, str, Path, False or None
+        The ledger (object or file); ``None``: the default ledger
+        (:func:`dpmatrix.ledger.default_ledger_path`); ``False``: record nothing — the release
+        then states "not in any ledger" (warned).
+    engine : {"duckdb", "numpy", "spark"} or engine
+        How a path is counted.
+    encoding : {"auto", "raw", "codes"}
+    on_unknown : str or mapping
+        Raw values the domain does not cover (:func:`dpmatrix.encode.encode_frame`).
+    data_format : {"csv", "parquet"}, optional
+        Default: from the suffix.
+    delimiter : str, optional
+        One character (CSV only); default ``,`` (tab for ``.tsv``).
+    memory_limit : str, optional
+        DuckDB's memory limit, e.g. ``"4GB"``.
+    spark_master, spark_conf : optional
+        For ``engine="spark"``.
+    level : float
+        Confidence level of the tables' intervals.
+    delta : float
+        δ at which ε is stated (0 for a pure ε-DP plan).
+    formats : iterable of {"parquet", "csv"}
+    round : int, optional
+        Decimals of the published tables (post-processing).
+    noise : str
+        ``"auto"``: the secure exact sampler (see :func:`dpmatrix.measure`).
+    overwrite : bool
+        Replace an earlier release in ``out``.
+    report : bool
+        Write ``report.html`` (inside the lock, covered by the digest list).
+    max_cells : int or None
+        Limit on table rows + noisy values (the memory check applies regardless).
+    spill : bool
+        Keep the noisy answers on disk while writing.
+    rng : numpy.random.Generator, optional
+        Testing only: reproducible, NOT private (warned, and marked in every artifact).
+    progress : bool
+    notes : mapping, optional
+        Extra JSON-ready facts for the manifest (nothing computed from the data).
+    on_note : callable, optional
+        Receives one-line progress notes (the ledger's totals before this release).
+
+    Returns
+    -------
+    Published
+
+    Examples
+    --------
+    >>> import os, tempfile, pandas as pd, dpmatrix as dm
+    >>> tmp = tempfile.mkdtemp()
+    >>> led = dm.Ledger(os.path.join(tmp, "ledger.sqlite3"))
+    >>> dom = dm.Domain({"a": 2, "b": 3})
+    >>> plan = dm.plan(dm.Workload(dom, [("a", "b")]), rho=0.5)
+    >>> df = pd.DataFrame({"a": [0, 1, 1], "b": [2, 0, 2]})
+    >>> done = dm.publish(plan, df, os.path.join(tmp, "rel"), dataset="toy", ledger=led, report=False)
+    >>> led.spent("toy").rho, led.rows()[0]["status"]
+    (0.5, 'completed')
+    """
+    from .release import _check_formats
+    from .statement import check_delta
+
+    say = on_note or (lambda text: None)
+    # 1. options and the plan
+    formats = _check_formats(formats)
+    if isinstance(level, (str, bool)) or not 0 < float(level) < 1:
+        raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
+    pure = _is_pure(plan)
+    if pure:
+        if noise not in (None, "auto", "discrete_laplace"):
+            raise ReleaseError(f"noise {noise!r} is a zCDP option: a pure epsilon-DP plan uses the exact discrete Laplace")
+        noise_arg: str | None = None
+        delta = 0.0
+    else:
+        noise_arg = noise
+        delta = check_delta(delta)
+    if max_cells is not None and (isinstance(max_cells, bool) or int(max_cells) <= 0):
+        raise SizeError(f"max_cells must be a positive integer, got {max_cells!r}")
+    if rng is not None:
+        warnings.warn(
+            "a seeded generator (rng=) makes the noise reproducible by whoever has the seed: this "
+            "release is NOT PRIVATE and every file of it says so; omit rng for the OS's secure source",
+            InsecureRandomnessWarning, stacklevel=2,
+        )  # fmt: skip
+    check_needed_residuals(plan)
+    check_columns(plan.domain.names)
+    size = estimate_size(plan.workload, formats=len(formats), spill=spill)
+    check_size(size, max_cells)
+    check_memory(size)
+    say(describe_size(size))
+    # 2. the output and the ledger
+    out_abs = check_output(out, data)
+    if dataset is None:
+        if not isinstance(data, (str, Path)):
+            if ledger is not False:
+                raise LedgerError("give dataset= (the name the spend is charged to) for data that are not a file")
+        else:
+            dataset = dataset_name(str(data))
+    led = _open_ledger(ledger)
+    if led is None:
+        warnings.warn(f"ledger=False: this release is {NOT_IN_LEDGER} (no privacy-budget record)", UserWarning,
+                      stacklevel=2)  # fmt: skip
+    else:
+        if led.created and not isinstance(ledger, Ledger):  # made here, not by the caller
+            warnings.warn(
+                f"created a new, empty privacy-budget ledger {str(led.path)!r}: if this data was released "
+                "before, its spends are in another ledger (check $DPMATRIX_LEDGER, $XDG_DATA_HOME, --ledger)",
+                UserWarning, stacklevel=2,
+            )  # fmt: skip
+        earlier = _existing_anchor(out_abs)
+        if earlier is not None and overwrite:
+            problems = led.verify_anchor(earlier, f"the earlier release in {str(out)!r}")
+            if problems:
+                raise LedgerError(f"{problems[0]}; refusing to charge this release to {str(led.path)!r}")
+    charge = _charge(plan)
+    work: Path | None = None
+    with output_lock(out_abs) as fresh:
+        if fresh:
+            recover_output(out_abs)
+        check_target(out_abs, overwrite)
+        fp = None
+        try:
+            if led is not None:
+                fp = fingerprint(led, data, engine if not isinstance(engine, str) else None)
+            work = _work_folder(out_abs)
+            eng = open_source(
+                data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown, data_format=data_format,
+                delimiter=delimiter, memory_limit=memory_limit, temp_directory=work / "duckdb",
+                spark_master=spark_master, spark_conf=spark_conf,
+            )  # fmt: skip
+        except BaseException as exc:
+            if work is not None:
+                shutil.rmtree(work, ignore_errors=True)
+            if led is not None and fp is not None and isinstance(exc, DPMatrixError):
+                led.record_refusal(dataset, fp, reason=_why(exc), note=f"release to {out}", **charge)
+            raise
+        try:
+            return _measure_and_write(
+                plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
+                {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
+                     "reproducible": rng is not None}, notes, report, size,
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _work_folder(out: Path) -> Path:
+    """A fresh hidden sibling ``.OUT.work-*`` with owner-only permissions (0700): what is spilled
+    there is computed from the un-noised records."""
+    from .release import _sibling
+
+    work = _sibling(out, "work")
+    os.mkdir(work, 0o700)
+    os.chmod(work, stat.S_IRWXU)  # the umask cannot widen it, but may have narrowed it
+    return work
+
+
+def dataset_name(data: str) -> str:
+    """The default ledger name of a data file: its name without data suffixes."""
+    name = Path(data).name
+    for suffix in sorted((".csv", ".tsv", ".txt", ".gz", ".zst", ".parquet", ".pq", ".parq"), key=len, reverse=True):
+        while name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spill, work, progress, say,
+                       write_opts, notes, report, size) -> Published:  # fmt: skip
+    from contextlib import nullcontext
+
+    from tqdm.auto import tqdm
+
+    gate = _Gate(eng, tqdm(total=len(_measured_sets(plan)), desc="counting", unit="marginal", disable=not progress))
+    reservation = None
+    try:
+        if led is not None:
+            reservation = led.reserve(dataset, fp, note=f"release to {out}", **charge)
+        with reservation if reservation is not None else nullcontext() as entry:
+            if led is not None:
+                s = led.spent(dataset, fp)
+                kind = "pure epsilon" if "epsilon" in charge else "rho"
+                total = s.epsilon if "epsilon" in charge else s.rho
+                cap = s.epsilon_cap if "epsilon" in charge else s.rho_cap
+                say(f"ledger {led.path}: dataset {dataset!r} has spent {kind} = {total - next(iter(charge.values())):.6g}"
+                    + (f" of its cap {cap:.6g}" if cap is not None else " (no cap set)")
+                    + f" before this release of {kind} = {next(iter(charge.values())):.6g}"
+                    + _epsilon_note(plan, noise, rng, write_opts["delta"]))
+            try:
+                meas = plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise,
+                                    store=(work / "store") if spill else None)  # fmt: skip
+            except BaseException as exc:
+                if entry is not None and not gate.counted:
+                    entry.refuse(_why(exc))  # nothing was counted: no noise exists
+                raise
+            finally:
+                gate.close()
+            anchor = entry.anchor() if entry is not None else None
+            path = write_release(
+                meas, out, progress=progress, notes=notes, ledger=anchor,
+                derived=_report_writer if report else None, **write_opts,
+            )  # fmt: skip
+    except BaseException:
+        gate.close()
+        raise
+    from .jsonfile import loads_strict
+
+    manifest = loads_strict((Path(path) / MANIFEST).read_text(encoding="utf-8"), ReleaseError, MANIFEST)
+    from .report import REPORT_FILE
+
+    return Published(Path(path), meas, manifest["privacy"], anchor,
+                     (Path(path) / REPORT_FILE) if report else None, size)  # fmt: skip
+
+
+def _epsilon_note(plan, noise: str | None, rng: Any, delta: float) -> str:
+    """`` (epsilon = E at delta = d)``: the statement of the noise this release draws, by the
+    function that writes the manifest's (empty for pure ε-DP, whose charge is ε itself)."""
+    if _is_pure(plan):
+        return ""
+    from .measure.secure import resolve_noise
+    from .statement import privacy_summary
+
+    try:
+        if noise in ("gaussian", "gaussian_float") or (rng is not None and noise in (None, "auto")):
+            kind = "gaussian"
+        else:
+            kind = resolve_noise(plan, noise or "auto")
+        eps = privacy_summary(plan, noise=kind, delta=delta)["epsilon"]
+    except (DPMatrixError, KeyError, TypeError, ValueError):
+        return ""
+    return f" (epsilon = {eps:.6g} at delta = {delta:.3g})"
+
+
+def _report_writer(stage: Path) -> list[str]:
+    """Write ``report.html`` into a finished stage (read as a release); returns its name for the
+    digest list."""
+    from .report import REPORT_FILE, write_release_report
+
+    write_release_report(stage, stage / REPORT_FILE)
+    return [REPORT_FILE]
+
+
+def write_report_into(folder: str | Path, path: str | Path | None = None, *, fairness: bool = True) -> Path:
+    """Write the HTML report of a release after verifying every file it will read
+    (:func:`dpmatrix.release.verify_files`: a swapped or edited table is refused, not rendered).
+    Into the folder itself (the default): under the folder's output lock, through a temporary
+    file, and with the report's SHA-256 written into the digest list, so the folder's report
+    always describes the release beside it.
+
+    Parameters
+    ----------
+    folder : str or Path
+        A release folder.
+    path : str or Path, optional
+        Another place for the report (then nothing in the folder changes).
+    fairness : bool
+        As in :func:`dpmatrix.report.write_plan_report`.
+
+    Returns
+    -------
+    Path
+    """
+    from .release import digest_list, sha256_file, verify_files, write_digest_list
+    from .report import REPORT_FILE, write_release_report
+
+    folder = Path(folder)
+    verify_files(folder, derived=False)  # the report itself is what gets rewritten
+    if path is not None and Path(path).absolute() != (folder / REPORT_FILE).absolute():
+        return write_release_report(folder, path, fairness=fairness)
+    with output_lock(folder):
+        verify_files(folder, derived=False)  # (again, now that no writer can change it)
+        tmp = folder / f".{REPORT_FILE}.partial"
+        try:
+            write_release_report(folder, tmp, fairness=fairness)  # in the folder: its links stand
+            derived = {k: v for k, v in list(digest_list(folder).items())[1:] if k != REPORT_FILE}
+            derived[REPORT_FILE] = sha256_file(tmp)
+            os.replace(tmp, folder / REPORT_FILE)
+            write_digest_list(folder, derived)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return folder / REPORT_FILE
