@@ -18,7 +18,7 @@ its blocks in order, its ```python blocks in one namespace:
   (same matching rules);
 * ```console blocks (```bash too) hold ``$ command`` lines, each followed by its expected output (nothing shown:
   nothing compared; same matching rules, on stdout, or on the ``dpmatrix: error:`` line when
-  the command fails). They run
+  the command fails; the page's folder is removed from the paths printed). They run
   in bash with ``dpmatrix`` meaning ``python -m dpmatrix`` of this tree and a per-page ledger; a
   command fails the test unless it exits 0 or its shown output is a ``dpmatrix: error:`` line.
   Commands that install software or run for minutes (``NOT_RUN``) are not run here: the install
@@ -158,8 +158,12 @@ def run_bash(block: Block, tmp: Path, where: str) -> None:
         assert (r.returncode != 0) == failing, f"{where}: $ {cmd}\n{r.stdout}\n{r.stderr}"
         if shown.strip():
             got = r.stdout
+            for d in {str(tmp), str(tmp.resolve())}:  # paths shown relative to where you run
+                got = got.replace(d + os.sep, "")
             if failing:  # the one-line error (progress and ledger lines also go to stderr)
                 got = "\n".join(x for x in r.stderr.splitlines() if x.startswith("dpmatrix: error:"))
+                for d in {str(tmp), str(tmp.resolve())}:
+                    got = got.replace(d + os.sep, "")
             assert matches(shown, got), f"{where}: $ {cmd}\n  shows:\n{shown}\n  gives:\n{got}"
 
 
