@@ -26,7 +26,9 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.solvers.fitness", "dpmatrix.solvers.fitness_newton", "dpmatrix.solvers.fitness_reduction",
            "dpmatrix.solvers.expsum", "dpmatrix.planners.targets_io",
            # the release workflow and what it guards with
-           "dpmatrix.workflow", "dpmatrix.ledger", "dpmatrix.plan_file", "dpmatrix.csv_cells"]
+           "dpmatrix.workflow", "dpmatrix.ledger", "dpmatrix.plan_file", "dpmatrix.csv_cells",
+           # counts with exact intervals
+           "dpmatrix.reconstruct.linear_query"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -24,7 +24,6 @@ from typing import Any
 
 from .errors import DPMatrixError, PlanError
 from .jsonfile import read_json
-from .planners.dispatch import plan_from_dict
 from .planners.residual.plan import PLAN_FORMAT
 
 __all__ = ["check_needed_residuals", "check_plan_spec", "check_stated_privacy", "load_plan"]
@@ -90,6 +89,8 @@ def load_plan(path: str | Path):
     -------
     Plan
     """
+    from .planners.dispatch import plan_from_dict
+
     what = f"plan file {str(path)!r}"
     spec = read_json(path, PlanError, what)
     if isinstance(spec, dict) and spec.get("format", PLAN_FORMAT) != PLAN_FORMAT:

@@ -71,19 +71,21 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .csv_cells import escape_frame
 from .errors import PlanError, ReleaseError, WorkloadError
 from .linalg.kron import kron_apply
 from .reconstruct.measurements import marginal_frame
-from .release import dump_json, is_release, load_release, table_stem
+from .release import dump_json, is_release, load_release
 
 __all__ = [
     "KronQuery",
     "PostProcessed",
     "junction_tree_cells",
     "linear_measurements",
+    "fit_report",
     "postprocess",
+    "postprocess_release",
     "synthetic",
+    "write_postprocessed_folder",
     "whitener",
 ]
 
@@ -545,13 +547,19 @@ def synthetic(meas, *, rows: int | None = None, rng: np.random.Generator, **opti
 POSTPROCESSED_DIR = "postprocessed"
 
 POSTPROCESSED_NOTE = (
-    "Post-processed tables (private-pgm fit to the release's noisy measurements; no extra privacy "
-    "cost): non-negative and mutually consistent (each table is the sum of any larger one), "
-    "summing to the estimated total, but BIASED, with no exact variances and no confidence "
-    "intervals. For unbiased estimates with exact variances and intervals use the tables in "
-    "marginals/. 'fit' reports how far the model is from the measurements in noise units: "
-    "chi2 = sum of squared whitened residuals, to be compared with the number of noisy values."
+    "Post-processed tables (private-pgm fit to the release's noisy measurements; no data read, no "
+    "extra privacy cost, the privacy ledger untouched): non-negative and mutually consistent (each "
+    "table is the sum of any larger one), summing to the estimated total, but BIASED, with no exact "
+    "variances and no confidence intervals. For unbiased estimates with exact variances and "
+    "intervals use the source release's tables (or dpmatrix query on it). 'fit' compares the model "
+    "with the measurements in noise units: chi2 = sum of squared whitened residuals; the truth "
+    "itself would give about 'noisy_values' (a chi-square with that many degrees of freedom), and "
+    "the fit should give no more."
 )
+#: the post-processed folder's format
+POSTPROCESSED_FORMAT = "dpmatrix.postprocessed/1"
+#: probability under which the fit's chi2 is called poor (above this quantile of χ²_n)
+POOR_FIT_QUANTILE = 0.999
 
 
 def fit_chi2(pp: PostProcessed, meas) -> tuple[float, int]:
@@ -570,25 +578,126 @@ def fit_chi2(pp: PostProcessed, meas) -> tuple[float, int]:
     return chi2, int(sum(np.size(m.noisy_measurement) for m in ms))
 
 
+def fit_report(chi2: float, n: int) -> dict:
+    """The fit's χ² against what the truth would give. The true distribution is a feasible
+    point of the fit (non-negative and consistent), and its χ² over ``n`` independent whitened
+    noisy values is χ²_n (mean ``n``); the maximum-likelihood fit can only do better, so a χ²
+    above the 99.9 % quantile of χ²_n means the optimizer stopped early or the model (a mixture,
+    a truncated junction tree) cannot represent the data: the tables are then further from the
+    measurements than the noise explains."""
+    from scipy.stats import chi2 as chi2_dist
+
+    bound = float(chi2_dist.ppf(POOR_FIT_QUANTILE, n)) if n else 0.0
+    poor = bool(n and chi2 > bound)
+    out = {"chi2": chi2, "noisy_values": n, "expected_at_truth": n, "poor_above": bound,
+           "ratio_to_expected": chi2 / n if n else None, "poor": poor}
+    if poor:
+        out["warning"] = (
+            f"poor fit: chi2 = {chi2:.4g} is {chi2 / n:.2f} times its expectation at the truth ({n}) and "
+            f"above its {POOR_FIT_QUANTILE:.1%} quantile ({bound:.4g}); the post-processed tables are "
+            "further from the measurements than the noise explains (try more iterations, "
+            "--method graphical_model, or more mixture components)"
+        )
+    return out
+
+
+def _dataset(pp: PostProcessed, meas, folder: Path, progress: bool) -> tuple[list, str, dict]:
+    """Write every workload marginal's post-processed table into one Parquet dataset
+    ``folder/tables/part-00000.parquet`` laid out as a release's (``marginal`` key column, one
+    column per domain attribute, null where the marginal lacks it; here one ``estimate``
+    column), one row group per marginal. Returns the manifest entries, the key style and the
+    column types."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .release_tables import CODE, key_style, marginal_key, residual_label_columns
+
+    plan = meas.plan
+    dom = plan.domain
+    style = key_style(dom.names)
+    types = residual_label_columns(plan)
+    schema = pa.schema([("marginal", pa.string())]
+                       + [(n, pa.int64() if types[n] == CODE else pa.string()) for n in dom.names]
+                       + [("estimate", pa.float64())])
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    path = folder / "tables" / "part-00000.parquet"
+    wk = plan.workload
+    entries = []
+    with pq.ParquetWriter(str(path), schema) as writer:
+        for i in tqdm(range(len(wk)), desc="writing post-processed tables", unit="marginal", disable=not progress):
+            names = wk.names(i)
+            df = pp.marginal(names)
+            rows = len(df)
+            key = marginal_key(names, style)
+            cols = {"marginal": pa.array([key] * rows, pa.string())}
+            for n in dom.names:
+                if n in names:
+                    v = df[n]
+                    cols[n] = (pa.array(np.asarray(v, dtype=np.int64)) if types[n] == CODE
+                               else pa.array([str(x) for x in v], pa.string()))
+                else:
+                    cols[n] = pa.nulls(rows, schema.field(n).type)
+            cols["estimate"] = pa.array(df["estimate"].to_numpy(dtype=float))
+            writer.write_table(pa.table(cols, schema=schema))
+            entries.append({"attributes": list(names), "key": key, "cells": rows,
+                            "table": {"part": "tables/part-00000.parquet", "row_group": i}})
+    return entries, style, types
+
+
+def write_postprocessed_folder(pp: PostProcessed, meas, folder, *, source: dict | None = None,
+                               privacy: dict | None = None, progress: bool = False) -> dict:
+    """Write the post-processed tables and their manifest into ``folder`` (created): one Parquet
+    dataset like a release's (:func:`_dataset`), ``manifest.json`` labelled post-processed and
+    biased, with the fit's χ² against its expectation (:func:`fit_report`), and ``README.txt``.
+    Returns the manifest."""
+    from .release import sha256_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    entries, style, types = _dataset(pp, meas, folder, progress)
+    chi2, n_values = fit_chi2(pp, meas)
+    manifest = {
+        "format": POSTPROCESSED_FORMAT,
+        "postprocessed": True,
+        "biased": True,
+        "note": POSTPROCESSED_NOTE,
+        "source": source or {},
+        "privacy": privacy or {},
+        "privacy_note": "post-processing of released numbers only: the same guarantee as the "
+                        "source release, no additional privacy cost",
+        "method": pp.method,
+        "library": "private-pgm (mbi)",
+        "estimated_total": pp.total,
+        "iterations": pp.iterations,
+        "model_cells": pp.model_cells,
+        "fit": fit_report(chi2, n_values),
+        "tables": {"dataset": "tables/", "key": style, "label_columns": types,
+                   "columns": ["marginal", *meas.plan.domain.names, "estimate"]},
+        "marginals": entries,
+    }
+    readme = (
+        "dpmatrix post-processed tables\n\n" + POSTPROCESSED_NOTE + "\n\n"
+        "tables/*.parquet is one table: column 'marginal' names the marginal (attribute names joined "
+        "by ','), one column per attribute (null when the marginal lacks it), and 'estimate'. Read one "
+        "marginal with e.g. pandas.read_parquet(DIR + '/tables', filters=[('marginal', '==', 'age,sex')]).\n"
+    )
+    (folder / "README.txt").write_text(readme)
+    manifest["files"] = {rel: sha256_file(folder / rel) for rel in ("tables/part-00000.parquet", "README.txt")}
+    json.loads(dump_json(manifest))  # valid JSON before writing
+    (folder / "manifest.json").write_text(dump_json(manifest) + "\n")
+    return manifest
+
+
 def write_postprocessed(
     pp: PostProcessed,
     release_dir,
     *,
     meas=None,
-    formats: Sequence[str] = ("parquet", "csv"),
+    formats: Sequence[str] = ("parquet",),
     progress: bool = False,
 ):
-    """Write ``release_dir/postprocessed/``: one table per released marginal (attribute columns
-    and ``estimate``) and ``manifest.json`` (method, total, fit, what the tables are and are
-    not). Nothing but post-processing of the noisy measurements is written.
-
-    Parameters
-    ----------
-    pp : the fitted :class:`PostProcessed`.
-    release_dir : an existing release folder (:func:`dpmatrix.release.write_release`).
-    meas : its Measurements (default: read from ``release_dir``), for the workload and the fit.
-    formats : table formats among ``"parquet"``, ``"csv"``.
-    progress : progress bar over the tables.
+    """Write ``release_dir/postprocessed/`` (see :func:`write_postprocessed_folder`): the
+    post-processed tables of an existing release, beside it.
 
     Returns
     -------
@@ -597,37 +706,83 @@ def write_postprocessed(
     base = Path(release_dir)
     if not is_release(base):
         raise ReleaseError(f"{str(base)!r} is not a dpmatrix release folder")
-    fs = tuple(dict.fromkeys(str(f).lower() for f in formats))
-    if not fs or any(f not in ("parquet", "csv") for f in fs):
-        raise ReleaseError(f"table formats must be among ('parquet', 'csv'), got {list(formats)!r}")
+    rel = load_release(base)
     if meas is None:
-        meas = load_release(base).measurements
+        meas = rel.measurements
     out = base / POSTPROCESSED_DIR
-    out.mkdir(exist_ok=True)
-    wk = meas.plan.workload
-    entries = []
-    for i in tqdm(range(len(wk)), desc="writing post-processed tables", unit="marginal", disable=not progress):
-        names = wk.names(i)
-        stem = table_stem(names)
-        table = pp.marginal(names)
-        files = {}
-        for f in fs:
-            path = out / f"{stem}.{f}"
-            table.to_parquet(path, index=False) if f == "parquet" else escape_frame(table).to_csv(path, index=False)
-            files[f] = f"{POSTPROCESSED_DIR}/{path.name}"
-        entries.append({"attributes": list(names), "files": files})
-    chi2, n_values = fit_chi2(pp, meas)
-    manifest = {
-        "note": POSTPROCESSED_NOTE,
-        "method": pp.method,
-        "library": "private-pgm (mbi)",
-        "estimated_total": pp.total,
-        "iterations": pp.iterations,
-        "model_cells": pp.model_cells,
-        "fit": {"chi2": chi2, "noisy_values": n_values},
-        "columns": ["estimate"],
-        "marginals": entries,
-    }
-    json.loads(dump_json(manifest))  # valid JSON before writing
-    (out / "manifest.json").write_text(dump_json(manifest) + "\n")
+    write_postprocessed_folder(pp, meas, out, source={"path": "..", "manifest_sha256": sha256_of(base)},
+                               privacy=rel.privacy, progress=progress)
     return out
+
+
+def sha256_of(release_dir) -> str | None:
+    """SHA-256 of a release's manifest (identifies the release post-processed)."""
+    from .release import MANIFEST, sha256_file
+
+    p = Path(release_dir) / MANIFEST
+    return sha256_file(p) if p.exists() else None
+
+
+def postprocess_release(release_dir, out_dir, *, overwrite: bool = False, verify: bool = True,
+                        progress: bool = False, **options) -> dict:
+    """Non-negative, consistent tables of an existing release, written to a new folder.
+
+    Reads the release's saved measurements only: no data, no new noise, no privacy cost (the
+    ledger is not touched). The folder holds one Parquet dataset laid out like the release's,
+    ``manifest.json`` (labelled post-processed and biased; the fit's χ² against its expectation,
+    with a warning when the fit is poor) and ``README.txt``. It is written beside ``out_dir``
+    and moved into place when complete.
+
+    Parameters
+    ----------
+    release_dir : path of a release folder.
+    out_dir : folder to create (must be missing or empty, or an earlier post-processed folder
+        with ``overwrite=True``).
+    overwrite : replace an earlier post-processed folder.
+    verify : check the release's digests.
+    progress : progress bars.
+    **options : passed to :func:`postprocess` (``method``, ``iters``, ...).
+
+    Returns
+    -------
+    dict
+        The manifest written (``manifest["fit"]["warning"]`` when the fit is poor).
+    """
+    import os
+    import shutil
+
+    out = Path(out_dir)
+    src = Path(release_dir)
+    if out.exists():
+        if not out.is_dir():
+            raise ReleaseError(f"output {str(out)!r} exists and is not a folder")
+        if any(out.iterdir()):
+            if not overwrite:
+                raise ReleaseError(f"output folder {str(out)!r} is not empty; choose another folder or pass --overwrite")
+            if not _is_postprocessed(out):
+                raise ReleaseError(f"output folder {str(out)!r} is not a post-processed folder; refusing to replace it")
+    if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
+        raise ReleaseError("write the post-processed tables outside the release folder (--out elsewhere)")
+    rel = load_release(src, verify=verify)
+    if not hasattr(rel.plan, "closure"):
+        raise PlanError("post-processing fits the residual measurements of a ResidualPlanner release; "
+                        "this release's plan lists other mechanisms")
+    pp = postprocess(rel.measurements, progress=progress, **options)
+    stage = out.with_name(out.name + ".partial")
+    if stage.exists():
+        shutil.rmtree(stage)
+    manifest = write_postprocessed_folder(
+        pp, rel.measurements, stage, privacy=rel.privacy, progress=progress,
+        source={"path": str(src.resolve()), "manifest_sha256": sha256_of(src),
+                "created": rel.manifest.get("created")})
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(stage, out)
+    return manifest
+
+
+def _is_postprocessed(folder: Path) -> bool:
+    try:
+        return json.loads((folder / "manifest.json").read_text()).get("format") == POSTPROCESSED_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -51,6 +51,7 @@ from typing import Any
 
 from .domain import Domain
 from .encode import duplicate_columns_message, missing_columns_message
+from .engines import Closable
 from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning
@@ -280,6 +281,7 @@ def open_source(
     temp_directory: Path | None = None,
     spark_master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    spark_executor_timeout: float = 300.0,
 ):
     """The counting engine of ``data``: a path or glob counted by ``engine`` (``"duckdb"``,
     ``"numpy"`` or ``"spark"``), a DataFrame (in memory), or an engine used as is. Every engine
@@ -300,14 +302,14 @@ def open_source(
     if local:
         _check_local_csv(text, domain, data_format, delimiter)
     if engine == "spark":
-        from .engines.spark_engine import SparkEngine, detect_spark_format
+        from .engines.spark_engine import detect_spark_format
 
         fmt = detect_spark_format(text, data_format)
         if delimiter and fmt != "csv":
             raise DataError("delimiter applies to CSV files only")
-        return SparkEngine(text, domain, encoding="raw" if encoding == "auto" else encoding, format=fmt,
-                           on_unknown=on_unknown, master=spark_master, conf=dict(spark_conf or {}),
-                           csv_options={"sep": delimiter} if delimiter else None)  # fmt: skip
+        return engine_for(text, domain, engine="spark", encoding=encoding, format=fmt, on_unknown=on_unknown,
+                          master=spark_master, conf=dict(spark_conf or {}), executor_timeout=spark_executor_timeout,
+                          csv_options={"sep": delimiter} if delimiter else None)  # fmt: skip
     from .engines.duckdb_engine import detect_format
 
     fmt = detect_format(text, data_format)
@@ -476,6 +478,7 @@ def publish(
     memory_limit: str | None = None,
     spark_master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    spark_executor_timeout: float = 300.0,
     level: float = 0.95,
     delta: float = DEFAULT_DELTA,
     formats: Iterable[str] = DEFAULT_FORMATS,
@@ -624,16 +627,27 @@ def publish(
             recover_output(out_abs)
         check_target(out_abs, overwrite)
         fp = None
+        eng = None
         try:
-            if led is not None:
-                fp = fingerprint(led, data, engine if not isinstance(engine, str) else None)
             work = _work_folder(out_abs)
-            eng = open_source(
-                data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown, data_format=data_format,
-                delimiter=delimiter, memory_limit=memory_limit, temp_directory=work / "duckdb",
-                spark_master=spark_master, spark_conf=spark_conf,
-            )  # fmt: skip
+            opened = {  # how the data are opened, the same for every engine
+                "engine": engine, "encoding": encoding, "on_unknown": on_unknown, "data_format": data_format,
+                "delimiter": delimiter, "memory_limit": memory_limit, "temp_directory": work / "duckdb",
+                "spark_master": spark_master, "spark_conf": spark_conf,
+                "spark_executor_timeout": spark_executor_timeout,
+            }  # fmt: skip
+            if engine == "spark":
+                # data a cluster holds (URIs, folders of part files, tables) are identified by the
+                # engine's fingerprint, computed in the executors while the records are validated:
+                # the driver never reads them, and nothing is counted before the charge
+                eng = open_source(data, plan.domain, **opened)
+            if led is not None:
+                fp = fingerprint(led, data, eng if eng is not None else (engine if not isinstance(engine, str) else None))
+            if eng is None:
+                eng = open_source(data, plan.domain, **opened)
         except BaseException as exc:
+            if eng is not None and isinstance(eng, Closable):
+                eng.close()
             if work is not None:
                 shutil.rmtree(work, ignore_errors=True)
             if led is not None and fp is not None and isinstance(exc, DPMatrixError):
@@ -643,10 +657,19 @@ def publish(
             return _measure_and_write(
                 plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
                 {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
-                     "reproducible": rng is not None}, notes, report, size,
+                     "reproducible": rng is not None}, _with_encoding(notes, eng), report, size,
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _with_encoding(notes: Mapping[str, Any] | None, eng: Any) -> Mapping[str, Any] | None:
+    """``notes`` with the reading the engine actually used (``"auto"`` resolved to ``"raw"`` or
+    ``"codes"``), so the manifest records what was done, not what was asked."""
+    used = getattr(eng, "encoding", None)  # file engines record their reading; in-memory ones do not
+    if notes is None or used is None or "data" not in notes:
+        return notes
+    return {**notes, "data": {**notes["data"], "encoding": used}}
 
 
 def _why(exc: BaseException) -> str:
@@ -665,8 +688,13 @@ def _work_folder(out: Path) -> Path:
 
 
 def dataset_name(data: str) -> str:
-    """The default ledger name of a data file: its name without data suffixes."""
-    name = Path(data).name
+    """The default ledger name of a data file: its name without data suffixes; for a URI its
+    last path part (``hdfs:///lake/tax/`` is ``tax``), for a glob the folder it reads
+    (``lake/tax/*.parquet`` is ``tax``)."""
+    path = Path(data.split("://", 1)[-1].rstrip("/"))
+    name = path.name
+    if any(ch in name for ch in "*?[") and path.parent.name:
+        name = path.parent.name
     for suffix in sorted((".csv", ".tsv", ".txt", ".gz", ".zst", ".parquet", ".pq", ".parq"), key=len, reverse=True):
         while name.lower().endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]

@@ -33,27 +33,30 @@ def test_release_writes_labelled_postprocessed_tables_beside_the_unbiased_ones(r
     pp_dir = release_dir / "postprocessed"
     manifest = json.loads((pp_dir / "manifest.json").read_text())
     assert "BIASED" in manifest["note"] and "no exact variances" in manifest["note"]
+    assert manifest["postprocessed"] is True and manifest["biased"] is True
     assert manifest["fit"]["noisy_values"] > 0 and manifest["fit"]["chi2"] >= 0
     names = [tuple(e["attributes"]) for e in manifest["marginals"]]
     assert ("age", "sex") in names and () in names
-    pp_files = {tuple(e["attributes"]): e["files"]["csv"] for e in manifest["marginals"]}
+    # one dataset, as the release's; every file the manifest names exists
+    assert sorted(p.name for p in (pp_dir / "tables").iterdir()) == ["part-00000.parquet"]
+    assert all((pp_dir / rel).exists() for rel in manifest["files"])
+    data = pd.read_parquet(pp_dir / "tables")
     release = json.loads((release_dir / "manifest.json").read_text())
     unbiased_files = {tuple(e["attributes"]): e["files"]["csv"] for e in release["marginals"]}
-    pp = pd.read_csv(release_dir / pp_files["age", "sex"])
+    pp = data[data["marginal"] == "age,sex"][["age", "sex", "estimate"]].reset_index(drop=True)
     unbiased = pd.read_csv(release_dir / unbiased_files["age", "sex"])
-    assert list(pp.columns) == ["age", "sex", "estimate"]
     assert pp[["age", "sex"]].equals(unbiased[["age", "sex"]])
-    assert (pp["estimate"] >= 0).all()
+    assert (data["estimate"] >= 0).all()
     # consistent: the 1-way table of sex is the 2-way table summed over age
-    sex = pd.read_csv(release_dir / pp_files["sex",]).set_index("sex")["estimate"]
+    sex = data[data["marginal"] == "sex"].set_index("sex")["estimate"]
     np.testing.assert_allclose(pp.groupby("sex")["estimate"].sum().loc[sex.index], sex, rtol=1e-6)
-    total = float(pd.read_csv(release_dir / pp_files[()])["estimate"].iloc[0])
+    total = float(data[data["marginal"] == "total"]["estimate"].iloc[0])
     assert sex.sum() == pytest.approx(total, rel=1e-6)
 
 
 def test_synth_writes_records_in_the_domain_labels(release_dir, tmp_path, capsys):
     out = tmp_path / "synth.csv"
-    assert main(["synth", str(release_dir), "--rows", "250", "--out", str(out), "--seed", "1", "--quiet"]) == 0
+    assert main(["synth", str(release_dir), "--rows", "250", "--out", str(out), "--sample-seed", "1", "--quiet"]) == 0
     syn = pd.read_csv(out)
     assert list(syn.columns) == ["age", "sex", "n"] and len(syn) == 250
     assert set(syn["sex"]) <= {"F", "M"}

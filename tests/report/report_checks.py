@@ -194,7 +194,7 @@ def expected_derived(facts: Mapping[str, Any], rule: list, fair: Callable[[str, 
 def check_numbers(tagged: list[dict], facts: Mapping[str, Any], *, folder: Path | None = None,
                   fair: Callable[[str, str], float] | None = None,
                   structural: set[str] = frozenset({"shown_bars", "omitted_bars", "omitted_rows",
-                                                    "shown_residuals", "omitted_residuals", "shown_k",
+                                                    "shown_residuals", "omitted_residuals", "shown_k", "top",
                                                     "links_left_out"}),
                   discrete: bool = False) -> dict[str, int]:
     """Every tagged number: its text shows its value, and its value is the manifest's (or the
@@ -275,6 +275,12 @@ def nonblank(png: bytes) -> tuple[float, float]:
     """(standard deviation of the grey levels, fraction of pixels that are not near-white)."""
     img = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=float)
     return float(img.std()), float(np.mean(img < 235))
+
+
+def data_url_svg(src: str) -> bytes:
+    prefix = "data:image/svg+xml;base64,"
+    assert src.startswith(prefix), src[:40]
+    return base64.b64decode(src[len(prefix):])
 
 
 def data_url_png(src: str) -> bytes:

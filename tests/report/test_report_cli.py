@@ -98,7 +98,7 @@ def test_no_report_option_and_report_command(capsys, data, tmp_path):
     rc, _, err = run(capsys, "report", out, "--out", tmp_path / "pages" / "r.html", "--quiet")
     assert rc == 0, err
     links = re.findall(r'<a href="([^"]+)" data-label>', (tmp_path / "pages" / "r.html").read_text())
-    assert links and all((tmp_path / "pages" / x).resolve().is_file() for x in links)
+    assert links and all((tmp_path / "pages" / x).resolve().exists() for x in links)
 
 
 def test_report_command_errors_are_one_line(capsys, tmp_path):

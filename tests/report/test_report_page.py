@@ -6,6 +6,7 @@ independent recomputation.
 
 import json
 import math
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from report_checks import (
     TAGGED_JS,
     UNTAGGED_DIGITS_JS,
     check_numbers,
-    data_url_png,
+    data_url_svg,
     epsilon_at,
     epsilon_from_rho,
     nonblank,
@@ -54,15 +55,16 @@ def fairness_oracle(plan):
 
 
 def check_figures(chromium, *, at_least: int) -> int:
-    """Every image is decoded by the browser, its embedded PNG is not blank, and so is the
-    region of the screen where it is drawn."""
+    """Every image is decoded by the browser, its embedded SVG is a well-formed drawing with
+    text and shapes, and the region of the screen where it is drawn is not blank."""
     imgs = chromium.evaluate(IMAGES_JS)
     assert len(imgs) >= at_least
     for im in imgs:
         assert im["complete"] and im["natural"] > 0, im["alt"]
         assert im["alt"], "every figure has an alternative text"
-        std, ink = nonblank(data_url_png(im["src"]))
-        assert std > 8 and ink > 0.01, (im["alt"], std, ink)
+        svg = ElementTree.fromstring(data_url_svg(im["src"]))
+        drawn = [e for e in svg.iter() if e.tag.split("}")[-1] in ("rect", "line", "polyline", "circle", "polygon")]
+        assert len(drawn) > 5 and any(e.tag.endswith("text") for e in svg.iter()), im["alt"]
         assert im["visible"] and im["width"] > 100 and im["height"] > 80
         clip = {k: im[k] for k in ("x", "y", "width", "height")}
         std, ink = nonblank(chromium.screenshot(clip))
@@ -103,10 +105,17 @@ def test_release_report_in_chromium(chromium, adult_release, tmp_path):
     # every released marginal is on the page (all are small here), the labels from the domain
     # included; its links are the release's own files
     ids = chromium.evaluate("Array.from(document.querySelectorAll('.marginal')).map(e => e.id)")
-    assert ids == [f"m{i}" for i in range(n_marg)]
+    assert sorted(ids) == sorted(f"m{i}" for i in range(n_marg))
+    # smallest first within each order (a reader sees the short tables before the long ones)
+    shown = [manifest["marginals"][int(i[1:])] for i in ids]
+    assert shown == sorted(shown, key=lambda m: (len(m["attributes"]), m["cells"]))
+    # each table links what a browser opens (its CSV; none in this Parquet-only release), else a
+    # copyable command that prints it; the Parquet dataset is linked once
     links = chromium.evaluate("Array.from(document.querySelectorAll('.files a')).map(a => a.getAttribute('href'))")
-    assert sorted(links) == sorted([m["table"]["file"] for m in manifest["marginals"]]
-                                   + [f for m in manifest["marginals"] for f in m.get("files", {}).values()])
+    assert sorted(links) == sorted(f for m in manifest["marginals"] for f in m.get("files", {}).values())
+    lines = chromium.evaluate("Array.from(document.querySelectorAll('.files code.q')).map(c => c.innerText)")
+    assert len(lines) == n_marg and all(x.startswith("dpmatrix query release --marginal ") for x in lines)
+    assert chromium.evaluate("Array.from(document.querySelectorAll('a')).filter(a => a.getAttribute('href') === 'tables/').length") == 1
     text = chromium.evaluate("document.body.innerText")
     assert all(label in text for label in INCOME_LABELS)
     # one figure per marginal (but the total), plus ε(δ), fairness and budget shares; max_var
@@ -187,3 +196,42 @@ def test_numbers_follow_the_release_level_and_delta(chromium, adult_plan, tmp_pa
     check_numbers(tagged, manifest, folder=out, fair=fairness_oracle(load_release(out).plan))
     assert "90 %" in chromium.evaluate("document.body.innerText")
     assert chromium.evaluate(UNTAGGED_DIGITS_JS) == []
+
+
+LAYOUT_JS = r"""
+(() => {
+  const boxes = sel => Array.from(document.querySelectorAll(sel)).map(e => e.getBoundingClientRect())
+    .map(r => ({l: r.left + scrollX, t: r.top + scrollY, r: r.right + scrollX, b: r.bottom + scrollY}));
+  const nav = document.querySelector('nav.toc').getBoundingClientRect();
+  return {scroll: document.documentElement.scrollWidth, inner: innerWidth,
+          nav: {l: nav.left, r: nav.right}, figures: boxes('figure.fig img'), cards: boxes('.card'),
+          main: boxes('main')[0]};
+})()
+"""
+
+
+def _overlap(a, b) -> bool:
+    return a["l"] < b["r"] - 0.5 and b["l"] < a["r"] - 0.5 and a["t"] < b["b"] - 0.5 and b["t"] < a["b"] - 0.5
+
+
+@pytest.mark.parametrize("width", [1024, 1280, 1920])
+def test_release_report_layout_holds_from_1024_to_1920_px(chromium, adult_release, tmp_path, width):
+    """At each width: nothing wider than the window (no horizontal scrolling), the navigation
+    inside the page, no figure or card overlapping another, every figure inside the text
+    column; the screenshot is kept for a reader to look at."""
+    chromium.width = width
+    try:
+        assert chromium.open(adult_release / "report.html").errors == []
+        lay = chromium.evaluate(LAYOUT_JS)
+        shot = save_screenshot(chromium.screenshot(), f"release-report-{width}.png", tmp_path)
+    finally:
+        chromium.width = 1280
+    assert lay["scroll"] <= lay["inner"], lay["scroll"]
+    assert 0 <= lay["nav"]["l"] and lay["nav"]["r"] <= lay["inner"]
+    for group in ("figures", "cards"):
+        boxes = lay[group]
+        assert all(not _overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), group
+    main = lay["main"]
+    assert all(main["l"] <= f["l"] and f["r"] <= main["r"] + 0.5 for f in lay["figures"])
+    std, ink = nonblank(shot.read_bytes())
+    assert std > 8 and ink > 0.02

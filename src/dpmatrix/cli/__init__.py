@@ -73,13 +73,80 @@ from ._synth import cmd_synth
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    _check_option_names(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unknown_options(parser, args, extras)
     with warnings.catch_warnings():
         # every warning (values remapped on request, inferred domain, --seed) is shown, each on
         # one line, even when the same warning was already shown earlier in the process
         warnings.simplefilter("always")
         warnings.showwarning = _showwarning
         return _run(args)
+
+
+def _subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.ArgumentParser, int]:
+    """The (innermost) subcommand parser named in ``argv`` and the position after its name."""
+    target, pos = parser, 0
+    while True:
+        subs = [a for a in target._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return target, pos
+        for i in range(pos, len(argv)):
+            if argv[i] in subs[0].choices:
+                target, pos = subs[0].choices[argv[i]], i + 1
+                break
+        else:
+            return target, pos
+
+
+def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse an unknown ``--option`` of a subcommand before anything else is checked (argparse
+    would first complain about a missing required option), with the subcommand's usage and the
+    nearest option names."""
+    import difflib
+
+    target, pos = _subcommand(parser, argv)
+    if target is parser:
+        return
+    options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    for tok in argv[pos:]:
+        if tok == "--":
+            break
+        if not tok.startswith("--"):
+            continue
+        name = tok.split("=", 1)[0]
+        if name in options or any(o.startswith(name) for o in options):
+            continue
+        close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        target.error(f"unrecognized option {name}{hint}")
+
+
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> None:
+    """Exit (status 2) with the usage of the subcommand that was given the unknown arguments,
+    suggesting the nearest option names (``--worklaod``: did you mean ``--workload``?)."""
+    import difflib
+
+    target = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            target = action.choices.get(getattr(args, "command", None), parser)
+            for sub in target._actions:  # a command with its own subcommands (ledger)
+                if isinstance(sub, argparse._SubParsersAction):
+                    for name, p in sub.choices.items():
+                        if getattr(args, "ledger_command", None) == name or p.get_default("func") is getattr(args, "func", None):
+                            target = p
+    options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for x in extras:
+        if x.startswith("-"):
+            close = difflib.get_close_matches(x.split("=", 1)[0], options, n=2, cutoff=0.6)
+            if close:
+                hints.append(f"{x}: did you mean {' or '.join(close)}?")
+    msg = f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else "")
+    target.error(msg)
 
 
 def _quiet_broken_pipe() -> int:

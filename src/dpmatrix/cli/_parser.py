@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..version import __version__
-from . import _compare, _demo, _infer_domain, _ledger, _plan, _query, _release, _report, _synth
+from . import _compare, _demo, _infer_domain, _ledger, _plan, _postprocess, _query, _release, _report, _synth
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for module in (_plan, _compare, _release, _synth, _query, _report, _demo, _infer_domain):
+    for module in (_plan, _compare, _release, _postprocess, _synth, _query, _report, _demo, _infer_domain):
         module.add_parser(sub)
     lsub = _ledger.add_parser(sub)
     for command in [*sub.choices.values(), *lsub.choices.values()]:

@@ -73,10 +73,16 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
         raise CLIError(f"--max-cells must be a positive integer, got {mc!r}")
     out["max_cells"] = DEFAULT_MAX_CELLS if mc is None else int(mc)
     data = str(args.data)
-    if not any(ch in data for ch in "*?[") and not Path(data).is_file():
+    spark = getattr(args, "engine", None) == "spark"  # URIs, folders, table names: Spark reads them
+    if not spark and not any(ch in data for ch in "*?[") and not Path(data).is_file():
         raise CLIError(f"data file {data!r} does not exist" if not Path(data).exists() else f"data {data!r} is not a file")
     try:
-        out["format"] = detect_format(data, args.data_format)
+        if spark:
+            from ..engines.spark_engine import detect_spark_format
+
+            out["format"] = detect_spark_format(data, args.data_format)
+        else:
+            out["format"] = detect_format(data, args.data_format)
     except (DPMatrixError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     if args.delimiter and out["format"] != "csv":
@@ -149,6 +155,7 @@ def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, nois
         encoding=getattr(args, "encoding", "auto"), on_unknown=opts["policy"], data_format=args.data_format,
         delimiter=args.delimiter, memory_limit=getattr(args, "memory_limit", None),
         spark_master=getattr(args, "spark_master", None), spark_conf=_spark_conf(getattr(args, "spark_conf", None)),
+        spark_executor_timeout=getattr(args, "spark_executor_timeout", 300.0),
         level=args.level, delta=delta, formats=opts["formats"], round=getattr(args, "round", None), noise=noise,
         overwrite=overwrite, report=not getattr(args, "no_report", False), max_cells=opts["max_cells"],
         spill=bool(getattr(args, "spill", False)),
@@ -207,9 +214,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     domain = _read_domain(args.domain) if args.domain else None
     meas = run_release(args, domain, say, overwrite=args.overwrite)
     if getattr(args, "postprocess", False):
-        pp = postprocess(meas, progress=not say.quiet)
+        pp = postprocess(meas, progress=say.progress)
         tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
-        out = write_postprocessed(pp, args.out, meas=meas, formats=tables, progress=not say.quiet)
+        out = write_postprocessed(pp, args.out, meas=meas, formats=tables, progress=say.progress)
         say(f"wrote post-processed tables ({pp.method}) to {out}/: non-negative and consistent, "
             "but biased and without variances or intervals (see its manifest.json)")
     return 0
@@ -222,7 +229,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "it into memory), add the noise and write a release folder: manifest.json, "
                        "measurements.parquet and the marginal tables (one Parquet dataset in tables/; "
                        "CSV files per marginal with --tables parquet,csv).")
-    r.add_argument("data", metavar="DATA", help="CSV or Parquet file (format from the suffix or --data-format)")
+    r.add_argument("data", metavar="DATA", help="CSV or Parquet file (format from the suffix or --data-format); "
+                   "with --engine spark also a URI (hdfs://, s3a://, file://), a folder of part files or a table name")
     r.add_argument("--domain", metavar="D.json", help="domain file; raw values are mapped to codes through it")
     r.add_argument("--plan", metavar="PLAN.json", help="a plan saved by 'dpmatrix plan --save' (instead of a workload and budget)")
     _add_workload(r)
@@ -247,8 +255,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "or spark (counts in Apache Spark; DATA may be a Parquet/CSV path, glob, URI or table)")
     r.add_argument("--spark-master", metavar="URL",
                    help="Spark master for --engine spark: local[*] (default), spark://host:7077, yarn, k8s://...")
-    r.add_argument("--spark-conf", metavar="K=V", action="append",
-                   help="extra Spark setting for --engine spark (repeatable), e.g. spark.executor.memory=8g")
+    r.add_argument("--spark-conf", "--conf", metavar="K=V", action="append", dest="spark_conf",
+                   help="extra Spark setting for --engine spark (repeatable), e.g. spark.executor.memory=8g; "
+                   "spark-defaults.conf in $SPARK_CONF_DIR applies as for spark-submit")
+    r.add_argument("--spark-executor-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="--engine spark: cancel a Spark job that got no executor for this long (default 300)")
     r.add_argument("--data-format", choices=["csv", "parquet"], help="format of DATA if its suffix does not tell")
     r.add_argument("--delimiter", help="CSV field delimiter (default: ',', as every engine reads it)")
     r.add_argument("--memory-limit", help="DuckDB memory limit, e.g. 4GB (it spills to disk beyond)")

@@ -24,6 +24,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     say = Out(args.quiet)
     folder = Path(args.release)
+    if args.out is not None and Path(args.out).exists() and not args.overwrite:
+        raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
+    if say.progress:  # on a terminal only, as the progress bars
+        say.note(f"writing the HTML report of {folder} ...")
     try:
         path = write_report_into(folder, args.out, fairness=not args.no_fairness)
     except OSError as exc:
@@ -44,6 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--out", metavar="REPORT.html",
                    help="file to write (default: report.html in the release folder; links to the "
                    "release's files are relative to it)")
+    h.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file (the default report.html of the release is a "
+                   "derived file and always rewritten)")
     h.add_argument("--no-fairness", action="store_true",
                    help="skip the sum_var / max_var comparison (it plans the workload a second time)")
     _add_quiet(h)

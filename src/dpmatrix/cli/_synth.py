@@ -18,14 +18,17 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from ..release import load_release
 
     say = Out(args.quiet)
+    if args.seed is not None:
+        raise CLIError("--seed means seeded, NOT private noise (dpmatrix release/demo); the seed of "
+                       "synth's record sampler is --sample-seed (post-processing: no privacy impact)")
     if args.rows is not None and args.rows < 1:
         raise CLIError(f"--rows must be at least 1, got {args.rows}")
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
     rel = load_release(args.release)
-    pp = postprocess(rel.measurements, method=args.method, progress=not say.quiet)
-    df = pp.synthetic(args.rows, rng=np.random.default_rng(args.seed))
+    pp = postprocess(rel.measurements, method=args.method, progress=say.progress)
+    df = pp.synthetic(args.rows, rng=np.random.default_rng(args.sample_seed))
     if out.suffix.lower() == ".parquet":
         df.to_parquet(out, index=False)
     else:
@@ -47,7 +50,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--method", choices=["auto", "graphical_model", "mixture"], default="auto",
                    help="graphical model (exact fit) when its junction tree is small enough, else a "
                    "mixture of products (default: auto)")
-    y.add_argument("--seed", type=int, help="seed of the record sampler (reproducible records; post-processing, so no privacy impact)")
+    y.add_argument("--sample-seed", type=int, metavar="N",
+                   help="seed of the record sampler (reproducible records; post-processing, so no privacy impact)")
+    y.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # one meaning across commands: refused here
     y.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_quiet(y)
     y.set_defaults(func=cmd_synth)

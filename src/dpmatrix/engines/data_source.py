@@ -86,6 +86,54 @@ def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngin
     return codes
 
 
+def _spark_engine(data, domain: Domain, encoding: str, on_unknown, options: Mapping[str, Any]) -> SparkEngine:
+    """The Spark engine with the same ``encoding`` rules as :func:`_file_engine` (one session for
+    both readings under ``"auto"``; the engine returned stops it when dpmatrix started it)."""
+    from .spark_engine import spark_session
+
+    opts = dict(options)
+    master, conf = opts.pop("master", None), opts.pop("conf", None)
+    if encoding == "codes" or (encoding == "auto" and not _has_mapping(domain)):
+        return SparkEngine(data, domain, "codes", master=master, conf=conf, **opts)
+    if encoding == "raw":
+        return SparkEngine(data, domain, "raw", on_unknown=on_unknown, master=master, conf=conf, **opts)
+    if type(data).__name__ == "DataFrame":  # a Spark DataFrame: its own session
+        spark, owned = data.sparkSession, False
+    elif opts.get("spark") is not None:
+        spark, owned = opts["spark"], False
+    else:
+        spark, owned = spark_session(master, conf)
+    opts.pop("spark", None)
+    try:
+        try:
+            raw = SparkEngine(data, domain, "raw", on_unknown=on_unknown, spark=spark, **opts)
+        except DataError as exc:
+            raw_error, raw = exc, None
+        try:
+            codes = SparkEngine(data, domain, "codes", spark=spark, **opts)
+        except DataError as exc:
+            if raw is None:
+                raise _both_failed(raw_error, exc) from None
+            chosen = raw
+        else:
+            chosen = codes if raw is None else None
+        if raw is not None and chosen is None:
+            sets = [(i,) for i, a in enumerate(domain.attributes) if mapping_kind(a) != "codes"]
+            a, b = raw.count(sets), codes.count(sets)
+            differ = [domain.names[s[0]] for s in sets if not np.array_equal(a[s], b[s])]
+            codes.close()  # not the session's owner: drops its cached codes only
+            if differ:
+                raise _ambiguous(differ)
+            chosen = raw
+    except BaseException:
+        if owned:
+            spark.stop()
+        raise
+    if owned:
+        chosen.own_session()
+    return chosen
+
+
 def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mapping[str, Any]) -> DuckDBEngine:
     if encoding == "codes" or (encoding == "auto" and not _has_mapping(domain)):
         return DuckDBEngine(path, domain, "codes", **options)
@@ -148,7 +196,9 @@ def engine_for(
         Raw values the domain does not cover: ``"error"``, ``"clip"`` or ``"other"``, or per
         column (:func:`dpmatrix.encode.encode_frame`).
     **duckdb_options
-        Passed to :class:`DuckDBEngine` for a file (``format``, ``csv_options``, ...).
+        Passed to :class:`DuckDBEngine` for a file (``format``, ``csv_options``, ...), or to
+        :class:`~.spark_engine.SparkEngine` with ``engine="spark"`` (``master``, ``conf``,
+        ``format``, ``executor_timeout``, ...).
 
     Returns
     -------
@@ -171,8 +221,8 @@ def engine_for(
         raise DataError(f"engine must be 'numpy', 'duckdb' or 'spark', got {engine!r}")
     is_spark_df = type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark.sql")
     if engine == "spark" or is_spark_df:
-        # Spark reads raw values with encoding="raw"; otherwise the columns hold codes
-        return SparkEngine(data, domain, "raw" if encoding == "raw" else "codes", on_unknown=on_unknown)
+        # the same encoding rules as for files; the options go to SparkEngine (master, conf, ...)
+        return _spark_engine(data, domain, encoding, on_unknown, duckdb_options)
     if engine == "numpy" and isinstance(data, (str, Path)):
         raise DataError("engine='numpy' counts a DataFrame in memory; load the file first or use 'duckdb'")
     if isinstance(data, (pd.DataFrame, np.ndarray)):

@@ -1,14 +1,16 @@
 """Apache Spark counting engine: marginals of a Spark DataFrame, table or Parquet/CSV lake.
 
-The records stay in Spark. Everything the engine does is a Spark SQL plan; the only rows that
-come back to the driver are
+The records stay in Spark. Encoding and validation are Spark SQL; counting is one Spark job for
+any number of marginal tables (:mod:`.spark_count`: each task counts its partition into every
+table with the numpy kernel, the tasks' tables are summed by key across the cluster). The only
+data that come back to the driver are
 
-* one aggregate row of validation counts (rows, missing values, unknown values per column),
-* per batch of attribute sets, the aggregated ``(cell, count)`` rows of its marginal tables
-  (grouping sets over mixed-radix cell keys, the sets' cells laid end to end in one BIGINT key,
-  fetched with Arrow), and
+* one aggregate row of validation counts (rows, missing values, unknown values per column) and
+  the fingerprint sum (:meth:`SparkEngine.fingerprint`),
+* the summed count tables, in pieces of at most 2^20 cells, and
 * only when the data do not match the domain, at most :data:`~.base.MAX_SHOWN` distinct offending
-  values per column for the error message — exactly what the numpy and DuckDB engines show.
+  values per column for the error message — exactly what the numpy and DuckDB engines show —
+  and, for a source of several files, the names of at most three files holding them.
 
 Raw values are mapped to codes with Spark Column expressions that follow the rules of
 :func:`dpmatrix.encode.encode_column` (labels by their string form, left-closed bins with the last
@@ -27,26 +29,46 @@ used as given and never stopped; otherwise one is started on ``master`` (default
 ``spark://host:7077``, ``yarn``, ``k8s://…``) with extra ``conf``, quiet logging, and stopped by
 :meth:`SparkEngine.close`. Nothing about the session (host, path) is recorded by dpmatrix.
 
-Why the driver never serializes the work: encoding, validation and counting run in the executors
-(per-partition partial aggregation, then a shuffle of at most ``cells`` keys per set); the driver
-receives per batch a table no larger than the dense marginals it must hold anyway.
+Why the driver never serializes the work: encoding, validation and counting run in the executors;
+the driver receives tables no larger than the dense marginals it must hold anyway. Every Spark
+action runs in a job group watched by the calling thread: no executor for ``executor_timeout``
+seconds cancels it (the wait is reported after 20 s), Ctrl-C cancels it, and Spark's exceptions
+become one-line :class:`~dpmatrix.errors.DataError` errors (:func:`spark_error`).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from ..domain import Attribute, Domain
-from ..encode import UNKNOWN_HINT, mapping_kind, problem_messages, remap_message, resolve_policies, warn_remapped
+from ..encode import (
+    UNKNOWN_HINT,
+    mapping_kind,
+    problem_messages,
+    remap_message,
+    resolve_policies,
+    warn_remapped,
+)
 from ..errors import DataError
+from . import bincount, spark_count
 from .base import (
     MAX_SHOWN,
     AttrSet,
@@ -60,10 +82,23 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
+from .spark_count import add_pieces, count_partition, piece_array, plan_passes
 
 __all__ = ["SparkEngine", "spark_session"]
 
 DEFAULT_MASTER = "local[*]"
+#: Cells of the marginal tables one counting pass holds per task (8 bytes each: 128 MiB).
+DEFAULT_MAX_CELLS = 1 << 24
+#: Cells per piece of a task's tables sent to the reducers (at most 8 MiB).
+DEFAULT_PIECE_CELLS = 1 << 20
+#: Seconds a job may wait for its first executor before it is cancelled (``executor_timeout``).
+DEFAULT_EXECUTOR_TIMEOUT = 300.0
+#: Seconds without executors before the wait is reported on stderr.
+EXECUTOR_WARN_AFTER = 20.0
+#: Seconds to wait for a TCP connection to a ``spark://`` master before giving up.
+MASTER_CONNECT_TIMEOUT = 5.0
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+T = TypeVar("T")
 _CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".csv.bz2")
 _PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 
@@ -74,9 +109,10 @@ JAVA_HINT = (
     "openjdk@17) or set JAVA_HOME"
 )
 
-# Spark's own start-up chatter (log4j2 INFO/WARN) is silenced: errors only, on stderr.
+# Spark's own log (start-up chatter, executors' task failures with Java frames) is silenced:
+# dpmatrix reports failures itself, one line each (spark_error); fatal JVM errors still show.
 _LOG4J2 = """\
-rootLogger.level = error
+rootLogger.level = fatal
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -113,6 +149,51 @@ def _log4j2_file() -> str:
     return path.as_uri()
 
 
+def standalone_addresses(master: str) -> list[tuple[str, int]]:
+    """``(host, port)`` of every master of a ``spark://h1:p1,h2:p2`` URL (port 7077 by
+    default); empty for other masters (``local``, ``yarn``, ``k8s://``).
+
+    Examples
+    --------
+    >>> standalone_addresses("spark://a:7077,b")
+    [('a', 7077), ('b', 7077)]
+    """
+    if not master.startswith("spark://"):
+        return []
+    out = []
+    for part in master[len("spark://") :].split(","):
+        host, _, port = part.strip().rstrip("/").rpartition(":") if ":" in part else (part, "", "")
+        host = host or part.strip()
+        out.append((host.strip("[]"), int(port) if port.isdigit() else 7077))
+    return out
+
+
+def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT) -> None:
+    """Raise a one-line :class:`DataError` when no master of a ``spark://`` URL accepts a TCP
+    connection within ``timeout`` seconds (Spark itself retries for over a minute)."""
+    reasons = []
+    for host, port in standalone_addresses(master):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    if reasons:
+        raise DataError(
+            f"cannot reach the Spark master at {master} ({'; '.join(reasons)}): check that the "
+            "master is running and the host and port are right"
+        )
+
+
+@contextmanager
+def quiet_pyspark() -> Iterator[None]:
+    """Silence PySpark's warning that it does not fully support pandas >= 3: dpmatrix exchanges
+    only Arrow data with Spark, never pandas objects, so the warning does not concern it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+        yield
+
+
 def spark_session(
     master: str | None = None, conf: Mapping[str, str] | None = None
 ) -> tuple[Any, bool]:
@@ -127,6 +208,11 @@ def spark_session(
     DataError
         One line saying what to install when PySpark or Java is missing, or why Spark failed.
     """
+    with quiet_pyspark():
+        return _spark_session(master, conf)
+
+
+def _spark_session(master: str | None, conf: Mapping[str, str] | None) -> tuple[Any, bool]:
     SparkSession = _import_pyspark()
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -139,6 +225,7 @@ def spark_session(
         return active, False
     if not _java_available():
         raise DataError(JAVA_HINT)
+    check_master_reachable(master or DEFAULT_MASTER)
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("dpmatrix")
     opts = {
         "spark.ui.showConsoleProgress": "false",
@@ -153,14 +240,66 @@ def spark_session(
         builder = builder.config(k, v)
     try:
         spark = builder.getOrCreate()
-    except Exception as exc:  # py4j / PySparkRuntimeError: JVM did not start
+    except Exception as exc:  # py4j / PySparkRuntimeError: JVM or context did not start
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise DataError(
-            f"Apache Spark failed to start on master {master or DEFAULT_MASTER!r}: {first} "
-            f"(needs Java 17+ and a reachable master; {PYSPARK_HINT})"
+            f"Apache Spark failed to start a session on master {master or DEFAULT_MASTER!r}: {first}"
         ) from None
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("FATAL")
+    sc = spark.sparkContext
+    # The executors' Python: spark.pyspark.python, else $PYSPARK_PYTHON, else (local master)
+    # this interpreter; PySpark's own default is whatever "python3" is on the PATH.
+    chosen = opts.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    if chosen:
+        sc.pythonExec = chosen
+    elif sc.master.startswith("local"):
+        sc.pythonExec = sys.executable
     return spark, True
+
+
+# -- errors -----------------------------------------------------------------------------------------
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_.]+)\] (.*?)(?: SQLSTATE: \w+|$)", re.MULTILINE)
+_FILE = re.compile(r"(?:reading|in) file (\S+?)\.?(?:\s|$)")
+_TYPE_DRIFT = re.compile(
+    r"Parquet column \[?([^\]\s]+)\]?\. Expected Spark type (\w+), actual Parquet type (\w+)"
+)
+
+
+def spark_error(exc: BaseException, what: str) -> DataError:
+    """One readable line for an exception Spark raised while ``what``, instead of pages of Java
+    frames: Spark's own error class and message (the innermost one that is not a generic job
+    abort), with the part file named when Spark names it.
+
+    Examples
+    --------
+    >>> e = RuntimeError("o1.collect.\\n: org.apache.spark.SparkException: Job aborted ... "
+    ...     "[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Encountered error while reading "
+    ...     "file file:///lake/p-1.parquet. Data type mismatches when reading Parquet column [a0]. "
+    ...     "Expected Spark type tinyint, actual Parquet type INT64. SQLSTATE: KD001")
+    >>> print(spark_error(e, "counting"))
+    part file file:///lake/p-1.parquet stores column 'a0' as INT64 where the other part files (the schema Spark read) have tinyint: the part files of the data disagree in type; write them with one type per column
+    """
+    text = str(exc)
+    found = [(c, m.strip()) for c, m in _ERROR_CLASS.findall(text)]
+    specific = [(c, m) for c, m in found if not m.startswith("Job aborted")]
+    fmatch = _FILE.search(text)
+    file = fmatch.group(1) if fmatch else None
+    drift = _TYPE_DRIFT.search(text)
+    if drift and file:
+        col, expected, actual = drift.groups()
+        return DataError(
+            f"part file {file} stores column {col!r} as {actual} where the other part files (the "
+            f"schema Spark read) have {expected}: the part files of the data disagree in type; "
+            "write them with one type per column"
+        )
+    if specific:
+        cls, msg = specific[-1]
+        where = f" (file {file})" if file and file not in msg else ""
+        return DataError(f"Spark failed {what}{where}: [{cls}] {msg}")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
+    detail = next((ln for ln in lines if "Exception:" in ln), lines[0] if lines else type(exc).__name__)
+    where = f" (file {file})" if file else ""
+    return DataError(f"Spark failed {what}{where}: {detail[:500]}")
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -351,15 +490,27 @@ class SparkEngine:
         For a session dpmatrix starts itself: the master URL (default ``local[*]``;
         ``spark://host:7077``, ``yarn``, ``k8s://https://…``) and extra Spark settings
         (e.g. ``{"spark.executor.memory": "8g"}``).
-    batch_size
-        Attribute sets counted per Spark job (at most 62).
     strategy
-        ``"keys"`` (default: every row emits one BIGINT key ``offset(set) + cell`` per set of the
-        batch, counted by one ``GROUP BY``) or ``"grouping_sets"`` (Spark's ``GROUPING SETS`` on
-        one cell key per set; same counts, measured ~2x slower).
+        ``"one_pass"`` (default): one Spark job counts every requested table — each task counts
+        its partition's rows into all the tables of the pass with the numpy kernel
+        (:mod:`.spark_count`), the per-task tables are summed by key across the cluster and
+        only the summed tables reach the driver. Tables beyond ``max_cells`` are split into
+        several passes; a single table larger than ``max_cells`` is counted by ``"keys"``.
+        ``"keys"`` (every row emits one BIGINT key ``offset(set) + cell`` per set of a batch
+        of ``batch_size`` sets, counted by one ``GROUP BY`` per batch) and ``"grouping_sets"``
+        (Spark's ``GROUPING SETS``) are Spark SQL only: one scan per batch of sets.
+    batch_size
+        Attribute sets per Spark job for ``"keys"`` / ``"grouping_sets"`` (at most 62).
+    max_cells
+        Cell budget of a counting pass: a task holds ``8 * max_cells`` bytes of tables at most
+        (default ``2**24`` cells, 128 MiB).
+    executor_timeout
+        Seconds a Spark job may wait without any executor before it is cancelled with a
+        :class:`DataError` (the wait is reported on stderr after 20 s). Default 300.
     cache
-        Persist the compact code columns (``MEMORY_AND_DISK``) so the source is parsed once for
-        validation and once for the codes, however many batches follow (default ``True``).
+        Persist the compact code columns (``MEMORY_AND_DISK``) while a count needs more than
+        one scan (several passes, or the SQL strategies), so the source is parsed once for
+        the codes (default ``True``).
     csv_options
         Extra options of Spark's CSV reader, e.g. ``{"sep": ";"}``.
 
@@ -383,7 +534,9 @@ class SparkEngine:
         master: str | None = None,
         conf: Mapping[str, str] | None = None,
         batch_size: int = 16,
-        strategy: Literal["keys", "grouping_sets"] = "keys",
+        strategy: Literal["one_pass", "keys", "grouping_sets"] = "one_pass",
+        max_cells: int = DEFAULT_MAX_CELLS,
+        executor_timeout: float = DEFAULT_EXECUTOR_TIMEOUT,
         cache: bool = True,
         csv_options: Mapping[str, Any] | None = None,
     ):
@@ -394,13 +547,22 @@ class SparkEngine:
             raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
         self._domain = domain
         self.encoding = encoding
-        if strategy not in ("keys", "grouping_sets"):
-            raise ValueError(f"strategy must be 'keys' or 'grouping_sets', got {strategy!r}")
+        if strategy not in ("one_pass", "keys", "grouping_sets"):
+            raise ValueError(f"strategy must be 'one_pass', 'keys' or 'grouping_sets', got {strategy!r}")
         self.strategy = strategy
         self.batch_size = min(max(1, int(batch_size)), 62)
+        self.max_cells = max(1, int(max_cells))
+        self.piece_cells = DEFAULT_PIECE_CELLS
+        self.executor_timeout = float(executor_timeout)
+        self.cache = bool(cache)
+        #: Spark jobs run by this engine (validation, counting, error details).
+        self.jobs = 0
         policies = resolve_policies(domain, on_unknown) if encoding == "raw" else {}
         self._codes = None
         self._owned = False
+        self._cached = False
+        self._sum_hash = 0
+        self.source = data if isinstance(data, (str, Path)) else None
         if _is_spark_dataframe(data):
             if master is not None or conf:
                 raise ValueError("master/conf apply to a session dpmatrix starts, not to a DataFrame")
@@ -418,20 +580,20 @@ class SparkEngine:
             else:
                 self._spark, self._owned = spark_session(master, conf)
             self._csv = fmt == "csv"
-            try:
-                df = _read(self._spark, source, fmt, csv_options)
+            try:  # Parquet schema inference is a Spark job: watched like the others
+                df = self._run("reading the schema", functools.partial(_read, self._spark, source, fmt, csv_options))
             except BaseException:
                 self.close()
                 raise
         try:
-            self._prepare(df, policies, cache)
+            with quiet_pyspark():
+                self._prepare(df, policies)
         except BaseException:
             self.close()
             raise
 
     # -- validation and encoding ----------------------------------------------------------------
-    def _prepare(self, df: Any, policies: Mapping[str, str], cache: bool) -> None:
-        from pyspark import StorageLevel
+    def _prepare(self, df: Any, policies: Mapping[str, str]) -> None:
         from pyspark.sql import functions as F
 
         names = list(self._domain.names)
@@ -448,6 +610,11 @@ class SparkEngine:
                   "number or text" for n in names if classes[n] == "nested"]  # fmt: skip
         raise_problems(nested)
         df = df.select(*[F.col(f"`{n}`") for n in names])
+        self._types = [df.schema[n].dataType.simpleString() for n in names]
+        try:
+            self._n_files = len(df.inputFiles()) if self.source is not None else 0
+        except Exception:  # a source without files
+            self._n_files = 0
         cols = {n: F.col(f"`{n}`") for n in names}
         if self.encoding == "codes":
             codes = self._validate_codes(df, cols, classes)
@@ -459,8 +626,6 @@ class SparkEngine:
                 for i, (c, a) in enumerate(zip(codes, self._domain.attributes))
             ]
         )
-        if cache:
-            self._codes = self._codes.persist(StorageLevel.MEMORY_AND_DISK)
 
     def _numeric_text(self, cls: str, n_nonnumeric: int) -> bool:
         """Show a text column's offending values as numbers (CSV, every value a number)."""
@@ -479,9 +644,34 @@ class SparkEngine:
         from pyspark.sql import functions as F
 
         sel = df.where(where).select(value.alias("v")).where(F.col("v").isNotNull())
-        vals = [r[0] for r in sel.distinct().orderBy("v").limit(MAX_SHOWN).collect()]
-        (nd,) = sel.agg(F.countDistinct("v")).first()
-        return vals, int(nd)
+        rows = self._run("offending values", sel.distinct().orderBy("v").limit(MAX_SHOWN).collect)
+        (nd,) = self._run("offending values", sel.agg(F.countDistinct("v")).first)
+        return [r[0] for r in rows], int(nd)
+
+    def _files(self, df: Any, where: Any) -> str:
+        """`` (in file …)``: the files holding rows ``where`` (at most 3 named), or ``""`` when
+        the data are not several files (one file is named by the caller already)."""
+        from pyspark.sql import functions as F
+
+        if self._n_files < 2:
+            return ""
+        sel = df.where(where).select(F.input_file_name().alias("f")).where(F.col("f") != "").distinct()
+        files = sorted(r[0] for r in self._run("finding the offending files", sel.limit(4).collect))
+        if not files:
+            return ""
+        more = " and more" if len(files) > 3 else ""
+        return f" (in file{'s' if len(files) > 1 else ''} {', '.join(files[:3])}{more})"
+
+    def _aggregate(self, df: Any, aggs: list[Any]) -> Any:
+        """One scan: the validation counts ``aggs`` and the fingerprint sum (see
+        :meth:`fingerprint`); keeps the sum and returns the counts' row."""
+        from pyspark.sql import functions as F
+
+        names = list(self._domain.names)
+        hashed = F.xxhash64(*[F.col(f"`{n}`") for n in names]).cast("decimal(20,0)")
+        res = self._run("validating the data", df.agg(*aggs, F.sum(hashed)).first)
+        self._sum_hash = int(res[-1] or 0) % (1 << 64)
+        return res
 
     def _validate_codes(self, df: Any, cols: Mapping[str, Any], classes: Mapping[str, str]) -> list[Any]:
         """Same checks and messages as the numpy engine, as one aggregate job."""
@@ -497,21 +687,21 @@ class SparkEngine:
             out = ~null & _integral(x) & ((x < 0) | (x > a.size - 1))
             conds.append((c, cls, x, null, bad, out))
             aggs += [F.count_if(w) for w in (null, bad, out)] + [self._count_nonnumeric(c, cls)]
-        res = df.agg(*aggs).first()
+        res = self._aggregate(df, aggs)
         problems: list[str] = []
         codes = []
         for j, (a, (c, cls, x, null, bad, out)) in enumerate(zip(self._domain.attributes, conds)):
             n_null, n_bad, n_out, n_nonnum = (int(v) for v in res[1 + 4 * j : 5 + 4 * j])
             if n_null:
-                problems.append(null_message(a.name, n_null))
+                problems.append(null_message(a.name, n_null) + self._files(df, null))
             if n_bad:
                 # a CSV file's offending text is shown as written, as the numpy and DuckDB readers show it
                 numeric = cls in ("int", "float", "bool") or (not self._csv and self._numeric_text(cls, n_nonnum))
                 vals, nd = self._distinct(df, x if numeric else c.cast("string"), bad)
-                problems.append(non_integer_message(a.name, n_bad, vals, nd))
+                problems.append(non_integer_message(a.name, n_bad, vals, nd) + self._files(df, bad))
             if n_out:
                 vals, nd = self._distinct(df, x, out)
-                problems.append(out_of_range_message(a.name, a.size, n_out, vals, nd))
+                problems.append(out_of_range_message(a.name, a.size, n_out, vals, nd) + self._files(df, out))
             codes.append(x.cast("int"))
         raise_problems(problems)
         self._n = int(res[0])
@@ -540,7 +730,7 @@ class SparkEngine:
                 F.count_if(base.isNull() & code.isNotNull()),
                 self._count_nonnumeric(c, classes[a.name]),
             ]
-        res = df.agg(*aggs).first()
+        res = self._aggregate(df, aggs)
         problems: list[str] = []
         remapped: list[str] = []
         for j, (a, (code, base, miss)) in enumerate(zip(self._domain.attributes, encs)):
@@ -551,7 +741,9 @@ class SparkEngine:
                 c, cls = cols[a.name], classes[a.name]
                 shown = _number(c, cls) if self._numeric_text(cls, n_nonnum) else c
                 vals, nd = self._distinct(df, shown, code.isNull() & ~miss)
-            problems += problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
+            found = problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
+            where = ([code.isNull() & miss] if n_miss else []) + ([code.isNull() & ~miss] if n_unk else [])
+            problems += [msg + self._files(df, w) for msg, w in zip(found, where)]
             if n_re:
                 remapped.append(remap_message(a, policies[a.name], n_re))
         raise_problems(problems, "raw values do not match the domain", UNKNOWN_HINT)
@@ -573,17 +765,142 @@ class SparkEngine:
         """The Spark session counting the data."""
         return self._spark
 
+    @property
+    def preferred_batch(self) -> int:
+        """Sets per :meth:`count` call wanted by ``dpmatrix.measure``: all of them for the
+        one-pass strategy (one scan per call), ``batch_size`` for the SQL strategies."""
+        return 1 << 30 if self.strategy == "one_pass" else self.batch_size
+
+    def own_session(self) -> None:
+        """Stop the engine's session on :meth:`close` (for a session started for it by
+        :func:`~.data_source.engine_for`)."""
+        self._owned = True
+
+    def fingerprint(self) -> str:
+        """Identity of the data read, computed by the executors in the validation scan.
+
+        ``sha256`` of the column names, their Spark types, the number of rows and
+        ``sum_rows xxhash64(row) mod 2**64`` — Spark's 64-bit xxHash of every row's values in
+        the domain's columns, summed as exact decimals. The sum does not depend on row order,
+        partitioning or file layout, so the same rows give the same fingerprint however they
+        are split into part files; a changed, added or removed row changes it except with
+        probability about ``2**-64`` (a checksum against accidents, not a commitment against
+        an adversary who chooses the data). It covers only the domain's columns, as Spark
+        reads them (a CSV and a Parquet copy of the same values differ in types, hence in
+        fingerprint). No byte of the data is read by the driver.
+
+        Returns
+        -------
+        str
+            ``"spark-xxhash64-sum:"`` followed by 64 hex digits.
+        """
+        header = "|".join(f"{n}:{t}" for n, t in zip(self._domain.names, self._types))
+        text = f"{header}|rows={self._n}|sum={self._sum_hash}"
+        return "spark-xxhash64-sum:" + hashlib.sha256(text.encode()).hexdigest()
+
     def close(self) -> None:
         """Drop the cached codes; stop the Spark session if this engine started it."""
-        if self._codes is not None:
+        self._uncache()
+        self._codes = None
+        if self._owned:
+            self._owned = False
+            try:
+                self._spark.stop()
+            except Exception:  # the JVM is already gone
+                pass
+
+    # -- running Spark jobs ------------------------------------------------------------------------
+    def _executors(self) -> int:
+        """Executors registered with the application (the driver not counted)."""
+        try:
+            infos = self._spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+            return max(0, len(infos) - 1)
+        except Exception:
+            return 1  # cannot tell: do not time out
+
+    def _run(self, what: str, action: Callable[[], T]) -> T:
+        r"""Run the Spark action ``action`` (``what`` it does, for messages) in a job group.
+
+        The action runs in a helper thread while this thread watches it: on a cluster, a job
+        without any executor is reported on stderr after :data:`EXECUTOR_WARN_AFTER` seconds
+        and cancelled after ``executor_timeout`` seconds (:class:`DataError`); Ctrl-C cancels
+        the job group and raises :class:`KeyboardInterrupt`. Spark's exceptions become one-line
+        :class:`DataError`\ s (:func:`spark_error`)."""
+        sc = self._spark.sparkContext
+        group = f"dpmatrix-{uuid.uuid4().hex[:12]}"
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                sc.setJobGroup(group, f"dpmatrix: {what}", interruptOnCancel=True)
+                box["result"] = action()
+            except BaseException as exc:  # handed to the watching thread
+                box["error"] = exc
+
+        self.jobs += 1
+        watch_executors = not sc.master.startswith("local")
+        worker = threading.Thread(target=target, name=f"dpmatrix-spark-{what}", daemon=True)
+        with quiet_pyspark():
+            worker.start()
+            idle_since: float | None = None
+            warned = False
+            try:
+                while worker.is_alive():
+                    worker.join(0.25)
+                    if not worker.is_alive() or not watch_executors:
+                        continue
+                    if self._executors() > 0:
+                        idle_since = None
+                        continue
+                    now = time.monotonic()
+                    idle_since = idle_since if idle_since is not None else now
+                    if not warned and now - idle_since >= min(EXECUTOR_WARN_AFTER, self.executor_timeout):
+                        warned = True
+                        print(
+                            f"dpmatrix: no Spark executor is running for this application on "
+                            f"{sc.master} after {now - idle_since:.0f} s (are workers registered "
+                            f"with the master, with enough free cores and memory?); giving up "
+                            f"after {self.executor_timeout:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    if now - idle_since >= self.executor_timeout:
+                        sc.cancelJobGroup(group)
+                        worker.join(30)
+                        raise DataError(
+                            f"no Spark executor ran the job ({what}) within "
+                            f"{self.executor_timeout:.0f} s on {sc.master}: the cluster has no "
+                            "free worker for this application (raise executor_timeout to wait "
+                            "longer)"
+                        )
+            except KeyboardInterrupt:
+                try:
+                    sc.cancelJobGroup(group)
+                    worker.join(30)
+                except BaseException:
+                    pass
+                raise
+        if "error" in box:
+            exc = box["error"]
+            if isinstance(exc, (DataError, KeyboardInterrupt, ValueError, TypeError)):
+                raise exc
+            raise spark_error(exc, what) from None
+        return box["result"]
+
+    def _cache(self) -> None:
+        from pyspark import StorageLevel
+
+        if self.cache and not self._cached and self._codes is not None:
+            self._codes = self._codes.persist(StorageLevel.MEMORY_AND_DISK)
+            self._cached = True
+
+    def _uncache(self) -> None:
+        if self._cached and self._codes is not None:
             try:
                 self._codes.unpersist()
             except Exception:  # session already gone
                 pass
-            self._codes = None
-        if self._owned:
-            self._owned = False
-            self._spark.stop()
+        self._cached = False
 
     def __enter__(self) -> SparkEngine:
         return self
@@ -605,7 +922,11 @@ class SparkEngine:
     def count(
         self, attr_sets: Sequence[AttrSet], progress: bool = False
     ) -> dict[AttrSet, np.ndarray]:
-        """Count exactly the requested attribute sets (see :class:`~.base.CountEngine`)."""
+        """Count exactly the requested attribute sets (see :class:`~.base.CountEngine`).
+
+        With ``strategy="one_pass"`` all tables are counted in one scan when their cells fit
+        ``max_cells``; otherwise in as few passes as the budget allows (the codes are cached
+        between passes)."""
         if self._codes is None:
             raise DataError("the Spark engine was closed")
         sets = normalize_sets(self._domain, attr_sets)
@@ -616,12 +937,57 @@ class SparkEngine:
             if not s:
                 out[s][()] = self._n
                 prog.step()
-        counter = self._count_keys if self.strategy == "keys" else self._count_grouping_sets
-        for b in range(0, len(todo), self.batch_size):
-            batch = todo[b : b + self.batch_size]
-            counter(batch, out)
-            prog.step(len(batch))
+        if self.strategy == "one_pass":
+            cells = [self._domain.cells(s) for s in todo]
+            jobs = [[todo[j] for j in p] for p in plan_passes(cells, self.max_cells)]
+        else:
+            jobs = [todo[b : b + self.batch_size] for b in range(0, len(todo), self.batch_size)]
+        if len(jobs) > 1:
+            self._cache()
+        try:
+            with quiet_pyspark():
+                for batch in jobs:
+                    if self.strategy == "grouping_sets":
+                        self._count_grouping_sets(batch, out)
+                    elif self.strategy == "keys" or self._domain.cells(batch[0]) > self.max_cells:
+                        self._count_keys(batch, out)
+                    else:
+                        self._count_pass(batch, out)
+                    prog.step(len(batch))
+        finally:
+            self._uncache()
         return out
+
+    def _count_pass(self, sets: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
+        """One Spark job counting every table of ``sets`` (see :mod:`.spark_count`): each task
+        counts its partition into all the tables, the tasks' tables are summed piece by piece
+        by ``reduceByKey``, and the driver collects the summed pieces only."""
+        from pyspark import cloudpickle
+
+        # ship the counting code by value: executors need numpy and pyarrow, not dpmatrix
+        cloudpickle.register_pickle_by_value(spark_count)
+        cloudpickle.register_pickle_by_value(bincount)
+        sizes = tuple(int(n) for n in self._domain.sizes)
+        offsets = [0]
+        for s in sets:
+            offsets.append(offsets[-1] + self._domain.cells(s))
+        total = offsets[-1]
+        attrs = sorted({a for s in sets for a in s})
+        step = self.piece_cells
+        fn = functools.partial(
+            count_partition, sizes=sizes, sets=list(sets), offsets=offsets, columns=attrs,
+            piece_cells=step,
+        )  # fmt: skip
+        pieces = self._codes.select(*[f"c{a}" for a in attrs]).mapInArrow(fn, "piece long, data binary")
+        n_pieces = -(-total // step)
+        reducers = max(1, min(n_pieces, self._spark.sparkContext.defaultParallelism))
+        summed = pieces.rdd.map(lambda r: (r[0], r[1])).reduceByKey(add_pieces, reducers)
+        flat = np.zeros(total, dtype=np.int64)
+        for k, data in self._run("counting marginals", summed.collect):
+            got = piece_array(data)
+            flat[k * step : k * step + got.size] = got
+        for j, s in enumerate(sets):
+            out[s].reshape(-1)[:] = flat[offsets[j] : offsets[j + 1]]
 
     def _count_keys(self, batch: Sequence[AttrSet], out: dict[AttrSet, np.ndarray]) -> None:
         """One Spark job: every row emits one key per set of the batch, ``offset(set) + cell``
@@ -635,7 +1001,7 @@ class SparkEngine:
         offsets = np.cumsum([0] + [self._domain.cells(s) for s in batch])
         keys = [self._key(s).cast("long") + F.lit(int(o)) for s, o in zip(batch, offsets)]
         key = F.explode(F.array(*keys)) if len(keys) > 1 else keys[0]
-        tbl = self._codes.select(key.alias("k")).groupBy("k").count().toArrow()
+        tbl = self._run("counting marginals", self._codes.select(key.alias("k")).groupBy("k").count().toArrow)
         k = tbl.column("k").to_numpy().astype(np.int64, copy=False)
         n = tbl.column("count").to_numpy().astype(np.int64, copy=False)
         flat = np.zeros(int(offsets[-1]), dtype=np.int64)
@@ -655,7 +1021,7 @@ class SparkEngine:
             F.grouping_id().alias("g"), F.count(F.lit(1)).alias("n")
         )
         key = F.coalesce(*[F.col(k).cast("long") for k in ks]) if m > 1 else F.col(ks[0]).cast("long")
-        tbl = agg.select("g", key.alias("k"), "n").toArrow()
+        tbl = self._run("counting marginals", agg.select("g", key.alias("k"), "n").toArrow)
         g = tbl.column("g").to_numpy().astype(np.int64, copy=False)
         k = tbl.column("k").to_numpy().astype(np.int64, copy=False)
         n = tbl.column("n").to_numpy().astype(np.int64, copy=False)

@@ -188,23 +188,25 @@ def measure(
         noisy: dict[AttrSet, np.ndarray] | MeasurementStore = StackedAnswers(plan.closure)
     else:
         noisy = MeasurementStore(plan, store)
-    done: set[AttrSet] = set()
-    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-    for batch, tables in count_batches(plan.domain, top, eng):
-        if sigma_bar is None:
-            _measure_batch(plan, batch, tables, done, rng, noisy)
-        else:  # the batch's residuals at once: one exact sampler call per noise scale and shape
-            items = [(sub, m) for m in batch for sub in _subsets_to_measure(plan, m, done)]
-            outs = discrete_measure_many(
-                [plan.mechanism(sub) for sub, _ in items], [project(tables[m], m, sub) for sub, m in items],
-                [sigma_bar[plan.closure.index(sub)] for sub, _ in items], rng,
-            )  # fmt: skip
-            for (sub, _), w in zip(items, outs):
-                noisy[sub] = w
-        bar.update(len(batch))
-    bar.close()
-    if owned and isinstance(eng, Closable):  # an engine made here (e.g. a Spark session)
-        eng.close()
+    try:
+        done: set[AttrSet] = set()
+        bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
+        for batch, tables in count_batches(plan.domain, top, eng):
+            if sigma_bar is None:
+                _measure_batch(plan, batch, tables, done, rng, noisy)
+            else:  # the batch's residuals at once: one exact sampler call per noise scale and shape
+                items = [(sub, m) for m in batch for sub in _subsets_to_measure(plan, m, done)]
+                outs = discrete_measure_many(
+                    [plan.mechanism(sub) for sub, _ in items], [project(tables[m], m, sub) for sub, m in items],
+                    [sigma_bar[plan.closure.index(sub)] for sub, _ in items], rng,
+                )  # fmt: skip
+                for (sub, _), w in zip(items, outs):
+                    noisy[sub] = w
+            bar.update(len(batch))
+        bar.close()
+    finally:
+        if owned and isinstance(eng, Closable):  # an engine made here (e.g. a Spark session), on every path
+            eng.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)

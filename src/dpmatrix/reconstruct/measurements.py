@@ -21,10 +21,10 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from ..errors import NotMeasuredError, PlanError, WorkloadError
@@ -267,6 +267,14 @@ class Measurements:
             q = np.multiply.outer(q, v)
         return self.query_vector(key, q).at_level(level)
 
+    def count(self, where: Mapping[str, object] | None = None, *, by=None, contrast=None,
+              level: float = 0.95):
+        """A count, range, sum or difference of counts with its exact variance and interval
+        (:func:`dpmatrix.reconstruct.linear_query.count`; never a sum of cell variances)."""
+        from .linear_query import count
+
+        return count(self, where, by=by, contrast=contrast, level=level)
+
     def iter_marginals(
         self, level: float = 0.95, progress: bool = False
     ) -> Iterator[tuple[tuple[str, ...], pd.DataFrame]]:
@@ -420,7 +428,7 @@ class Measurements:
 def _z(level: float) -> float:
     if not 0 < level < 1:
         raise WorkloadError(f"confidence level must be strictly between 0 and 1, got {level!r}")
-    return float(norm.ppf(0.5 + level / 2))
+    return float(NormalDist().inv_cdf(0.5 + level / 2))
 
 
 @dataclass(frozen=True)
@@ -446,6 +454,11 @@ class QueryAnswer:
     def at_level(self, level: float) -> QueryAnswer:
         _z(level)
         return QueryAnswer(self.estimate, self.variance, level)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One tidy row: ``estimate, variance, std, lower, upper, level``."""
+        return pd.DataFrame([{"estimate": self.estimate, "variance": self.variance, "std": self.std,
+                              "lower": self.lower, "upper": self.upper, "level": self.level}])
 
 
 

@@ -340,11 +340,12 @@ def _checked_plan(manifest: dict, folder: Path):
     """The plan a manifest describes, its fields validated and its stated privacy checked
     against its own noise scales."""
     from ..plan_file import check_plan_spec
-    from ..planners.dispatch import plan_from_dict
 
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
         if "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
+            from ..planners.dispatch import plan_from_dict  # every planner: imported only here
+
             plan = plan_from_dict(manifest["plan"])
         else:
             plan = _residual_plan(manifest)
@@ -355,6 +356,8 @@ def _checked_plan(manifest: dict, folder: Path):
     except (TypeError, ValueError, IndexError) as exc:
         raise ReleaseError(f"the manifest of {str(folder)!r} does not describe a valid plan: {exc}") from None
     _check_privacy_consistent(manifest, plan, folder)
+    if "targets" not in manifest:  # the targets planner (and its solvers) imported only when needed
+        return plan
     from ..planners.targets_io import with_manifest_targets  # a targets plan keeps its report
 
     return with_manifest_targets(plan, manifest)

@@ -48,8 +48,15 @@ TABLES_README = "README.txt"
 NEGATIVE_ESTIMATES = (
     "Negative estimates: the noise is unbiased, so a small true count can come out below zero "
     "(its interval then usually contains 0). Publish it as is, report it as 0, or replace the "
-    "tables by consistent non-negative ones with the post-processing option (dpmatrix release "
-    "--postprocess); rounding or clipping changes no privacy guarantee (it uses only released numbers) but adds bias."
+    "tables by consistent non-negative ones fitted to this release (dpmatrix postprocess DIR --out "
+    "DIR2: no data, no new noise, no privacy cost; biased, without intervals); rounding or clipping "
+    "changes no privacy guarantee (it uses only released numbers) but adds bias."
+)
+SUMMING_CELLS = (
+    "Counts over several cells (a range, a sum of values, a difference): do not add the cells' "
+    "estimates and variances by hand, because the cells' errors are correlated and the summed "
+    "variance is wrong; ask the release instead (dpmatrix query DIR --where 'age=25..54' --where "
+    "'sex=F', or Release.count in Python), which gives the exact variance and interval."
 )
 
 
@@ -261,6 +268,7 @@ def tables_readme(level: float, decimals: int | None, formats: Sequence[str] = D
         "  std       the standard deviation, sqrt(variance)\n"
         f"  lower, upper  the {pct} confidence interval (confidence level {float(level):g})\n"
         f"Numbers are {rounded}. The privacy guarantee is stated in manifest.json.\n"
+        f"{SUMMING_CELLS}\n"
         f"{NEGATIVE_ESTIMATES}\n"
     )
 

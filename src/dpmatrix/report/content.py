@@ -18,23 +18,26 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from ..errors import DPMatrixError
 from ..measure.secure import resolve_noise
-from ..planners.dispatch import plan as make_plan
-from ..planners.residual.plan import Plan
 from ..privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
 from ..protocols import HasClosure, HasMarginalTable, HasTargets
 from ..release_tables import STAT_COLUMNS, read_table
 from ..statement import privacy_summary, pure_summary
 from ..version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# the planners (for the fairness comparison's second plan) and pandas are imported where used:
+# re-rendering a release's report needs neither unless it plans again
 
 __all__ = [
     "Accuracy",
@@ -68,6 +71,7 @@ MAX_TABLE_ROWS = 200      # cells of a table printed inline
 MAX_BAR_CELLS = 120       # cells of a one-way chart
 MAX_HEATMAP_SIDE = 60     # rows / columns of a two-way heatmap
 MAX_LINKS = 200           # marginals listed as file links
+TOP_K = 10                # rows shown of a table too long to print (its largest estimates)
 FAIRNESS_MAX_SETS = 20000  # residual sets up to which the other objective is planned
 MAX_LINK_UP = 2           # ".." steps allowed in links from a report saved outside its release
 
@@ -194,6 +198,23 @@ class Bound:
     value: float
     ratio: float
     comparison: tuple[tuple[str, float, float], ...] = ()
+    attainable: str = ""  # whether any mechanism can reach the bound, in words
+
+
+def attainability(objective: str, quantity: str, exact: bool | None, plain: bool) -> str:
+    """Whether the singular value bound (Li & Miklau §3.2) can be reached, in words: the
+    weighted total variance bound is tight for plain marginals (ResidualPlanner attains it); it
+    is exact but not always attainable for other workloads; a max-variance objective is compared
+    with the bound on the mean (``T*/n``), usually not attainable for the maximum; a structured
+    bound of generalized marginals may be loose."""
+    if objective == "max_var" or "max" in quantity:
+        return ("usually not attainable: the bound is on the mean variance (T*/n), and no plan "
+                "can give every query the mean, so a ratio above one does not show that a better plan exists")
+    if exact is False:
+        return "may not be attainable: a valid but possibly loose bound for these generalized queries"
+    if plain:
+        return "attainable: for plain marginals the bound is tight (ResidualPlanner reaches it)"
+    return "exact, but not always attainable for queries other than plain marginals"
 
 
 @dataclass(frozen=True)
@@ -217,6 +238,8 @@ class TableView:
     upper: tuple[float, ...] = ()
     show_table: bool = False
     show_figure: bool = False
+    query: str = ""  # a one-line command printing this table from the release
+    top: tuple[int, ...] = ()  # rows of a table too long to print: the largest estimates
 
     @property
     def order(self) -> int:
@@ -230,6 +253,8 @@ class Tables:
     links: tuple[TableView, ...]
     links_left_out: int
     count_by_order: tuple[tuple[int, int], ...]  # (order, number of released marginals)
+    dataset: str | None = None  # link to the release's Parquet dataset folder (all tables)
+    release_name: str = "RELEASE"  # the release folder's name, for the query lines
 
 
 @dataclass(frozen=True)
@@ -442,6 +467,11 @@ def _profile(plan, objective: str, own: bool) -> ObjectiveProfile:
 
 
 def _fairness(plan, enabled: bool) -> Fairness:
+    # the residual planner itself (the comparison is between its two objectives): importing
+    # dispatch would load every other planner too
+    from ..planners.residual.plan import Plan
+    from ..planners.residual.plan import plan_residual as make_plan
+
     if not isinstance(plan, Plan):
         return Fairness((), "this planner optimizes the sum of variances only, so there is no "
                         "other objective to compare with")
@@ -506,20 +536,25 @@ def _float(v) -> float:
 
 
 # -- bound ------------------------------------------------------------------------------
-def _bound(facts: Mapping[str, Any]) -> Bound | None:
+def _bound(facts: Mapping[str, Any], plain: bool = False) -> Bound | None:
     lb = facts.get("lower_bound") or facts.get("accuracy", {}).get("lower_bound")
     if not lb:
         return None
+    exact = None
     if isinstance(lb, Mapping):
         value, ratio = float(lb["value"]), float(lb["ratio"])
         quantity = str(lb.get("quantity", "total variance"))
         comparison = tuple((str(c["strategy"]), float(c["value"]), float(c["ratio"]))
                            for c in lb.get("comparison", ()))
+        exact = lb.get("exact")
+        objective = str(lb.get("objective") or facts.get("objective", ""))
     else:
         value = float(lb)
         ratio = float(facts["accuracy"].get("optimality_ratio", math.nan))
         quantity, comparison = "total variance", ()
-    return Bound(quantity, value, value * ratio, ratio, comparison)
+        objective = str(facts.get("objective", ""))
+    return Bound(quantity, value, value * ratio, ratio, comparison,
+                 attainability(objective, quantity, None if exact is None else bool(exact), plain))
 
 
 # -- released tables -------------------------------------------------------------------------------
@@ -563,20 +598,36 @@ def _read_dataset_table(folder: Path, rel: str, entry: Mapping[str, Any]) -> dic
     return t.to_pydict()
 
 
+def query_line(release_name: str, names: Sequence[str]) -> str:
+    """The command that prints one table of a release (names quoted for a POSIX shell)."""
+    import json as _json
+    import shlex
+
+    if not names:
+        arg = "--marginal total"
+    elif any("," in n for n in names) or "total" in names:
+        arg = "--marginal-json " + shlex.quote(_json.dumps(list(names)))
+    else:
+        arg = "--marginal " + shlex.quote(",".join(names))
+    return f"dpmatrix query {shlex.quote(release_name)} {arg}"
+
+
 def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str, inline: bool) -> TableView:
     names = tuple(entry["attributes"])
     links = []
     loc = entry.get("table")
     dataset = _safe_link(folder, loc.get("file", "")) if isinstance(loc, Mapping) else None
-    if dataset is not None:  # the release's Parquet dataset (every table; this one in its row group)
-        links.append(("parquet", dataset))
     for fmt, rel in entry.get("files", {}).items():
         safe = _safe_link(folder, rel)
         if safe is not None:
             links.append((str(fmt), safe))
-    links.sort(key=lambda x: x[0] != "csv")  # the CSV first: what most readers open
-    files = tuple((fmt, prefix + rel) for fmt, rel in links)
-    base = TableView(index, names, int(entry["cells"]), _float(entry["max_variance"]), files)
+    # per table, only files a browser opens (its CSV); the Parquet dataset holds every table and
+    # is linked once for the section (a per-marginal Parquet file of an older release is kept)
+    files = tuple((fmt, prefix + rel) for fmt, rel in links if fmt == "csv" or dataset is None)
+    base = TableView(index, names, int(entry["cells"]), _float(entry["max_variance"]), files,
+                     query=query_line(folder.name, names))
+    if dataset is not None:
+        links.append(("parquet", dataset))
     if not inline or not links:
         return base
     # the Parquet file holds the exact numbers; the page links the CSV too, for readers
@@ -601,40 +652,78 @@ def _table_view(folder: Path, index: int, entry: Mapping[str, Any], prefix: str,
         or (len(names) == 2 and max(len(a) for a in axes) <= MAX_HEATMAP_SIDE)
     )
     col = lambda c: tuple(float(v) for v in cols[c])  # noqa: E731
+    est = col("estimate")
+    show_table = cells <= MAX_TABLE_ROWS
+    top = () if show_table else tuple(int(i) for i in np.argsort(-np.asarray(est), kind="stable")[:TOP_K])
     return TableView(
         index, names, base.cells, base.max_variance, files, source, axes,
         tuple(zip(*labels)) if names else ((),) * cells,
-        col("estimate"), col("std"), col("lower"), col("upper"),
-        show_table=cells <= MAX_TABLE_ROWS, show_figure=show_figure,
+        est, col("std"), col("lower"), col("upper"),
+        show_table=show_table, show_figure=show_figure, query=base.query, top=top,
     )  # fmt: skip
 
 
 def _tables(facts: Mapping[str, Any], folder: Path, prefix: str) -> Tables:
+    """Inline tables chosen to be readable: within each order the smallest tables first (a
+    4-cell table before a 1,000-cell one), at most :data:`MAX_INLINE` per order; the others are
+    listed with their CSV link or query line, smallest first."""
     entries = facts["marginals"]
     counts: dict[int, int] = {}
-    inline, links = [], []
-    left_out = 0
-    for i, e in enumerate(entries):
+    for e in entries:
         k = len(e["attributes"])
         counts[k] = counts.get(k, 0) + 1
-        if counts[k] <= MAX_INLINE.get(k, 0):
+    order = sorted(range(len(entries)), key=lambda i: (len(entries[i]["attributes"]), int(entries[i]["cells"]), i))
+    shown: dict[int, int] = {}
+    inline, links = [], []
+    left_out = 0
+    for i in order:
+        e = entries[i]
+        k = len(e["attributes"])
+        shown[k] = shown.get(k, 0) + 1
+        if shown[k] <= MAX_INLINE.get(k, 0):
             inline.append(_table_view(folder, i, e, prefix, inline=True))
         elif len(links) < MAX_LINKS:
             links.append(_table_view(folder, i, e, prefix, inline=False))
         else:
             left_out += 1
+    dataset = None
+    for e in entries:
+        loc = e.get("table")
+        rel = _safe_link(folder, loc.get("file", "")) if isinstance(loc, Mapping) else None
+        if rel is not None:
+            dataset = prefix + PurePosixPath(rel).parent.as_posix() + "/"
+            break
     return Tables(float(facts.get("confidence_level", 0.95)), tuple(inline), tuple(links), left_out,
-                  tuple(sorted(counts.items())))
+                  tuple(sorted(counts.items())), dataset, folder.name)
 
 
 # -- whole report ----------------------------------------------------------------------------------
-def _domain(facts: Mapping[str, Any]) -> tuple[tuple[str, int, str, tuple], ...]:
+def values_text(v: Mapping[str, Any] | int) -> str:
+    """What an attribute's values are, in a few words: its labels (first and last for long
+    lists), its bin edges, or its codes."""
+    if not isinstance(v, Mapping):
+        return f"codes 0..{int(v) - 1}"
+    labels, bins = v.get("labels"), v.get("bins")
+    if labels:
+        labels = [str(x) for x in labels]
+        return ", ".join(labels) if len(labels) <= 6 else f"{', '.join(labels[:3])}, …, {labels[-1]}"
+    if bins:
+        from ..domain import fmt_edge
+
+        e = [fmt_edge(float(x)) for x in bins]
+        return (f"bins with edges {', '.join(e)}" if len(e) <= 8
+                else f"{len(e) - 1} bins from {e[0]} to {e[-1]} (edges {', '.join(e[:3])}, …)")
+    return f"codes 0..{int(v['size']) - 1}"
+
+
+def _domain(facts: Mapping[str, Any]) -> tuple[tuple[str, int, str, tuple, str], ...]:
     out = []
     for name, v in facts["domain"].items():
         if isinstance(v, Mapping):
-            out.append((name, int(v["size"]), str(v.get("kind", "categorical")), ("domain", name, "size")))
+            out.append((name, int(v["size"]), str(v.get("kind", "categorical")), ("domain", name, "size"),
+                        values_text(v)))
         else:
-            out.append((name, int(v), "categorical", ("domain", name)))
+            out.append((name, int(v), "categorical", ("domain", name), values_text(v)))
     return tuple(out)
 
 
@@ -668,7 +757,7 @@ def _content(kind: str, facts: Mapping[str, Any], plan, *, fairness: bool, folde
         accuracy=_accuracy(facts, plan),
         fairness=_fairness(plan, fairness),
         strategy=_strategy(facts, plan),
-        bound=_bound(facts),
+        bound=_bound(facts, isinstance(plan, HasClosure) and bool(plan.is_plain)),
         tables=None if folder is None else _tables(facts, folder, prefix),
         link_prefix=prefix,
         links_note=links_note,

@@ -21,10 +21,10 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from . import figures
 from .content import (
@@ -120,7 +120,7 @@ def _img(fig: figures.Figure, cls: str = "") -> str:
 
 
 def _z(level: float) -> float:
-    return float(norm.ppf(0.5 + level / 2))
+    return float(NormalDist().inv_cdf(0.5 + level / 2))
 
 
 def _pct(level: float) -> str:
@@ -151,8 +151,12 @@ p.explain { color: var(--muted); margin: 2px 0 14px; max-width: 60rem; }
   color: var(--muted); }
 .card .big { font-size: 1.35rem; font-weight: 700; line-height: 1.25; }
 .card .small { font-size: .86rem; color: var(--muted); margin-top: 4px; }
-nav.toc { font-size: .9rem; margin-top: 12px; }
-nav.toc a { color: var(--blue); text-decoration: none; margin-right: 14px; white-space: nowrap; }
+nav.toc { font-size: .9rem; margin-top: 12px; display: flex; flex-wrap: wrap; gap: 4px 14px; }
+nav.toc a { color: var(--blue); text-decoration: none; white-space: nowrap; }
+code.q { font-size: .8rem; background: var(--bg); border: 1px solid var(--line); border-radius: 4px;
+  padding: 1px 6px; user-select: all; white-space: pre-wrap; word-break: break-all; }
+td.vals { color: var(--muted); font-size: .85rem; max-width: 30rem; }
+main { overflow-wrap: anywhere; }
 a { color: var(--blue); }
 .banner { border-radius: 8px; padding: 12px 16px; margin: 14px 0; font-weight: 600; }
 .banner.danger { background: #fbe3d6; border: 2px solid var(--red); color: #6e2300; font-size: 1.05rem; }
@@ -193,6 +197,7 @@ p.headline .note { font-weight: 400; }
 .two { display: grid; grid-template-columns: 1fr 1fr; gap: 8px 28px; }
 footer { margin-top: 48px; border-top: 1px solid var(--line); padding-top: 10px; color: var(--muted);
   font-size: .85rem; }
+@media (max-width: 1100px) { .cards { grid-template-columns: repeat(2, 1fr); } }
 @media (max-width: 900px) { .cards { grid-template-columns: 1fr 1fr; } .two { grid-template-columns: 1fr; } }
 @media print { nav.toc { display: none; } h2 { break-after: avoid; } figure { break-inside: avoid; } }
 """
@@ -422,15 +427,17 @@ def _objective_text(obj: str) -> str:
 # -- attributes --------------------------------------------------------------------------------------
 def _attributes_section(report: Report) -> str:
     rows = "".join(
-        f'<tr><td>{lab(name)}</td><td class="n">{num(size, key=list(path))}</td><td>{lab(kind)}</td></tr>'
-        for name, size, kind, path in report.domain
+        f'<tr><td>{lab(name)}</td><td class="n">{num(size, key=list(path))}</td><td>{lab(kind)}</td>'
+        f'<td class="vals">{lab(values)}</td></tr>'
+        for name, size, kind, path, values in report.domain
     )
     what = "released" if report.kind == "release" else "planned"
     return ('<p class="explain">The columns the counts are about, and how many values each can '
             f"take: every {what} table counts records by a few of them. The privacy guarantee "
             "assumes this list is public knowledge, written without looking at the data (a domain "
             "inferred from the data reveals which values occur).</p>"
-            f'<table><tr><th>attribute</th><th class="n">values</th><th>kind</th></tr>{rows}</table>')
+            f'<table><tr><th>attribute</th><th class="n">values</th><th>kind</th><th>labels, bins or codes</th></tr>'
+            f'{rows}</table>')
 
 
 # -- accuracy ----------------------------------------------------------------------------------------
@@ -609,24 +616,44 @@ def _bound_section(report: Report) -> str:
         f'<td class="n">{num(r, key=["lower_bound", "comparison", i, "ratio"])}</td></tr>'
         for i, (name, v, r) in enumerate(b.comparison)
     )
+    att = _html.escape(b.attainable) if b.attainable else ""
     comp_html = (f'<table><tr><th>strategy</th><th class="n">{_html.escape(b.quantity)}</th>'
-                 f'<th class="n">ratio to the bound</th></tr>{comp}</table>' if comp else "")
+                 f'<th class="n">ratio to the bound</th></tr>{comp}</table>'
+                 f'<p class="note">Every ratio is against the same bound, which is {att}.</p>' if comp else "")
     return (
         '<p class="explain">No matrix mechanism can be more accurate than the lower bound at this '
-        "budget; a ratio near one means that nothing better exists.</p>"
+        "budget; a ratio near one means that nothing better exists. A ratio above one means a "
+        "better plan exists only if the bound is attainable.</p>"
         f'<table class="kv"><tr><td>lower bound ({_html.escape(b.quantity)})</td><td><b>'
-        f'{num(b.lower_bound, key=["lower_bound", "value"])}</b></td></tr>'
-        f'<tr><td>this plan / bound</td><td><b>{num(b.ratio, key=["lower_bound", "ratio"])}</b></td></tr>'
+        f'{num(b.lower_bound, key=["lower_bound", "value"])}</b></td><td class="note">{att}</td></tr>'
+        f'<tr><td>this plan / bound</td><td><b>{num(b.ratio, key=["lower_bound", "ratio"])}</b></td>'
+        f'<td class="note">the bound is {att.split(":")[0]}</td></tr>'
         f"</table>{comp_html}"
     )
 
 
 # -- released tables ---------------------------------------------------------------------------------
 def _files(t: TableView) -> str:
-    if not t.files:
-        return '<span class="note">no file</span>'
-    return " ".join(f'<a href="{_html.escape(link)}" data-label>{_html.escape(fmt_.upper())}</a>'
-                    for fmt_, link in t.files)
+    """The table's own files a browser opens (its CSV), else the one-line command that prints
+    it (selectable as a whole, to copy)."""
+    if t.files:
+        return " ".join(f'<a href="{_html.escape(link)}" data-label>{_html.escape(fmt_.upper())}</a>'
+                        for fmt_, link in t.files)
+    if t.query:
+        return f'<code class="q" data-label title="copy this command">{_html.escape(t.query)}</code>'
+    return '<span class="note">no file</span>'
+
+
+def _dataset_note(tabs) -> str:
+    if not tabs.dataset:
+        return ""
+    d = _html.escape(tabs.dataset)
+    return (f'<p class="note">Every table is also in the release\'s Parquet dataset '
+            f'<a href="{d}" data-label>{d}</a> (one file set, read with pandas, DuckDB or Arrow; '
+            "not viewable in a browser). Counts over several cells (ranges, sums, differences) "
+            "have correlated errors: ask them with <code>dpmatrix query "
+            f"{_html.escape(tabs.release_name)} --where …</code> for the exact interval rather than "
+            "summing cells and their variances by hand.</p>")
 
 
 def _tables_section(report: Report) -> str:
@@ -639,6 +666,7 @@ def _tables_section(report: Report) -> str:
            "Parquet files, linked below.</p>"]
     if report.links_note:
         out.append(f'<div class="banner warn">Note: {_html.escape(report.links_note)}.</div>')
+    out.append(_dataset_note(tabs))
     by_order: dict[int, list[TableView]] = {}
     for t in tabs.inline:
         by_order.setdefault(t.order, []).append(t)
@@ -648,8 +676,8 @@ def _tables_section(report: Report) -> str:
         if k:
             out.append(f'<h3 class="group">{_k_name(k)} marginals</h3>')
         if counts.get(k, 0) > len(shown):
-            out.append(f'<p class="note">Showing {num(len(shown), derive=["shown_k", k])} of '
-                       f'{num(counts[k], derive=["count_k", k])}; the others are linked below.</p>')
+            out.append(f'<p class="note">Showing the {num(len(shown), derive=["shown_k", k])} smallest of '
+                       f'{num(counts[k], derive=["count_k", k])}; the others are listed below.</p>')
         for t in shown:
             out.append(_marginal_block(t, level, pct_text))
     if tabs.links or tabs.links_left_out:
@@ -665,8 +693,8 @@ def _tables_section(report: Report) -> str:
                 "marginals are not listed here: see the manifest and the marginals folder.</p>"
                 if tabs.links_left_out else "")
         out.append(
-            "<h3>More marginals (files)</h3><p class=\"explain\">Larger marginals, or more than "
-            "fit on one page, are in the release's own files.</p>"
+            "<h3>More marginals</h3><p class=\"explain\">Larger marginals, or more than "
+            "fit on one page, smallest first: each with its CSV file, or the command that prints it.</p>"
             f'<table><tr><th>marginal</th><th class="n">cells</th><th class="n">worst ± margin '
             f"({_pct(level)})</th><th>files</th></tr>{rows}</table>{more}"
         )
@@ -722,6 +750,22 @@ def _marginal_block(t: TableView, level: float, pct_text: str) -> str:
         open_attr = " open" if n <= 14 else ""
         table = (
             f"<details{open_attr}><summary>Table ({num(n, derive=['rows', t.index])} rows)</summary>"
+            f'<table><tr>{head}<th class="n">estimate</th><th class="n">lower</th>'
+            f'<th class="n">upper</th></tr>{rows}</table></details>'
+        )
+    elif t.top:
+        head = "".join(f"<th>{lab(a)}</th>" for a in t.attributes)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{lab(v)}</td>" for v in t.labels[r])
+            + f'<td class="n">{num(t.estimate[r], src=(t.source, r, "estimate"))}</td>'
+            + f'<td class="n">{num(t.lower[r], src=(t.source, r, "lower"))}</td>'
+            + f'<td class="n">{num(t.upper[r], src=(t.source, r, "upper"))}</td></tr>'
+            for r in t.top
+        )
+        n = len(t.estimate)
+        table = (
+            f"<details open><summary>The {num(len(t.top), derive=['top', t.index])} largest of "
+            f"{num(n, derive=['rows', t.index])} cells</summary>"
             f'<table><tr>{head}<th class="n">estimate</th><th class="n">lower</th>'
             f'<th class="n">upper</th></tr>{rows}</table></details>'
         )

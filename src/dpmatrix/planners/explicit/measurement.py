@@ -92,7 +92,10 @@ class ExplicitEstimator(Estimator):
         row = q.reshape(-1) @ self._map(key)
         var = float(self.plan._variances_of(row[None, :])[0])
         if not np.isfinite(var):
-            raise NotMeasuredError(f"strategy {self.plan.name!r} cannot answer this query (outside its row space)")
+            raise NotMeasuredError(
+                f"strategy {self.plan.name!r} cannot answer this query: it is not in the row space of "
+                "the strategy (no unbiased linear estimate exists); combinations of the workload's "
+                "queries answer, or re-plan with this query in the workload")
         return float(row @ self.cells), var
 
     # -- the workload's entries --------------------------------------------------------------------

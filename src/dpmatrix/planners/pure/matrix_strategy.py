@@ -319,7 +319,10 @@ class MatrixEstimator(Estimator):
     def query_vector(self, key, q):
         row = q.reshape(-1) @ self.plan._lift(key)
         if self.plan._outside(row[None, :])[0]:
-            raise NotMeasuredError("the strategy cannot answer this query (outside its row space)")
+            raise NotMeasuredError(
+                "the strategy cannot answer this query: it is not in the row space of the strategy "
+                "matrix (no unbiased linear estimate exists); combinations of the strategy's rows "
+                "answer, or re-plan with a strategy that includes this query")
         return float(row @ self.cells), float(self.plan._diag(row[None, :])[0])
 
     def entries(self):

@@ -39,7 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...errors import PlanError, WorkloadError
+from ...errors import NotMeasuredError, PlanError, WorkloadError
 from ...linalg.kron import kron_apply
 from ...measure.discrete import gamma_squared, integer_outputs, rational_sigma
 from ...measure.secure import lattice_sigma_bar, rescored_sigma2
@@ -55,6 +55,8 @@ __all__ = ["MAX_FOURIER_CELLS", "QSEstimator", "lattice_form", "querysmasher_mec
 
 #: Largest residual space (cells) a Fourier (WFF) sub-mechanism is densified for (N² floats).
 MAX_FOURIER_CELLS = 2048
+# largest residual space whose cells are checked one by one for answerability
+_MAX_CELL_CHECK = 1024
 
 
 def querysmasher_mechanisms(plan, noise: str | None, rel_var_tol: float):
@@ -237,21 +239,115 @@ class QSEstimator(Estimator):
         attrs, names, labels = group_entry_labels(dom, g)
         return EntryAnswer(attrs, names, labels, self.group_answer(i), np.asarray(self.plan.group_variance(i)))
 
-    def _cells_group(self, key) -> int:
+    def _cells_group(self, key) -> int | None:
         for i, g in enumerate(self.plan.workload.groups):
             if g.attrs == key and g.is_kron and all(
                     W.shape == (n, n) and np.array_equal(W, np.eye(n)) for W, n in zip(g.factors, g.sizes)):
                 return i
-        raise PlanError(
-            f"a QuerySmasher plan answers its workload's queries: the cells of "
-            f"{self.plan.domain.names_of(key)} are not among them (use answer() or workload_answer(i))"
-        )
+        return None
 
-    def estimate(self, key):
-        return self.group_answer(self._cells_group(key))
+    # -- any linear query: the residual pieces of q against each measured space ------------------
+    def _space(self, S: tuple[int, ...]):
+        """``(σ², sub-mechanism)`` of residual space ``S``, or ``None`` if it was not measured."""
+        res = self.plan.residuals.get(S)
+        if res is None or not math.isfinite(res.sigma2) or S not in self.noisy:
+            return None
+        return float(res.sigma2), self.plan.solutions[res.structure]
 
-    def variance(self, key):
-        return np.asarray(self.plan.group_variance(self._cells_group(key)))
+    def _pieces(self, key, q):
+        """``(S, p_S)`` for every ``S ⊆ key`` whose residual piece of ``q`` is non-zero: ``p_S`` is
+        ``q`` averaged over ``key∖S`` (so ``q · x̂_key = Σ_S p_S · r_S``); refuses by name when a
+        piece lies outside what space ``S`` measured (row space of its strategy)."""
+        dom = self.plan.domain
+        scale = 1e-9 * max(1.0, float(np.abs(q).max(initial=0.0)))
+        out = []
+        for k in range(len(key) + 1):
+            for pos in itertools.combinations(range(len(key)), k):
+                S = tuple(key[p] for p in pos)
+                drop = tuple(j for j in range(len(key)) if j not in pos)
+                p_S = q.mean(axis=drop) if drop else q
+                c_S = p_S
+                for ax in range(c_S.ndim):  # the residual piece: centred along every kept axis
+                    c_S = c_S - c_S.mean(axis=ax, keepdims=True)
+                if float(np.abs(c_S).max(initial=0.0)) <= scale:
+                    continue
+                space = self._space(S)
+                if space is None:
+                    raise NotMeasuredError(
+                        f"the query has a component in the residual space of {list(dom.names_of(S))}, "
+                        "which this plan did not measure (not in its workload's closure); add a query "
+                        f"group on {list(dom.names_of(key))} (e.g. its cells) to the workload and re-plan"
+                    )
+                mech = space[1]
+                back = np.asarray(mech.reconstruct(mech.signal(c_S)), dtype=float).reshape(c_S.shape)
+                if float(np.abs(back - c_S).max(initial=0.0)) > 1e-7 * max(1.0, float(np.abs(c_S).max())):
+                    raise NotMeasuredError(
+                        f"the query is not in the row space of the strategy measuring "
+                        f"{list(dom.names_of(S))} (its {mech.method} strategy was optimized for the "
+                        "workload's own queries there); ask a combination of the workload's queries "
+                        f"on {list(dom.names_of(key))}, or add this query's kind to the workload and re-plan"
+                    )
+                out.append((S, p_S))
+        return out
 
     def query_vector(self, key, q):
-        raise PlanError("a QuerySmasher plan answers its workload's queries only (answer / workload_answer)")
+        """``q · x̂_key = Σ_{S⊆key} p_S · r_S`` with exact variance ``Σ_S σ²_S ‖p_S B_S⁺‖²`` (the
+        spaces are measured independently; ``B_S⁺``'s columns lie in the residual space, so only
+        the residual piece of ``p_S`` counts). Any ``q`` whose residual pieces lie in the measured
+        row spaces is answered — sub-marginals of a query group, sums, differences, cells of a
+        full-rank generalized group — else :class:`NotMeasuredError` names the space."""
+        q = np.asarray(q, dtype=float).reshape(tuple(self.plan.domain.sizes[a] for a in key))
+        est = var = 0.0
+        for S, p_S in self._pieces(key, q):
+            s2, mech = self._space(S)
+            est += float(np.sum(p_S * self.residual(S)))
+            var += s2 * float(np.asarray(mech.var_dense(p_S.reshape(1, -1))).reshape(-1)[0])
+        return est, var
+
+    def _cell_check(self, key) -> None:
+        """Refuses the cells of ``key`` unless every cell is answerable (:meth:`_pieces` of each
+        cell indicator, checked on the spaces' identity matrices at once)."""
+        sizes = self.plan.domain.sizes
+        for k in range(len(key) + 1):
+            for S in itertools.combinations(key, k):
+                n = math.prod(sizes[a] for a in S)
+                if S and n > _MAX_CELL_CHECK:
+                    raise PlanError(
+                        f"the cells of {list(self.plan.domain.names_of(key))} span a residual space of "
+                        f"{n} cells; ask linear queries on it with query_vector"
+                    )
+                shape = tuple(sizes[a] for a in S)
+                E = np.eye(n).reshape((n,) + shape)
+                for ax in range(1, E.ndim):
+                    E = E - E.mean(axis=ax, keepdims=True)
+                for row in (E if S else E[:0]):
+                    self._pieces(S, row)  # raises when a cell's piece is not measured
+                if not S:
+                    self._pieces((), np.ones(()))
+
+    def estimate(self, key):
+        i = self._cells_group(key)
+        if i is not None:
+            return self.group_answer(i)
+        self._cell_check(key)
+        return self.combined(key)
+
+    def variance(self, key):
+        """Per-cell variance ``Σ_S σ²_S diag(B_S⁺B_S⁺ᵀ) / Π_{j∈key∖S} n_j²`` (broadcast)."""
+        i = self._cells_group(key)
+        if i is not None:
+            return np.asarray(self.plan.group_variance(i))
+        self._cell_check(key)
+        sizes = self.plan.domain.sizes
+        out = np.zeros(tuple(sizes[a] for a in key))
+        for k in range(len(key) + 1):
+            for S in itertools.combinations(key, k):
+                space = self._space(S)
+                if space is None:
+                    continue
+                s2, mech = space
+                n = math.prod(sizes[a] for a in S)
+                d = np.asarray(mech.var_dense(np.eye(n)), dtype=float).reshape(
+                    tuple(sizes[a] if a in S else 1 for a in key))
+                out = out + s2 * d / math.prod(sizes[a] for a in key if a not in S) ** 2
+        return out

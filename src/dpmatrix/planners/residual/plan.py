@@ -26,7 +26,6 @@ from ...linalg.sparse import spmv_inf
 from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
 from ...mechanisms.residual import ResidualMechanism
 from ...privacy import Budget, PrivacyReport, resolve_pcost
-from ...solvers.strategy1d import strategy_matrix
 from ...workload import AttrSet, Workload
 from ..base import PlanBase
 from ..formats import plan_format
@@ -461,6 +460,8 @@ def choose_strategies(
         if choice is None and (not types or types == ("identity",)):
             out.append(np.eye(n))
             continue
+        from ...solvers.strategy1d import strategy_matrix  # its optimizer only when planning
+
         mats = [workload.query_matrix(a, t) for t in types] or [np.eye(n)]
         W = np.unique(np.vstack(mats), axis=0) if len(mats) > 1 else mats[0]
         S = strategy_matrix(W, "auto" if choice is None else choice, construction=construction,
