@@ -6,6 +6,14 @@
     PYTHONPATH=src python benchmarks/bench_pure_dp.py hierarchical   # prefix/range: trees, Haar, cells
     PYTHONPATH=src python benchmarks/bench_pure_dp.py gaussian       # (eps, delta): square-root rule vs RP
     PYTHONPATH=src python benchmarks/bench_pure_dp.py hdmm --hdmm /path/to/hdmm/checkout
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py pidentity --hdmm /path/to/hdmm/checkout
+
+``pidentity`` plans one-attribute prefix / range workloads with ``strategy="pidentity"`` (the
+optimized p-Identity family, continuous ``2/ε²`` model and the released discrete Laplace model)
+and runs HDMM's ``PIdentity(max(n//16, 1), n)`` (OPT_0's optimized member) best of
+``--hdmm-restarts`` seeded restarts side by side. HDMM's total variance is computed from its
+strategy matrix explicitly (``2/ε² · sens² · tr(WᵀW (AᵀA)⁺)``): ``hdmm.error.expected_error`` fails
+with current numpy (``EkteloMatrix`` refuses ``np.abs``).
 
 ``hdmm`` runs HDMM's marginals optimizer (OPT_M: ``hdmm.templates.Marginals(approx=False)``, the
 L1 / pure-DP parameterization, from the public dpcomp-org/hdmm code) side by side with
@@ -266,6 +274,119 @@ def bench_hdmm(path: str | None, restarts: int, data: str) -> None:
           "3^30-entry sparse matrix and a Python loop over 2^30 keys per gradient")
 
 
+def bench_pidentity(path: str | None, restarts: int, sizes: str) -> None:
+    from dpmatrix.planners.pure.pidentity_plan import plan_pidentity
+
+    mods = _import_hdmm(path)
+    eps = 1.0
+    cases = []
+    for item in sizes.split(","):
+        kind, n = item.split(":")
+        cases.append((kind, int(n)))
+    print(f"one attribute, eps={eps}: total variance of all queries; ours = strategy='pidentity'; "
+          f"HDMM = PIdentity(n//16) best of {restarts} restarts; time ratio = HDMM (all restarts) / ours")
+    print(f"  {'workload':<20s} {'ours cont.':>12s} {'ours discr.':>12s} {'HDMM best':>12s} {'ours/HDMM':>9s}"
+          f" {'ours s':>7s} {'HDMM s':>8s} {'t HDMM/ours':>11s}")
+    def hdmm_factor(ht, hw, kind, n, seed):
+        """HDMM PIdentity on one attribute: explicit 2/eps^2-free error sens^2 tr(G (AᵀA)⁺)."""
+        W = hw.Prefix(n) if kind == "prefix" else hw.AllRange(n)
+        tmpl = ht.PIdentity(max(n // 16, 1), n, seed=seed)
+        tmpl.optimize(W)
+        a = np.asarray(tmpl.strategy().dense_matrix())
+        sens = np.abs(a).sum(axis=0).max()
+        return sens**2 * np.trace(W.gram().dense_matrix() @ np.linalg.pinv(a.T @ a))
+
+    for kind, n in cases:
+        two = kind.endswith("2")
+        kind = kind.rstrip("2")
+        dom = Domain({"a": n, "b": n}) if two else Domain({"a": n})
+        wl = Workload(dom, [("a", "b") if two else ("a",)], query_types={x: kind for x in dom.names})
+        t0 = time.perf_counter()
+        p = plan_pidentity(wl, eps, variance_model="continuous")
+        ours = p.total_variance()
+        t_ours = time.perf_counter() - t0
+        import dataclasses
+        disc = dataclasses.replace(p, variance_model="discrete").total_variance()
+        best, t_h = float("nan"), float("nan")
+        if mods is not None:
+            ht, hw, _ = mods
+            t0 = time.perf_counter()
+            best = np.inf
+            for seed in range(restarts):
+                # Kronecker([PIdentity, PIdentity]) on a Kronecker workload optimizes each factor
+                # alone (HDMM's templates.Kronecker.optimize); error = product of the factors'
+                if two:
+                    err = hdmm_factor(ht, hw, kind, n, 2 * seed) * hdmm_factor(ht, hw, kind, n, 2 * seed + 1)
+                else:
+                    err = hdmm_factor(ht, hw, kind, n, seed)
+                best = min(best, 2 / eps**2 * err)
+            t_h = time.perf_counter() - t0
+        label = f"{kind}({n})x{kind}({n})" if two else f"{kind} n={n}"
+        print(f"  {label:<20s} {ours:12.5e} {disc:12.5e} {best:12.5e} {ours / best:9.4f}"
+              f" {t_ours:7.2f} {t_h:8.2f} {t_h / t_ours:11.2f}", flush=True)
+
+
+def bench_pidentity_union(path: str | None, restarts: int) -> None:
+    """2-way marginals of 16 (range) x 32 (range) x 8 (cells): a union of p-Identity products
+    (plan_pidentity_union: per-product factors, cube-root split, one GLS) vs HDMM's union of
+    KronPIdentity products. HDMM side, generous to it: each range factor is HDMM's best
+    PIdentity over ``restarts`` seeds (the best factors combined, then one union), HDMM's cube-root
+    union weights, and the explicit GLS error 2/eps^2 sens^2 tr(WᵀW (AᵀA)⁺) on the 4096 cells."""
+    from dpmatrix.linalg.marginal_map import marginal_map
+    from dpmatrix.planners.pure.pidentity_union import plan_pidentity_union
+
+    eps = 1.0
+    dom = Domain({"a": 16, "b": 32, "c": 8})
+    wl = Workload(dom, [("a", "b"), ("a", "c"), ("b", "c")], query_types={"a": "range", "b": "range"})
+    t0 = time.perf_counter()
+    p = plan_pidentity_union(wl, eps, variance_model="continuous")
+    ours = p.total_variance()
+    t_ours = time.perf_counter() - t0
+    import dataclasses
+    disc = dataclasses.replace(p, variance_model="discrete").total_variance()
+    t_auto0 = time.perf_counter()
+    auto = plan_pure(wl, eps, variance_model="continuous")
+    t_auto = time.perf_counter() - t_auto0
+    best, t_h = float("nan"), float("nan")
+    mods = _import_hdmm(path)
+    if mods is not None:
+        ht, hw, _ = mods
+        t0 = time.perf_counter()
+        fac = {}
+        for name, n in (("a", 16), ("b", 32)):
+            W = hw.AllRange(n)
+            g = W.gram().dense_matrix()
+            cand = []
+            for seed in range(restarts):
+                tmpl = ht.PIdentity(max(n // 16, 1), n, seed=seed)
+                tmpl.optimize(W)
+                a = np.asarray(tmpl.strategy().dense_matrix())
+                cand.append((np.abs(a).sum(0).max() ** 2 * np.trace(g @ np.linalg.pinv(a.T @ a)), a, g))
+            fac[name] = min(cand, key=lambda t: t[0])
+        fac["c"] = (8.0, np.eye(8), np.eye(8))
+        losses = [fac[x][0] * fac[y][0] for x, y in (dom.names_of(s) for s in wl.sets)]
+        wts = (2 * np.array(losses)) ** (1 / 3)
+        wts /= wts.sum()
+        q = {"a": np.asarray(wl.query_matrix(0, "range"), float),
+             "b": np.asarray(wl.query_matrix(1, "range"), float), "c": np.eye(8)}
+        blocks, wblocks = [], []
+        for s, wt in zip(wl.sets, wts):
+            x, y = dom.names_of(s)
+            lift = marginal_map(dom.sizes, tuple(s))
+            blocks.append(wt * np.kron(fac[x][1], fac[y][1]) @ lift)
+            wblocks.append(np.kron(q[x], q[y]) @ lift)
+        A = np.vstack(blocks)
+        sens = np.abs(A).sum(0).max()
+        WtW = sum(wb.T @ wb for wb in wblocks)
+        best = 2 / eps**2 * sens**2 * np.trace(WtW @ np.linalg.pinv(A.T @ A, hermitian=True))
+        t_h = time.perf_counter() - t0
+    print(f"\n2-way marginals of 16 (range) x 32 (range) x 8 (cells), eps={eps}, total variance")
+    print(f"  ours (pidentity-union) cont. {ours:.7e}  discr. {disc:.7e}  plan {t_ours:.2f} s")
+    print(f"  auto picks {auto.strategy}: {auto.total_variance():.7e}  plan {t_auto:.2f} s")
+    print(f"  HDMM union of KronPIdentity (best factors of {restarts} seeds): {best:.7e}  {t_h:.2f} s")
+    print(f"  ours/HDMM {ours / best:.6f}   time ratio HDMM/ours {t_h / t_ours:.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", nargs="*", default=["scale", "sampler", "adult"])
@@ -273,6 +394,7 @@ def main() -> None:
     ap.add_argument("--data", default="/work/shared/data/adult.csv")
     ap.add_argument("--hdmm", default=None, help="path to a dpcomp-org/hdmm checkout (or HDMM_PATH)")
     ap.add_argument("--hdmm-restarts", type=int, default=10)
+    ap.add_argument("--sizes", default="prefix:256,range:64,range:256,prefix:1024")
     a = ap.parse_args()
     if "scale" in a.what:
         bench_scale()
@@ -286,6 +408,10 @@ def main() -> None:
         bench_gaussian(a.data)
     if "hdmm" in a.what:
         bench_hdmm(a.hdmm, a.hdmm_restarts, a.data)
+    if "pidentity" in a.what:
+        bench_pidentity(a.hdmm, a.hdmm_restarts, a.sizes)
+    if "pidentity-union" in a.what:
+        bench_pidentity_union(a.hdmm, a.hdmm_restarts)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ SRC = Path(dpmatrix.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.csv_cells"),
     ("dpmatrix.linalg",),
-    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection"),
-    ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing"),
+    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection",
+     "dpmatrix.values"),
+    ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing",
+     "dpmatrix.unit"),
     ("dpmatrix.mechanisms",),
     ("dpmatrix.solvers",),
     ("dpmatrix.engines",),

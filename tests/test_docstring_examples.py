@@ -17,9 +17,11 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.queries", "dpmatrix.statement", "dpmatrix.measure.secure",
            "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
            "dpmatrix.table_text", "dpmatrix.engines.bincount",
+           # one value-matching rule, missing values, privacy unit (data27)
+           "dpmatrix.values", "dpmatrix.domain", "dpmatrix.unit",
            # pure ε-DP strategies (issue 14)
            "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical", "dpmatrix.planners.pure.joint_levels",
-           "dpmatrix.planners.pure.joint_budgets",
+           "dpmatrix.planners.pure.joint_budgets", "dpmatrix.planners.pure.pidentity_plan", "dpmatrix.planners.pure.pidentity_union", "dpmatrix.solvers.pidentity",
            "dpmatrix.planners.pure.matrix_strategy", "dpmatrix.planners.pure.gaussian_variant",
            "dpmatrix.planners.pure.units", "dpmatrix.planners.pure.query_factors", "dpmatrix.solvers.budget_split",
            # fitness-for-use solvers and the targets reader (issue 13)

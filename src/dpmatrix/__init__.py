@@ -67,6 +67,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "publish": ("dpmatrix.workflow", "publish"),
     "codes": ("dpmatrix.selection", "codes"),
     "Workload": ("dpmatrix.workload", "Workload"),
+    "Unit": ("dpmatrix.unit", "Unit"),
+    "bound_contributions": ("dpmatrix.unit", "bound_contributions"),
+    "record_budget": ("dpmatrix.unit", "record_budget"),
+    "code_of": ("dpmatrix.values", "code_of"),
 }
 
 __all__ = [
@@ -100,6 +104,10 @@ __all__ = [
     "TargetError",
     "UnknownAttributeError",
     "Workload",
+    "Unit",
+    "bound_contributions",
+    "record_budget",
+    "code_of",
     "WorkloadError",
     "compare",
     "evaluate",

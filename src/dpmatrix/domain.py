@@ -22,6 +22,15 @@ KINDS = ("categorical", "ordinal")
 #: Label that marks the catch-all code raw values may be sent to with ``on_unknown="other"``.
 OTHER_LABEL = "other"
 
+#: Label of the extra last code of an attribute whose missing values are a category.
+MISSING_LABEL = "(missing)"
+
+#: What happens to a record whose value of an attribute is missing (NaN, None, NULL, an empty
+#: cell or a declared marker): ``"error"`` (refused, the default), ``"category"`` (one more code,
+#: the last, labelled :data:`MISSING_LABEL`, released like any other value) or ``"drop"`` (the
+#: record is left out of every marginal of a release that uses the attribute).
+MISSING_POLICIES = ("error", "category", "drop")
+
 
 @dataclass(frozen=True)
 class Attribute:
@@ -34,6 +43,10 @@ class Attribute:
     ``bins`` (numeric attributes): edges ``e_0 < e_1 < ... < e_k`` defining ``k`` bins; a raw
     value ``v`` gets code ``i`` when ``e_i <= v < e_{i+1}`` (the last bin is closed). ``size`` is
     ``k``, or ``k + 1`` when the extra last code is a catch-all labelled ``"other"``.
+
+    ``missing`` (see :data:`MISSING_POLICIES`): with ``"category"`` the last code
+    (``size - 1``) holds the missing values; ``size`` and ``labels`` include it (its label is
+    :data:`MISSING_LABEL`), bins do not.
     """
 
     name: str
@@ -42,6 +55,7 @@ class Attribute:
     labels: tuple[str, ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     bins: tuple[float, ...] | None = None
+    missing: str = "error"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -61,6 +75,11 @@ class Attribute:
             raise DomainError(
                 f"attribute {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}"
             )
+        if self.missing not in MISSING_POLICIES:
+            raise DomainError(
+                f"attribute {self.name!r}: missing must be one of "
+                f"{', '.join(map(repr, MISSING_POLICIES))}, got {self.missing!r}"
+            )
         if self.labels is not None:
             labels = tuple(str(v) for v in self.labels)
             if len(labels) != size:
@@ -69,6 +88,16 @@ class Attribute:
                 )
             if len(set(labels)) != len(labels):
                 raise DomainError(f"attribute {self.name!r}: labels must be distinct")
+            if self.missing == "category" and labels[-1] != MISSING_LABEL:
+                raise DomainError(
+                    f"attribute {self.name!r}: with missing='category' the last label must be "
+                    f"{MISSING_LABEL!r} (the code of the missing values)"
+                )
+            if self.missing != "category" and MISSING_LABEL in labels:
+                raise DomainError(
+                    f"attribute {self.name!r}: the label {MISSING_LABEL!r} is reserved for "
+                    "missing values; add \"missing\": \"category\" to the attribute"
+                )
             object.__setattr__(self, "labels", labels)
         if self.bins is not None:
             self._check_bins(size)
@@ -87,8 +116,9 @@ class Attribute:
         if any(b <= a for a, b in zip(bins, bins[1:])):
             raise DomainError(f"attribute {self.name!r}: bin edges must be strictly increasing")
         k = len(bins) - 1
+        size -= self.missing == "category"  # the missing code is not a bin
         if size == k + 1:
-            if self.labels is None or self.labels[-1] != OTHER_LABEL:
+            if self.labels is None or OTHER_LABEL not in self.labels or self.labels.index(OTHER_LABEL) != k:
                 raise DomainError(
                     f"attribute {self.name!r}: {k + 1} bin edges define {k} bins but size is "
                     f"{size}; an extra code is only allowed as a catch-all whose label is "
@@ -104,11 +134,23 @@ class Attribute:
         """Display label of one code."""
         if self.labels is not None:
             return self.labels[code]
+        if code == self.missing_code:
+            return MISSING_LABEL
         if self.bins is not None and code < len(self.bins) - 1:
             lo, hi = self.bins[code], self.bins[code + 1]
             close = "]" if code == len(self.bins) - 2 else ")"
             return f"[{fmt_edge(lo)}, {fmt_edge(hi)}{close}"
         return str(code)
+
+    @property
+    def missing_code(self) -> int | None:
+        """Code of the missing values (the last) with ``missing="category"``, else ``None``."""
+        return self.size - 1 if self.missing == "category" else None
+
+    @property
+    def n_values(self) -> int:
+        """Codes that hold values (``size`` less the missing code)."""
+        return self.size - (self.missing == "category")
 
     @property
     def other_code(self) -> int | None:
@@ -182,18 +224,24 @@ class Domain:
                 labels = value.pop("labels", None)
                 bins = value.pop("bins", None)
                 size = value.pop("size", None)
+                missing = value.pop("missing", "error")
                 if labels is not None and (not isinstance(labels, Sequence) or isinstance(labels, str)):
                     raise DomainError(f"attribute {name!r}: labels must be a list of strings")
+                if missing == "category" and labels is not None:
+                    labels = [str(v) for v in labels]
+                    if MISSING_LABEL not in labels:  # the missing code may be left implicit
+                        labels.append(MISSING_LABEL)
+                extra_code = 1 if missing == "category" else 0
                 if size is None and labels is not None:
                     size = len(labels)
                 if size is None and bins is not None:
                     if not isinstance(bins, Sequence) or isinstance(bins, str):
                         raise DomainError(f"attribute {name!r}: bins must be a list of numbers")
-                    size = len(bins) - 1
+                    size = len(bins) - 1 + extra_code
                 if size is None:
                     raise DomainError(f"attribute {name!r}: give 'size', 'labels' or 'bins'")
                 kind = value.pop("kind", "ordinal" if bins is not None else "categorical")
-                attrs.append(Attribute(name, size, kind, labels, value, bins=bins))
+                attrs.append(Attribute(name, size, kind, labels, value, bins=bins, missing=missing))
             else:
                 attrs.append(Attribute(name, value))
         return cls(attrs)
@@ -207,6 +255,7 @@ class Domain:
         """JSON-ready form; plain sizes when no attribute has metadata (private-pgm form)."""
         if all(
             a.kind == "categorical" and a.labels is None and a.bins is None and not a.extra
+            and a.missing == "error"
             for a in self._attrs
         ):
             return {a.name: a.size for a in self._attrs}
@@ -217,6 +266,8 @@ class Domain:
                 entry["labels"] = list(a.labels)
             if a.bins is not None:
                 entry["bins"] = [int(e) if e.is_integer() else e for e in a.bins]
+            if a.missing != "error":
+                entry["missing"] = a.missing
             entry.update(a.extra)
             out[a.name] = entry
         return out
@@ -311,3 +362,43 @@ class Domain:
         inner = ", ".join(f"{a.name!r}: {a.size}" for a in self._attrs[:8])
         more = f", ... ({len(self)} attributes)" if len(self) > 8 else ""
         return f"Domain({{{inner}{more}}})"
+
+
+def with_missing(domain: Domain, missing: str | Mapping[str, str]) -> Domain:
+    """The domain with the missing-value policy of some attributes replaced.
+
+    ``missing`` is one policy of :data:`MISSING_POLICIES` for every attribute, or
+    ``{attribute: policy}``. Turning ``"category"`` on adds the code :data:`MISSING_LABEL` as the
+    last code; turning it off removes it.
+
+    Examples
+    --------
+    >>> d = with_missing(Domain([Attribute("sex", 2, labels=("F", "M"))]), "category")
+    >>> d["sex"].labels, d["sex"].size
+    (('F', 'M', '(missing)'), 3)
+    """
+    if isinstance(missing, str):
+        pol = {n: missing for n in domain.names}
+    elif isinstance(missing, Mapping):
+        for k in missing:
+            domain.index(k)  # unknown names raise with a suggestion
+        pol = {n: str(missing.get(n, domain[n].missing)) for n in domain.names}
+    else:
+        raise DomainError(f"missing must be a string or a mapping, got {missing!r}")
+    attrs = []
+    for a in domain.attributes:
+        p = pol[a.name]
+        if p not in MISSING_POLICIES:
+            raise DomainError(
+                f"missing for {a.name!r} must be one of {', '.join(map(repr, MISSING_POLICIES))}, got {p!r}"
+            )
+        if p == a.missing:
+            attrs.append(a)
+            continue
+        had, has = a.missing == "category", p == "category"
+        size = a.size - had + has
+        labels = a.labels
+        if labels is not None:
+            labels = tuple(labels[:-1] if had else labels) + ((MISSING_LABEL,) if has else ())
+        attrs.append(Attribute(a.name, size, a.kind, labels, a.extra, bins=a.bins, missing=p))
+    return Domain(attrs)

@@ -1,20 +1,24 @@
 """Raw values -> integer codes, through the domain (never through the data).
 
-Each attribute maps raw values in one of three ways, chosen by the domain:
+Each attribute maps raw values by the one rule of :mod:`dpmatrix.values` (also used by
+``infer_domain``, ``meas.query`` and the DuckDB and Spark engines):
 
 * ``bins`` (numeric edges ``e_0 < ... < e_k``): ``v`` gets code ``i`` when ``e_i <= v < e_{i+1}``,
   the last bin closed (``e_{k-1} <= v <= e_k``);
-* ``labels`` (no bins): a value gets the code of the label equal to its string form (integral
-  numbers are written without a decimal point, so ``3``, ``3.0`` and ``"3"`` all match label
-  ``"3"``);
+* ``labels`` (no bins): a value gets the code of the label equal to its text, else of the first
+  label that is the same number (``3``, ``3.0``, ``"3"`` and ``"3.0"`` all match label ``"3"``);
 * neither: values must already be integer codes ``0..size-1``.
 
-A value the domain does not cover (including a missing value) is an error naming the column, a few
-values and the number of rows. On explicit request (``on_unknown``, for all columns or per column
-as ``{column: policy}``) such values are instead
+A missing value (empty or blank cell, None, NaN, NULL, or a declared ``na_values`` marker) follows
+the attribute's ``missing`` policy: an error naming the column and the fix (default), the
+``"(missing)"`` code (``"category"``), or the row left out of every marginal (``"drop"``).
+
+A value the domain does not cover is an error naming the column, the first few values with their
+number of rows, the valid labels or bin edges, and the fix. On explicit request (``on_unknown``,
+for all columns or per column as ``{column: policy}``) such values are instead
 
 * ``"clip"``: sent to the first/last bin (or code ``0``/``size-1``) when below/above the range;
-  label-matched attributes, missing and non-numeric values cannot be clipped and stay errors;
+  label-matched attributes and non-numeric values cannot be clipped and stay errors;
 * ``"other"``: sent to the code whose label is ``"other"`` (an error if the attribute has none).
 
 Remapped rows are reported with a :class:`RemappedValuesWarning` (explicit, never silent).
@@ -28,7 +32,6 @@ are encoded inside DuckDB; both paths give identical codes (tested).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -36,8 +39,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .domain import OTHER_LABEL, Attribute, Domain
+from .domain import MISSING_LABEL, OTHER_LABEL, Attribute, Domain, fmt_edge
 from .errors import DataError
+from .values import LabelIndex, missing_mask, numbers, value_key
 
 #: How many offending values an error message shows.
 MAX_SHOWN = 5
@@ -91,24 +95,29 @@ def mapping_kind(attr: Attribute) -> str:
     return "codes"
 
 
-def label_key(v: Any) -> str | None:
-    """String form used to match a raw value to a label (``None`` for a missing value)."""
-    if v is None or v is pd.NA or v is pd.NaT:
-        return None
-    if isinstance(v, str):
-        return v
-    if isinstance(v, (bool, np.bool_)):
-        return "True" if v else "False"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        if math.isnan(f):
-            return None
-        if f.is_integer() and abs(f) < 1e15:
-            return str(int(f))
-        return str(f)
-    return str(v)
+#: Text by which a raw value matches a label (:func:`dpmatrix.values.value_key`).
+label_key = value_key
+
+
+def _valid_values(attr: Attribute, kind: str) -> str:
+    if kind == "labels":
+        labs = [x for x in attr.labels if x != MISSING_LABEL]  # type: ignore[union-attr]
+        shown = ", ".join(repr(x) for x in labs[:12])
+        return f"the labels are {shown}" + (f", ... ({len(labs)} labels)" if len(labs) > 12 else "")
+    if kind == "bins":
+        return "the bin edges are " + ", ".join(fmt_edge(e) for e in attr.bins)  # type: ignore[union-attr]
+    return f"its values are the integer codes 0..{attr.n_values - 1}"
+
+
+def _unknown_fix(attr: Attribute, kind: str) -> str:
+    if kind == "labels":
+        return (f"fix: add the values to the labels of {attr.name!r} in the domain, or send "
+                f"them to a label {OTHER_LABEL!r} with on_unknown='other' (CLI --on-unknown {attr.name}=other)")
+    if kind == "bins":
+        return (f"fix: widen the bins of {attr.name!r}, or clip with on_unknown='clip' "
+                f"(CLI --on-unknown {attr.name}=clip); text that is no number needs a label "
+                f"{OTHER_LABEL!r} and on_unknown='other', or na_values if it marks a missing value")
+    return f"fix: give {attr.name!r} labels or bins in the domain if the data hold raw values"
 
 
 def _unknown_message(attr: Attribute, kind: str, n: int, values: Sequence[Any], nd: int) -> str:
@@ -116,10 +125,23 @@ def _unknown_message(attr: Attribute, kind: str, n: int, values: Sequence[Any], 
         what = "a value that matches no label"
     elif kind == "bins":
         lo, hi = attr.bins[0], attr.bins[-1]  # type: ignore[index]
-        what = f"a value outside the bins [{fmt_values([lo])}, {fmt_values([hi])}]"
+        what = f"a value that is not a number inside the bins [{fmt_edge(lo)}, {fmt_edge(hi)}]"
     else:
-        what = f"a value that is not an integer code 0..{attr.size - 1}"
-    return f"column {attr.name!r}: {rows(n)} with {what}: {fmt_values(values, nd)}"
+        what = f"a value that is not an integer code 0..{attr.n_values - 1}"
+    return (
+        f"column {attr.name!r}: {rows(n)} with {what}: {fmt_values(values, nd)}\n"
+        f"    {_valid_values(attr, kind)}\n    {_unknown_fix(attr, kind)}"
+    )
+
+
+def missing_message(attr: Attribute, n: int) -> str:
+    """A missing value where the attribute's policy is ``missing="error"``, and the fix."""
+    return (
+        f"column {attr.name!r}: {rows(n)} with a missing value (empty cell, NaN, None, NULL or a "
+        f"declared na_values marker)\n    fix: give {attr.name!r} \"missing\": \"category\" (a "
+        f"{MISSING_LABEL!r} level) or \"drop\" (rows left out) in the domain (CLI --missing "
+        f"{attr.name}=category)"
+    )
 
 
 def _policy_note(attr: Attribute, kind: str, policy: str) -> str:
@@ -145,7 +167,7 @@ def problem_messages(
     out = []
     note = _policy_note(attr, kind, policy)
     if n_missing:
-        out.append(null_message(attr.name, n_missing) + note)
+        out.append(missing_message(attr, n_missing))
     if n_unknown:
         out.append(_unknown_message(attr, kind, n_unknown, values, n_distinct) + note)
     return out
@@ -168,35 +190,35 @@ def warn_remapped(messages: Sequence[str], stacklevel: int = 3) -> None:
 
 
 # -- pandas path ---------------------------------------------------------------------------------
-def _sorted_distinct(values: np.ndarray) -> list[Any]:
-    try:
-        return list(np.unique(values))
-    except TypeError:  # mixed types
-        return sorted(set(values.tolist()), key=lambda v: (type(v).__name__, str(v)))
-
-
 def encode_column(
-    values: Any, attr: Attribute, policy: str = "error"
-) -> tuple[np.ndarray | None, list[str], int]:
-    """Map one column of raw values; returns ``(codes or None, problems, rows remapped)``."""
+    values: Any,
+    attr: Attribute,
+    policy: str = "error",
+    na_values: Sequence[str] = (),
+) -> tuple[np.ndarray | None, list[str], int, np.ndarray]:
+    """Map one column of raw values (the rule of :mod:`dpmatrix.values`).
+
+    Returns ``(codes or None, problems, rows remapped, dropped)``: ``dropped`` marks the rows
+    left out because the value is missing and the attribute's policy is ``missing="drop"``
+    (their entry in ``codes`` is meaningless).
+    """
     s = values if isinstance(values, pd.Series) else pd.Series(values)
     s = s.reset_index(drop=True)
     if isinstance(s.dtype, pd.CategoricalDtype):
         s = s.astype(object)
     n = len(s)
-    missing = s.isna().to_numpy()
+    missing = missing_mask(s, na_values)
     kind = mapping_kind(attr)
     low = high = np.zeros(n, dtype=bool)
+    top = attr.n_values - 1
     if kind == "labels":
         fcodes, uniques = pd.factorize(s, use_na_sentinel=True)
-        lookup = {lab: i for i, lab in enumerate(attr.labels)}  # type: ignore[arg-type]
-        umap = np.array([lookup.get(label_key(u), -1) for u in uniques] + [-1], dtype=np.int64)
-        base = umap[fcodes]  # sentinel -1 indexes the trailing -1
+        index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
+        umap = [index.code(u) for u in uniques]
+        umap_arr = np.array([-1 if c is None else c for c in umap] + [-1], dtype=np.int64)
+        base = umap_arr[fcodes]  # sentinel -1 indexes the trailing -1
     else:
-        if pd.api.types.is_numeric_dtype(s.dtype):
-            v = s.to_numpy(dtype=np.float64, na_value=np.nan)
-        else:
-            v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        v = numbers(s)
         num = ~np.isnan(v)
         if kind == "bins":
             e = np.asarray(attr.bins, dtype=np.float64)
@@ -210,44 +232,61 @@ def encode_column(
         else:
             with np.errstate(invalid="ignore"):
                 integral = num & (np.floor(v) == v)
-                inside = integral & (v >= 0) & (v <= attr.size - 1)
-                low, high = integral & (v < 0), integral & (v > attr.size - 1)
+                inside = integral & (v >= 0) & (v <= top)
+                low, high = integral & (v < 0), integral & (v > top)
             base = np.where(inside, np.where(inside, v, 0).astype(np.int64), -1)
-            top = attr.size - 1
+    base = np.where(missing, -1, base)
     code = base.astype(np.int64, copy=True)
     if policy == "clip" and kind != "labels":
-        code[low] = 0
-        code[high] = top
+        code[low & ~missing] = 0
+        code[high & ~missing] = top
     elif policy == "other" and attr.other_code is not None:
-        code[code < 0] = attr.other_code
+        code[(code < 0) & ~missing] = attr.other_code
+    dropped = np.zeros(n, dtype=bool)
+    if attr.missing == "category":
+        code[missing] = attr.missing_code
+    elif attr.missing == "drop":
+        dropped = missing
+        code[missing] = 0
     bad = code < 0
-    n_remapped = int(((base < 0) & ~bad).sum())
+    n_remapped = int(((base < 0) & ~bad & ~missing).sum())
     bad_unknown = bad & ~missing
     n_unknown = int(bad_unknown.sum())
     distinct: list[Any] = []
     if n_unknown:
-        distinct = _sorted_distinct(s.to_numpy(dtype=object)[bad_unknown])
+        distinct = value_counts(s.to_numpy(dtype=object)[bad_unknown])
     problems = problem_messages(
         attr, policy, int((bad & missing).sum()), n_unknown, distinct, len(distinct)
     )
     if problems:
-        return None, problems, n_remapped
-    return code.astype(code_dtype(attr.size)), [], n_remapped
+        return None, problems, n_remapped, dropped
+    return code.astype(code_dtype(attr.size)), [], n_remapped, dropped
+
+
+def value_counts(values: np.ndarray) -> list[tuple[Any, int]]:
+    """Distinct values with their number of rows, most frequent first (ties by value)."""
+    counts: dict[Any, int] = {}
+    for v in values.tolist():
+        counts[v] = counts.get(v, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], type(kv[0]).__name__, str(kv[0])))
 
 
 def encode_frame(
     df_raw: pd.DataFrame,
     domain: Domain,
     on_unknown: OnUnknown | Mapping[str, str] = "error",
+    na_values: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """Map raw values to integer codes through ``domain`` (labels, bins, or codes as is).
+    """Map raw values to integer codes through ``domain`` (the rule of :mod:`dpmatrix.values`).
 
     Returns a DataFrame with one compact unsigned column per attribute, in domain order, with the
-    index of ``df_raw``; extra columns of ``df_raw`` are dropped. Raises one
+    index of ``df_raw`` less the rows dropped for a missing value of an attribute whose policy is
+    ``missing="drop"``; extra columns of ``df_raw`` are dropped. Raises one
     :class:`~dpmatrix.errors.DataError` naming every column with missing columns, missing values
-    or values the domain does not cover (a few values and the number of rows), unless
-    ``on_unknown`` explicitly clips them or sends them to "other" (then a
-    :class:`RemappedValuesWarning` says how many rows per column).
+    (policy ``"error"``) or values the domain does not cover (a few values with their number of
+    rows), unless ``on_unknown`` explicitly clips them or sends them to "other" (then a
+    :class:`RemappedValuesWarning` says how many rows per column). ``na_values``: text markers
+    that also mean "missing" (blank cells, None, NaN always do).
     """
     if not isinstance(df_raw, pd.DataFrame):
         raise TypeError(f"encode_frame expects a pandas DataFrame, got {type(df_raw).__name__}")
@@ -258,16 +297,19 @@ def encode_frame(
     out: dict[str, np.ndarray] = {}
     problems: list[str] = []
     remapped: list[str] = []
+    keep = np.ones(len(df_raw), dtype=bool)
     for attr in domain.attributes:
-        codes, p, n_re = encode_column(df_raw[attr.name], attr, policies[attr.name])
+        codes, p, n_re, dropped = encode_column(df_raw[attr.name], attr, policies[attr.name], na_values)
         problems.extend(p)
+        keep &= ~dropped
         if n_re:
             remapped.append(remap_message(attr, policies[attr.name], n_re))
         if codes is not None:
             out[attr.name] = codes
     raise_problems(problems, "raw values do not match the domain", UNKNOWN_HINT)
     warn_remapped(remapped)
-    return pd.DataFrame(out, index=df_raw.index, columns=list(domain.names))
+    frame = pd.DataFrame(out, index=df_raw.index, columns=list(domain.names))
+    return frame if keep.all() else frame[keep]
 
 
 def read_csv_text(path: str, domain: Domain, *, delimiter: str | None = None) -> pd.DataFrame:
@@ -317,7 +359,14 @@ def fmt_value(v: Any) -> str:
 
 
 def fmt_values(values: Sequence[Any], n_distinct: int | None = None) -> str:
-    shown = ", ".join(fmt_value(v) for v in list(values)[:MAX_SHOWN])
+    """The first few values; ``(value, rows)`` pairs are shown with their number of rows."""
+
+    def one(v: Any) -> str:
+        if isinstance(v, tuple) and len(v) == 2:
+            return f"{fmt_value(v[0])} ({rows(int(v[1]))})"
+        return fmt_value(v)
+
+    shown = ", ".join(one(v) for v in list(values)[:MAX_SHOWN])
     if n_distinct is not None and n_distinct > MAX_SHOWN:
         shown += f", ... ({n_distinct} distinct values)"
     return shown
@@ -327,11 +376,28 @@ def rows(n: int) -> str:
     return f"{n} row" if n == 1 else f"{n} rows"
 
 
+def _header_key(name: str) -> str:
+    return "".join(str(name).split()).casefold().replace("_", "").replace("-", "").replace(".", "")
+
+
 def missing_columns_message(missing: Sequence[str], present: Sequence[str]) -> str:
+    """Columns the domain needs and the data lack, with a did-you-mean for a header that differs
+    only in case, blanks, ``_``, ``-`` or ``.`` (``Age`` for ``age``, ``"income "`` for ``income``)."""
     have = ", ".join(repr(c) for c in present[:30]) + (" ..." if len(present) > 30 else "")
+    by_key: dict[str, list[str]] = {}
+    for c in present:
+        by_key.setdefault(_header_key(c), []).append(str(c))
+    hints = [
+        f"{m!r} -> did you mean {by_key[_header_key(m)][0]!r}?"
+        for m in missing if len(by_key.get(_header_key(m), ())) == 1
+    ]  # fmt: skip
+    hint = (
+        "; headers differ only in case or spacing: " + ", ".join(hints)
+        + " (rename the data's columns or the domain's attributes to match exactly)"
+    ) if hints else ""
     return (
         f"the data lack column(s) required by the domain: {', '.join(map(repr, missing))} "
-        f"(the data have: {have or 'no columns'})"
+        f"(the data have: {have or 'no columns'}){hint}"
     )
 
 

@@ -3,8 +3,9 @@
 ``meas.query({...})`` names, per attribute, a value, an inclusive range ``(low, high)`` or a list.
 The selection is an indicator vector over the attribute's codes ``0..size-1``:
 
-* labelled attributes: labels (``"White"``; a range of labels follows the label order);
-* binned attributes (numeric ``bins`` edges ``e_0 < ... < e_k``, bin ``i`` = ``[e_i, e_{i+1})``,
+* labelled attributes: labels (``"White"``; a range of labels follows the label order), matched
+  by :func:`dpmatrix.values.code_of` (``3``, ``3.0`` and ``"3"`` all name label ``"3"``);
+* binned attributes, with or without labels (numeric ``bins`` edges ``e_0 < ... < e_k``, bin ``i`` = ``[e_i, e_{i+1})``,
   the last one closed): numbers in the attribute's own units. A single number selects the bin
   that holds it; a range ``(low, high)`` selects the bins inside ``[low, high)`` (``high`` the last
   edge: up to and including the last bin), and each bound must be a bin edge — a bound inside a
@@ -24,6 +25,7 @@ import numpy as np
 
 from .domain import Attribute
 from .errors import WorkloadError
+from .values import code_of
 
 __all__ = ["Codes", "codes", "selector"]
 
@@ -118,21 +120,8 @@ def _binned_range(attr: Attribute, lo, hi) -> tuple[int, int]:
 
 
 def _code_of(attr: Attribute, value) -> int:
-    if isinstance(value, str):
-        if attr.labels is not None and value in attr.labels:
-            return attr.labels.index(value)
-        raise WorkloadError(
-            f"{value!r} is not a value of {attr.name!r}"
-            + (f" (values: {', '.join(attr.labels[:10])}{', ...' if attr.size > 10 else ''})"
-               if attr.labels else " (it has no labels: use numbers, or dpmatrix.codes(...))")
-        )
-    if attr.bins is not None and attr.labels is None and _is_number(value):
-        return _bin_of(attr, float(value))
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < attr.size:
-        if attr.labels is not None and str(value) in attr.labels:
-            return attr.labels.index(str(value))
-        return int(value)
-    raise WorkloadError(f"{value!r} is not a value of {attr.name!r} (codes are 0..{attr.size - 1})")
+    """The one value-matching rule (:func:`dpmatrix.values.code_of`)."""
+    return code_of(attr, value)
 
 
 def _check_code(attr: Attribute, c: int) -> int:
@@ -159,7 +148,7 @@ def selector(attr: Attribute, sel) -> np.ndarray:
     elif isinstance(sel, tuple):
         if len(sel) != 2:
             raise WorkloadError(f"a range for {attr.name!r} is a pair (low, high), got {sel!r}")
-        if attr.bins is not None and attr.labels is None and all(_is_number(x) for x in sel):
+        if attr.bins is not None and all(_is_number(x) for x in sel):
             lo, hi = _binned_range(attr, *sel)
         else:
             lo, hi = (_code_of(attr, x) for x in sel)

@@ -55,6 +55,7 @@ from .engines import Closable
 from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning
+from .measure.measure_plan import used_attributes
 from .plan_file import check_needed_residuals
 from .protocols import HasClosure
 from .release import (
@@ -238,7 +239,7 @@ def check_header(columns: Sequence[str], domain: Domain, where: str = "the data"
     >>> check_header(["Age", "sex"], dm.Domain({"age": 3, "sex": 2}))
     Traceback (most recent call last):
     ...
-    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (the data have: 'Age', 'sex'); for 'age' did you mean 'Age'? (column names are matched exactly, case and spaces included)
+    dpmatrix.errors.DataError: the data lack column(s) required by the domain: 'age' (the data have: 'Age', 'sex'); headers differ only in case or spacing: 'age' -> did you mean 'Age'? (rename the data's columns or the domain's attributes to match exactly)
     """
     seen: dict[str, int] = {}
     dups = []
@@ -252,18 +253,19 @@ def check_header(columns: Sequence[str], domain: Domain, where: str = "the data"
     missing = [n for n in domain.names if n not in have]
     if not missing:
         return
-    norm = {c.strip().casefold(): c for c in columns}
+    # headers that differ only in case or spacing are named by the shared message; a near
+    # spelling (a typo) gets its own did-you-mean here
+    said = missing_columns_message(missing, list(columns)).replace("the data", where, 1)
     hints = []
     for n in missing:
-        near = norm.get(n.strip().casefold()) or next(iter(difflib.get_close_matches(n, list(columns), 1, 0.8)), None)
-        if near is not None:
-            hints.append(f"for {n!r} did you mean {near!r}? (column names are matched exactly, case and spaces included)")
+        near = next(iter(difflib.get_close_matches(n, list(columns), 1, 0.8)), None)
+        if near is not None and f"{n!r} -> did you mean" not in said:
+            hints.append(f"for {n!r} did you mean {near!r}? (column names are matched exactly)")
     if len(columns) == 1:
         for d in (";", "\t", "|", ","):
             if d in columns[0]:
                 hints.append(f"the header looks {d!r}-separated: give delimiter={d!r} (--delimiter)")
                 break
-    said = missing_columns_message(missing, list(columns)).replace("the data", where, 1)
     raise DataError(said + "".join("; " + h for h in hints))
 
 
@@ -282,6 +284,8 @@ def open_source(
     spark_master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
     spark_executor_timeout: float = 300.0,
+    na_values: Sequence[str] = (),
+    attributes: Sequence[int] | None = None,
 ):
     """The counting engine of ``data``: a path or glob counted by ``engine`` (``"duckdb"``,
     ``"numpy"`` or ``"spark"``), a DataFrame (in memory), or an engine used as is. Every engine
@@ -295,7 +299,8 @@ def open_source(
 
     if not isinstance(data, (str, Path)):
         return engine_for(data, domain, engine=None if isinstance(engine, str) and engine != "spark" else engine,
-                          encoding=encoding, on_unknown=on_unknown)  # fmt: skip
+                          encoding=encoding, on_unknown=on_unknown, na_values=na_values,
+                          attributes=attributes)  # fmt: skip
     text = str(data)
     # a local path (not a URI, not a Spark table name): checked here, the same for every engine
     local = "://" not in text and (engine != "spark" or Path(text).is_file() or any(ch in text for ch in "*?["))
@@ -309,14 +314,15 @@ def open_source(
             raise DataError("delimiter applies to CSV files only")
         return engine_for(text, domain, engine="spark", encoding=encoding, format=fmt, on_unknown=on_unknown,
                           master=spark_master, conf=dict(spark_conf or {}), executor_timeout=spark_executor_timeout,
-                          csv_options={"sep": delimiter} if delimiter else None)  # fmt: skip
+                          csv_options={"sep": delimiter} if delimiter else None, na_values=na_values,
+                          attributes=attributes)  # fmt: skip
     from .engines.duckdb_engine import detect_format
 
     fmt = detect_format(text, data_format)
     if engine == "duckdb":
         return engine_for(text, domain, encoding=encoding, format=fmt, on_unknown=on_unknown,
                           csv_options={"delim": delimiter} if delimiter else None, memory_limit=memory_limit,
-                          temp_directory=temp_directory)  # fmt: skip
+                          temp_directory=temp_directory, na_values=na_values, attributes=attributes)  # fmt: skip
     if engine != "numpy":
         raise DataError(f"engine must be 'duckdb', 'numpy' or 'spark', got {engine!r}")
     import pandas as pd
@@ -327,7 +333,8 @@ def open_source(
         raw = read_csv_text(text, domain, delimiter=delimiter) if fmt == "csv" else pd.read_parquet(text)
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {text!r}: {exc}") from None
-    return engine_for(raw, domain, encoding=encoding, on_unknown=on_unknown)
+    return engine_for(raw, domain, encoding=encoding, on_unknown=on_unknown, na_values=na_values,
+                      attributes=attributes)
 
 
 def _check_local_csv(text: str, domain: Domain, data_format: str | None, delimiter: str | None) -> None:
@@ -491,6 +498,7 @@ def publish(
     rng: Any = None,
     progress: bool = False,
     notes: Mapping[str, Any] | None = None,
+    na_values: Sequence[str] = (),
     on_note: Callable[[str], None] | None = None,
 ) -> Published:
     """Measure ``data`` with ``plan`` and publish the release in ``out``, charged to a
@@ -634,7 +642,8 @@ def publish(
                 "engine": engine, "encoding": encoding, "on_unknown": on_unknown, "data_format": data_format,
                 "delimiter": delimiter, "memory_limit": memory_limit, "temp_directory": work / "duckdb",
                 "spark_master": spark_master, "spark_conf": spark_conf,
-                "spark_executor_timeout": spark_executor_timeout,
+                "spark_executor_timeout": spark_executor_timeout, "na_values": na_values,
+                "attributes": used_attributes(plan),
             }  # fmt: skip
             if engine == "spark":
                 # data a cluster holds (URIs, folders of part files, tables) are identified by the

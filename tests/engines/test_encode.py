@@ -129,10 +129,14 @@ def test_unknown_values_are_errors_naming_column_values_rows(domain):
     with pytest.raises(DataError) as err:
         encode_frame(df, domain)
     msg = str(err.value)
-    assert "column 'age': 3 rows with a value outside the bins [0, 120]: -5, 130" in msg
-    assert "column 'color': 2 rows with a value that matches no label: 'Red', 'purple'" in msg
-    assert "column 'n': 1 row with a value that is not an integer code 0..3: 4" in msg
+    assert ("column 'age': 3 rows with a value that is not a number inside the bins [0, 120]: "
+            "130 (2 rows), -5 (1 row)") in msg
+    assert "the bin edges are 0, 18, 65, 120" in msg
+    assert "column 'color': 2 rows with a value that matches no label: 'Red' (1 row), 'purple' (1 row)" in msg
+    assert "the labels are 'red', 'green', 'blue'" in msg
+    assert "column 'n': 1 row with a value that is not an integer code 0..3: 4 (1 row)" in msg
     assert "column 'income': 2 rows with a missing value" in msg
+    assert "--missing income=category" in msg  # the fix for a missing value
     assert "on_unknown='clip'" in msg  # says how to opt in
 
 
@@ -152,20 +156,25 @@ def test_clip_is_explicit_and_reported(domain):
     with pytest.raises(DataError) as err:
         encode_frame(df, domain, on_unknown="clip")
     msg = str(err.value)
-    assert "'color': 1 row with a value that matches no label: 'purple' (on_unknown='clip' does not apply" in msg
-    assert "'age': 1 row with a missing value (NaN/None/NULL) (only numeric" in msg
-    assert "'n': 1 row with a value that is not an integer code 0..3: 1.5" in msg
+    assert "'color': 1 row with a value that matches no label: 'purple' (1 row)" in msg
+    assert "(on_unknown='clip' does not apply" in msg
+    assert "'age': 1 row with a missing value" in msg  # missing is the attribute's missing policy
+    assert "'n': 1 row with a value that is not an integer code 0..3: 1.5 (1 row)" in msg
 
 
 def test_other_requires_an_other_label(domain):
     df = clean_frame(10).astype({"grade": object})
     df.loc[[0, 1], "grade"] = [7, "x"]
     df.loc[[2], "income"] = 60000
-    df.loc[[3], "income"] = np.nan
     with pytest.warns(RemappedValuesWarning, match="'grade': 2 rows sent to code 3"):
         codes = encode_frame(df, domain, on_unknown="other")
     assert codes["grade"].tolist()[:2] == [3, 3]
-    assert codes["income"].tolist()[2:4] == [2, 2]
+    assert codes["income"].tolist()[2] == 2
+    # a missing value is not an unknown value: "other" does not take it (missing= decides)
+    df.loc[[3], "income"] = np.nan
+    with pytest.raises(DataError, match="'income': 1 row with a missing value"):
+        encode_frame(df, domain, on_unknown="other")
+    df.loc[[3], "income"] = 7
     df.loc[[4], "color"] = "purple"
     with pytest.raises(DataError, match="needs a label 'other'"):
         encode_frame(df, domain, on_unknown="other")

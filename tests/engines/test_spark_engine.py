@@ -183,7 +183,8 @@ def test_raw_errors_identical(spark, tmp_path, policy, fmt):
         with pytest.raises(DataError) as e_sp:
             SparkEngine(str(path), domain, "raw", on_unknown=policy, spark=spark)
     assert str(e_sp.value) == str(e_np.value)
-    assert "column 'color': 2 rows with a value that matches no label: 'Red', 'purple'" in str(e_sp.value)
+    assert ("column 'color': 2 rows with a value that matches no label: 'Red' (1 row), 'purple' (1 row)"
+            in str(e_sp.value))
 
 
 def test_csv_is_read_as_text_and_labels_match_as_written(spark, tmp_path):
@@ -346,3 +347,23 @@ def test_cli_release_records_engine_not_cluster(spark, tmp_path, capsys):
     master = spark.sparkContext.master
     for leak in ("secret_lake", str(tmp_path), master, "local[", "spark://", "shuffle"):
         assert leak not in text, leak
+
+
+def test_spark_agrees_on_missing_values_and_numeric_forms(spark, tmp_path):
+    """Spark reads values by the one rule (dpmatrix.values): the same hand counts as the numpy
+    and DuckDB engines in tests/engines/test_values.py."""
+    from test_values import DOMAIN, FRAME, NA  # same directory (pytest puts it on sys.path)
+
+    from dpmatrix.engines.projected import ProjectedEngine, subdomain
+
+    csv, pq = tmp_path / "x.csv", tmp_path / "x.parquet"
+    FRAME.to_csv(csv, index=False)
+    FRAME.to_parquet(pq)
+    sub, pos = subdomain(DOMAIN, (0, 1, 2))
+    for src in (csv, pq):
+        eng = ProjectedEngine(SparkEngine(str(src), sub, "raw", spark=spark, na_values=NA), DOMAIN, pos)
+        t = eng.count([(0,), (1,), (2,), (0, 2)])
+        assert eng.n_records == 5
+        assert t[(0,)].tolist() == [1, 2, 0, 2] and t[(1,)].tolist() == [2, 3]
+        assert t[(2,)].tolist() == [2, 3, 0] and int(t[(0, 2)][3, 0]) == 1
+        eng.close()

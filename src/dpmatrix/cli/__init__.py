@@ -54,6 +54,7 @@ from ._output import (
     _say_negatives,
     _showwarning,
     cli_wording,
+    error_text,
     fmt_optimality,
     fmt_privacy,
     one_line,
@@ -170,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
     except DPMatrixError as exc:
         if args.debug:
             raise
-        print(f"dpmatrix: error: {one_line(cli_wording(str(exc)))}", file=sys.stderr)
+        print(f"dpmatrix: error: {error_text(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, ValueError) as exc:  # files, permissions, malformed input caught late
         if args.debug:

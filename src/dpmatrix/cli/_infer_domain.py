@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 
 from ._common import CLIError
+from ._engine import _na_values
 from ._options import _add_quiet
 from ._output import Out
 
 
 def cmd_infer_domain(args: argparse.Namespace) -> int:
-    from ..engines.infer import infer_domain
+    from ..engines.infer import infer_domain_report
 
     path = Path(args.data)
     if not path.exists():
@@ -21,8 +22,14 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
     cols = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     if args.bins < 1:
         raise CLIError(f"--bins must be at least 1, got {args.bins}")
-    dom = infer_domain(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
-                       binning=args.binning)  # warns
+    if args.max_categories < 1:
+        raise CLIError(f"--max-categories must be at least 1, got {args.max_categories}")
+    na_values = _na_values(args.na_values)
+    found = infer_domain_report(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
+                                binning=args.binning, na_values=na_values,
+                                max_categories=args.max_categories,
+                                delimiter=args.delimiter)  # warns
+    dom = found.domain
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise CLIError(f"{args.out!r} exists; choose another --out or pass --overwrite")
@@ -37,6 +44,8 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
         say(f"{a.name}: {a.size} {args.binning} bins, edges [{edges}] (more than {args.max_labels} "
             "distinct values or fractions; change with --bins, --binning width|quantile, "
             "--max-labels, or edit the edges)")
+    for line in found.messages():
+        say(line)
     say(f"wrote a domain of {len(dom)} attributes ({len(binned)} binned) to {args.out}: review it "
         "(and remove anything that reveals individual records) before using it with --domain")
     return 0
@@ -57,6 +66,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--binning", choices=["width", "quantile"], default="width",
                    help="bin edges: equal width between the minimum and maximum (default), or the "
                    "data's quantiles (about equal counts); both are derived from the data and leak")
+    i.add_argument("--na-values", metavar="M1,M2", default="",
+                   help="text markers that mean a missing value besides empty cells (e.g. 'NA,?'); "
+                   "columns with missing values get \"missing\": \"category\" (give the same "
+                   "--na-values to release)")
+    i.add_argument("--max-categories", type=int, default=100,
+                   help="text columns with more distinct values (identifiers, dates, free text) are "
+                   "left out with a message (default 100)")
+    i.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
     i.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_quiet(i)
     i.set_defaults(func=cmd_infer_domain)

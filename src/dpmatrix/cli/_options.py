@@ -57,7 +57,8 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
                    "--delta 0 is pure epsilon-DP, planned by the pure planner with exact discrete Laplace noise)")
     g.add_argument(
         "--strategy", default=None,
-        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical", "haar"],
+        choices=["auto", "identity", "marginals", "fourier", "clustering", "optimized", "hierarchical", "haar",
+                 "pidentity"],
         help="pure epsilon-DP (--delta 0) only: the strategy (default auto: plan all, keep the best; "
         "hierarchical / haar / marginals / auto for prefix and range query types)",
     )  # fmt: skip

@@ -105,13 +105,37 @@ def one_line(text: str) -> str:
 
 
 _API_TO_CLI = [
+    ("with on_unknown='other' (CLI --on-unknown", "with (--on-unknown"),
+    ("with on_unknown='clip' (CLI --on-unknown", "with (--on-unknown"),
+    ("in the domain (CLI --missing", "in the domain file (or --missing"),
+    ("declared na_values marker", "--na-values marker"),
+    ("or na_values if", "or --na-values if"),
     ("on_unknown='clip'", "--on-unknown clip"),
     ("on_unknown='other'", "--on-unknown other"),
     ("per column as {column: policy}", "per column as --on-unknown col=policy[,col=policy]"),
+
     ("(plan.measure(data, encoding='raw'))", ""),
     ("encoding='raw'", "--encoding raw"),
     ("encoding='codes'", "--encoding codes"),
 ]
+
+
+#: Lines a data error may take on the terminal (each problem: what, the valid values, the fix).
+MAX_ERROR_LINES = 16
+
+
+def error_text(exc: BaseException) -> str:
+    """The text after ``dpmatrix: error:``: one line, except for data that do not match the
+    domain, which get a few readable lines (one problem per item, its valid values and fix)."""
+    from ..errors import DataError
+
+    message = cli_wording(str(exc))
+    if not isinstance(exc, DataError) or "\n" not in message:
+        return one_line(message)
+    lines = [ln.rstrip() for ln in message.splitlines() if ln.strip()]
+    if len(lines) > MAX_ERROR_LINES:
+        lines = lines[: MAX_ERROR_LINES - 1] + [f"  ... ({len(lines) - MAX_ERROR_LINES + 1} more lines; --debug shows all)"]
+    return "\n".join(lines)
 
 
 def cli_wording(message: str) -> str:

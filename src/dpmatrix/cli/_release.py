@@ -26,7 +26,7 @@ from ._common import (
     _report_delta,
     _workload,
 )
-from ._engine import _on_unknown
+from ._engine import _missing, _na_values, _on_unknown
 from ._options import (
     _add_budget,
     _add_ledger,
@@ -162,7 +162,10 @@ def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, nois
         rng=np.random.default_rng(args.seed) if args.seed is not None else None,
         progress=say.progress, on_note=say.note,
         notes={"data": {"engine": args.engine, "encoding": getattr(args, "encoding", "auto"),
-                        "on_unknown": opts["policy"]}},
+                        "on_unknown": opts["policy"],
+                        "missing": {a.name: a.missing for a in plan.domain.attributes},
+                        "na_values": list(_na_values(getattr(args, "na_values", None)))}},
+        na_values=_na_values(getattr(args, "na_values", None)),
     )  # fmt: skip
 
 
@@ -212,6 +215,13 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     say = Out(args.quiet)
     domain = _read_domain(args.domain) if args.domain else None
+    missing = _missing(getattr(args, "missing", None))
+    if missing is not None:
+        if domain is None:
+            raise CLIError("--missing changes the --domain file's attributes; give --domain")
+        from ..domain import with_missing
+
+        domain = with_missing(domain, missing)
     meas = run_release(args, domain, say, overwrite=args.overwrite)
     if getattr(args, "postprocess", False):
         pp = postprocess(meas, progress=say.progress)
@@ -246,6 +256,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")
+    r.add_argument("--missing", metavar="POLICY",
+                   help="missing values (empty cells, NaN, NULL, --na-values): error (the domain's "
+                   "default), category (one more level, '(missing)'), drop (rows left out of every "
+                   "marginal); or per column: income=category,sex=drop. Overrides the domain file")
+    r.add_argument("--na-values", metavar="M1,M2", default="",
+                   help="text markers that also mean a missing value, e.g. 'NA,?'")
     r.add_argument("--encoding", choices=list(ENCODINGS), default="auto",
                    help="what DATA holds: raw values (labels matched as text, numbers put into the "
                    "domain's bins), codes 0..size-1, or auto (default: the reading the data fit; "

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,22 @@ import numpy as np
 import pandas as pd
 
 from ..defaults import ENCODINGS
-from ..domain import Domain
+from ..domain import Domain, with_missing
 from ..encode import encode_frame, mapping_kind
 from ..errors import DataError
 from .duckdb_engine import DuckDBEngine, detect_format
 from .numpy_engine import NumpyEngine
+from .projected import ProjectedEngine, subdomain
 from .spark_engine import SparkEngine
 
 __all__ = ["ENCODINGS", "engine_for"]
+
+
+def _sub_policy(on_unknown, sub: Domain):
+    """``on_unknown`` restricted to the attributes of a sub-domain."""
+    if isinstance(on_unknown, Mapping):
+        return {k: v for k, v in on_unknown.items() if k in sub}
+    return on_unknown
 
 
 def _has_mapping(domain: Domain) -> bool:
@@ -48,13 +56,18 @@ def _ambiguous(columns: list[str]) -> DataError:
 
 
 def _both_failed(raw_error: DataError, codes_error: DataError) -> DataError:
+    """The raw reading's problems (a domain with labels or bins is written for raw values); the
+    codes reading is named in one line, its own problems left out (they would only repeat the
+    same rows as out-of-range codes)."""
+    if str(raw_error) == str(codes_error):  # e.g. a missing column: the same in both readings
+        return raw_error
     return DataError(
-        f"the data match neither reading of the domain.\nAs raw values (encoding='raw'): "
-        f"{raw_error}\nAs codes 0..size-1 (encoding='codes'): {codes_error}"
+        f"{raw_error}\n(read as codes 0..size-1 instead, with encoding='codes', the data do not "
+        "fit either)"
     )
 
 
-def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngine:
+def _frame_engine(data, domain: Domain, encoding: str, on_unknown, na_values=()) -> NumpyEngine:
     if encoding == "codes" or (encoding == "auto" and not _has_mapping(domain)):
         return NumpyEngine(data, domain)
     if not isinstance(data, pd.DataFrame):
@@ -63,9 +76,9 @@ def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngin
             "only hold codes: pass encoding='codes')"
         )
     if encoding == "raw":
-        return NumpyEngine(encode_frame(data, domain, on_unknown=on_unknown), domain)
+        return NumpyEngine(encode_frame(data, domain, on_unknown=on_unknown, na_values=na_values), domain)
     try:
-        raw = encode_frame(data, domain, on_unknown=on_unknown)
+        raw = encode_frame(data, domain, on_unknown=on_unknown, na_values=na_values)
     except DataError as exc:
         raw_error = exc
         raw = None
@@ -77,6 +90,8 @@ def _frame_engine(data, domain: Domain, encoding: str, on_unknown) -> NumpyEngin
         return NumpyEngine(raw, domain)
     if raw is None:
         return codes
+    if len(raw) != codes.n_records:  # rows dropped for a missing value: only the raw reading
+        raise _ambiguous([a.name for a in domain.attributes if a.missing == "drop"])
     differ = [
         a.name for i, a in enumerate(domain.attributes)
         if not np.array_equal(raw[a.name].to_numpy(), codes.codes(i))
@@ -145,7 +160,7 @@ def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mappi
         raw_error, raw = exc, None
     # the codes reading sees the same text as the raw one: "yes"/"T" sniffed as booleans by
     # DuckDB must not pass for codes 0/1
-    text = dict(options)
+    text = {k: v for k, v in options.items() if k != "na_values"}
     if detect_format(path, options.get("format")) == "csv":
         text["csv_options"] = {"all_varchar": True, **(options.get("csv_options") or {})}
     try:
@@ -158,6 +173,10 @@ def _file_engine(path, domain: Domain, encoding: str, on_unknown, options: Mappi
         return codes
     # both readings fit: they are the same reading only if every attribute's counts agree
     sets = [(i,) for i, a in enumerate(domain.attributes) if mapping_kind(a) != "codes"]
+    if raw.n_records != codes.n_records:
+        raw.close()
+        codes.close()
+        raise _ambiguous([a.name for a in domain.attributes if a.missing == "drop"])
     a, b = raw.count(sets), codes.count(sets)
     differ = [domain.names[s[0]] for s in sets if not np.array_equal(a[s], b[s])]
     if differ:
@@ -175,6 +194,8 @@ def engine_for(
     engine=None,
     encoding: str = "auto",
     on_unknown: str | Mapping[str, str] = "error",
+    na_values: Sequence[str] = (),
+    attributes: Iterable[int] | None = None,
     **duckdb_options: Any,
 ):
     """The counting engine for a data argument.
@@ -195,6 +216,12 @@ def engine_for(
     on_unknown : str or mapping, default "error"
         Raw values the domain does not cover: ``"error"``, ``"clip"`` or ``"other"``, or per
         column (:func:`dpmatrix.encode.encode_frame`).
+    na_values : sequence of str, optional
+        Text markers that mean "missing" besides empty cells, None, NaN and NULL (raw values).
+    attributes : iterable of int, optional
+        Positions of the attributes to read (those a release uses): only their columns are read
+        and validated, and the engine answers in positions of the full ``domain``
+        (:class:`~.projected.ProjectedEngine`). Ignored for arrays and engine objects.
     **duckdb_options
         Passed to :class:`DuckDBEngine` for a file (``format``, ``csv_options``, ...), or to
         :class:`~.spark_engine.SparkEngine` with ``engine="spark"`` (``master``, ``conf``,
@@ -220,15 +247,40 @@ def engine_for(
     if engine is not None and engine not in ("numpy", "duckdb", "spark"):
         raise DataError(f"engine must be 'numpy', 'duckdb' or 'spark', got {engine!r}")
     is_spark_df = type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark.sql")
+    named = isinstance(data, (pd.DataFrame, str, Path)) or is_spark_df
+    if attributes is not None and named:
+        sub, pos = subdomain(domain, attributes)
+        if len(pos) < len(domain):
+            if encoding == "auto":
+                # the reading ("raw" or "codes") is told by every column when all of them fit
+                # one (unchanged from reading the whole domain); only when some column fits
+                # neither is the release read from the attributes it uses alone
+                # (an unused attribute never drops rows: its "drop" is read as "error" here)
+                unused = {a.name: "error" for i, a in enumerate(domain.attributes)
+                          if i not in pos and a.missing == "drop"}  # fmt: skip
+                full = with_missing(domain, unused) if unused else domain
+                try:
+                    eng = engine_for(data, full, engine=engine, encoding=encoding, on_unknown=on_unknown,
+                                     na_values=na_values, **duckdb_options)
+                except DataError:
+                    pass
+                else:
+                    return ProjectedEngine(eng, domain, range(len(domain))) if unused else eng
+            inner = engine_for(
+                data, sub, engine=engine, encoding=encoding, on_unknown=_sub_policy(on_unknown, sub),
+                na_values=na_values, **duckdb_options,
+            )  # fmt: skip
+            return ProjectedEngine(inner, domain, pos)
     if engine == "spark" or is_spark_df:
         # the same encoding rules as for files; the options go to SparkEngine (master, conf, ...)
-        return _spark_engine(data, domain, encoding, on_unknown, duckdb_options)
+        return _spark_engine(data, domain, encoding, on_unknown, {**duckdb_options, "na_values": tuple(na_values)})
     if engine == "numpy" and isinstance(data, (str, Path)):
         raise DataError("engine='numpy' counts a DataFrame in memory; load the file first or use 'duckdb'")
     if isinstance(data, (pd.DataFrame, np.ndarray)):
-        return _frame_engine(data, domain, encoding, on_unknown)
+        return _frame_engine(data, domain, encoding, on_unknown, na_values)
     if isinstance(data, (str, Path)):
-        return _file_engine(data, domain, encoding, on_unknown, duckdb_options)
+        opts = dict(duckdb_options, na_values=tuple(na_values)) if na_values else duckdb_options
+        return _file_engine(data, domain, encoding, on_unknown, opts)
     if hasattr(data, "count") and hasattr(data, "n_records"):
         if getattr(data, "domain", domain) != domain:
             raise DataError("the engine was built for a different domain than the plan's")

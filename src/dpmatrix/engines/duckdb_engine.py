@@ -125,7 +125,13 @@ def describe(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str]:
     try:
         rows_ = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
     except duckdb.Error as exc:
-        raise DataError(f"DuckDB cannot read the data: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"DuckDB cannot read the data: {first}\nfix: give the delimiter (delimiter= / CLI "
+            "--delimiter), or convert the file to Parquet (e.g. pandas: pd.read_csv(path)"
+            ".to_parquet('data.parquet')) and use that; the release engine 'numpy' reads CSV "
+            "with pandas"
+        ) from None
     return {str(r[0]): str(r[1]) for r in rows_}
 
 
@@ -228,6 +234,7 @@ class DuckDBEngine:
         memory_limit: str | None = None,
         temp_directory: str | Path | None = None,
         csv_options: Mapping[str, Any] | None = None,
+        na_values: Sequence[str] = (),
     ):
         if not isinstance(domain, Domain):
             raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
@@ -266,20 +273,21 @@ class DuckDBEngine:
             if materialize:
                 self._exec(f"CREATE TEMP TABLE raw AS SELECT {cols} FROM {src}")
                 src = "raw"
+            keep = "TRUE"
             if encoding == "codes":
                 self._n = self._validate_codes(src, types)
                 exprs = [self._code_expr(n, types[n]) for n in domain.names]
             else:
-                self._n, exprs = self._validate_raw(src, types, policies)
+                self._n, exprs, keep = self._validate_raw(src, types, policies, na_values)
             select = ", ".join(
                 f"CAST({e} AS {_int_type(a.size)}) AS c{i}"
                 for i, (e, a) in enumerate(zip(exprs, domain.attributes))
             )
             if materialize:
-                self._exec(f"CREATE TEMP TABLE codes AS SELECT {select} FROM {src}")
+                self._exec(f"CREATE TEMP TABLE codes AS SELECT {select} FROM {src} WHERE {keep}")
                 self._exec("DROP TABLE raw")
             else:
-                self._exec(f"CREATE TEMP VIEW codes AS SELECT {select} FROM {src}")
+                self._exec(f"CREATE TEMP VIEW codes AS SELECT {select} FROM {src} WHERE {keep}")
         except BaseException:
             self._con.close()
             raise
@@ -366,19 +374,37 @@ class DuckDBEngine:
         raise_problems(problems)
         return int(res[0])
 
+    def _value_counts(self, src: str, value: str, where: str) -> tuple[list[Any], int]:
+        """The most frequent offending values with their rows (as the pandas path shows them)."""
+        vals = [
+            (r[0], int(r[1]))
+            for r in self._fetchall(
+                f"SELECT {value} AS v, count(*) AS n FROM {src} WHERE {where} "
+                f"GROUP BY v ORDER BY n DESC, v LIMIT {MAX_SHOWN}"
+            )
+        ]
+        (nd,) = self._fetchone(f"SELECT count(DISTINCT {value}) FROM {src} WHERE {where}")
+        return vals, int(nd)
+
     def _validate_raw(
-        self, src: str, types: Mapping[str, str], policies: Mapping[str, str]
-    ) -> tuple[int, list[str]]:
+        self,
+        src: str,
+        types: Mapping[str, str],
+        policies: Mapping[str, str],
+        na_values: Sequence[str] = (),
+    ) -> tuple[int, list[str], str]:
         encs = [
-            sql_encode(a, quote_ident(a.name), types[a.name], policies[a.name])
+            sql_encode(a, quote_ident(a.name), types[a.name], policies[a.name], na_values)
             for a in self._domain.attributes
         ]
-        aggs = ["count(*)"]
+        drops = [e.drop for e in encs if e.drop != "FALSE"]
+        keep = f"NOT ({' OR '.join(drops)})" if drops else "TRUE"
+        aggs = [f"count(*) FILTER (WHERE {keep})"]
         for e in encs:
             aggs += [
                 f"count(*) FILTER (WHERE ({e.code}) IS NULL AND {e.missing})",
                 f"count(*) FILTER (WHERE ({e.code}) IS NULL AND NOT {e.missing})",
-                f"count(*) FILTER (WHERE ({e.base}) IS NULL AND ({e.code}) IS NOT NULL)",
+                f"count(*) FILTER (WHERE ({e.base}) IS NULL AND ({e.code}) IS NOT NULL AND NOT {e.missing})",
             ]
         res = self._fetchone(f"SELECT {', '.join(aggs)} FROM {src}")
         problems: list[str] = []
@@ -388,7 +414,7 @@ class DuckDBEngine:
             vals: list[Any] = []
             nd = 0
             if n_unk:
-                vals, nd = self._distinct(
+                vals, nd = self._value_counts(
                     src, quote_ident(a.name), f"({e.code}) IS NULL AND NOT {e.missing}"
                 )
             problems += problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
@@ -396,7 +422,7 @@ class DuckDBEngine:
                 remapped.append(remap_message(a, policies[a.name], n_re))
         raise_problems(problems, "raw values do not match the domain", UNKNOWN_HINT)
         warn_remapped(remapped, stacklevel=4)
-        return int(res[0]), [e.code for e in encs]
+        return int(res[0]), [e.code for e in encs], keep
 
     # -- the engine interface -----------------------------------------------------------------
     @property

@@ -1,23 +1,47 @@
 """Inferring a domain from data (a pandas frame or a CSV/Parquet file read by DuckDB).
 
+The data are read exactly as a release reads them (:mod:`dpmatrix.values`): a CSV file as text
+(no type sniffing), numbers recognised by :data:`~dpmatrix.values.NUMBER_PATTERN`, labels written
+in the form a release matches. So whatever ``infer_domain`` writes, a release accepts on the same
+file: a column of floats holding integers (``0.0, 1.0, ...``) gets labels ``"0", "1", ...``, which
+the values ``0.0`` match by number; ``yes``/``no`` stay ``"no"``/``"yes"``; ``True``/``False``
+(pandas' booleans) stay ``"False"``/``"True"``; ``"01"`` stays ``"01"``; dates keep their text.
+
+Per column (:class:`ColumnStats` gathers the facts, :func:`decide` turns them into an attribute):
+
+* missing values (:func:`dpmatrix.values.is_missing`, with ``na_values``) are counted; a column
+  with any gets ``missing="category"`` (a ``"(missing)"`` level);
+* every present value a number: integral with at most ``max_labels`` distinct values -> ordinal
+  labels; otherwise ``n_bins`` bins (equal width or quantiles; a quantile binning that collapses,
+  as on zero-inflated columns, falls back to equal width);
+* number-like text with leading zeros (``"01234"``) stays text;
+* text (or booleans): categorical labels, sorted, when at most ``max_categories`` distinct
+  values; a column with more (identifiers, dates, free text, mixed units) is left out with a
+  message naming it — unless the caller listed it in ``columns``, then it is an error;
+* a column with a single value and no missing value carries no information and is left out.
+
 The inferred domain is derived from the private data and is not covered by the privacy
-guarantee: see :data:`INFER_WARNING`."""
+guarantee: see :data:`INFER_WARNING`.
+"""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..domain import OTHER_LABEL, Attribute, Domain
-from ..encode import InferredDomainWarning, label_key, missing_columns_message
+from ..domain import MISSING_LABEL, OTHER_LABEL, Attribute, Domain
+from ..encode import InferredDomainWarning, missing_columns_message
 from ..errors import DataError, DomainError
-from .duckdb_engine import connect, describe, source_sql
-from .sql import quote_ident, sql_label_key, sql_number, sql_type_class
+from ..values import missing_mask, numbers, value_key
+from .duckdb_engine import connect, describe, detect_format, source_sql
+from .sql import quote_ident, sql_label_key, sql_missing, sql_number, sql_type_class
 
 INFER_WARNING = (
     "infer_domain: this domain is derived from the private data. Which values occur (every label, "
@@ -31,6 +55,53 @@ INFER_WARNING = (
 )
 
 BINNINGS = ("width", "quantile")
+#: Default largest number of distinct text values a column may have to get labels.
+MAX_CATEGORIES = 100
+_LEADING_ZERO = re.compile(r"[+-]?0[0-9]")
+_DATE = re.compile(r"\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T].*)?")
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """What :func:`decide` needs to know about one column (read as a release reads it)."""
+
+    name: str
+    n_rows: int
+    n_missing: int
+    n_present: int
+    n_numbers: int  # present values that are numbers
+    leading_zero: bool  # some number-like text has a leading zero ("01")
+    integral: bool
+    vmin: float | None
+    vmax: float | None
+    n_distinct_numbers: int
+    numbers: tuple[float, ...] | None  # distinct numbers when few
+    n_distinct_text: int
+    texts: tuple[str, ...] | None  # distinct label keys when few
+    quantiles: tuple[float, ...] | None
+    date_like: bool = False
+
+
+@dataclass(frozen=True)
+class InferredDomain:
+    """An inferred domain with what the inference found.
+
+    ``missing``: per kept column, the number of missing values; ``left_out``: per column left out,
+    why (a sentence with the fix).
+    """
+
+    domain: Domain
+    missing: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+    def messages(self) -> list[str]:
+        """One readable line per finding (missing counts, columns left out)."""
+        out = [
+            f"{c}: {n} missing value(s) -> \"missing\": \"category\" (a {MISSING_LABEL!r} level)"
+            for c, n in self.missing.items() if n
+        ]  # fmt: skip
+        out += [f"{c}: left out — {why}" for c, why in self.left_out.items()]
+        return out
 
 
 def _bin_edges(vmin: float, vmax: float, n_bins: int, integral: bool,
@@ -51,29 +122,193 @@ def _bin_edges(vmin: float, vmax: float, n_bins: int, integral: bool,
     return edges
 
 
-def _infer_attribute(
-    name: str,
-    distinct: Sequence[Any],
-    numeric: bool,
-    integral: bool,
-    vmin: float | None,
-    vmax: float | None,
-    max_labels: int,
-    n_bins: int,
-    n_distinct: int | None = None,
-    quantiles: Sequence[float] | None = None,
-) -> Attribute:
-    n_distinct = len(distinct) if n_distinct is None else n_distinct
-    if numeric and not (integral and n_distinct <= max_labels):
-        assert vmin is not None and vmax is not None
-        edges = _bin_edges(vmin, vmax, n_bins, integral, quantiles)
-        return Attribute(name, len(edges) - 1, "ordinal", bins=tuple(float(x) for x in edges))
-    keys = [label_key(v) for v in distinct]
-    labels = sorted({k for k in keys if k is not None}, key=(lambda k: float(k)) if numeric else str)
-    kind = "ordinal" if numeric else "categorical"
-    if len(labels) < 2:
+def decide(st: ColumnStats, max_labels: int, n_bins: int, max_categories: int) -> Attribute | str:
+    """The attribute for one column, or the reason (with the fix) it is left out."""
+    missing = "category" if st.n_missing else "error"
+    extra = [MISSING_LABEL] if st.n_missing else []
+    if st.n_present == 0:
+        return "every value is missing"
+    numeric = st.n_numbers == st.n_present and not st.leading_zero
+    if numeric and st.integral and st.n_distinct_numbers <= max_labels:
+        assert st.numbers is not None
+        labels = [value_key(x) for x in sorted(st.numbers)]
+        if len(labels) + len(extra) < 2:
+            return f"a single value ({labels[0]}) and no missing value: it carries no information"
+        return Attribute(st.name, len(labels) + len(extra), "ordinal", tuple(labels + extra),
+                         missing=missing)  # fmt: skip
+    if numeric:
+        assert st.vmin is not None and st.vmax is not None
+        edges = _bin_edges(st.vmin, st.vmax, n_bins, st.integral, st.quantiles)
+        if len(edges) < 3 and st.quantiles is not None:  # zero-inflated: quantiles collapse
+            edges = _bin_edges(st.vmin, st.vmax, n_bins, st.integral, None)
+        k = len(edges) - 1
+        if k + len(extra) < 2:
+            return f"a single value ({st.vmin:g}) and no missing value: it carries no information"
+        return Attribute(st.name, k + len(extra), "ordinal", bins=tuple(float(x) for x in edges),
+                         missing=missing)  # fmt: skip
+    if st.texts is None or st.n_distinct_text > max_categories:
+        kind = "dates" if st.date_like else "text values"
+        return (
+            f"{st.n_distinct_text} distinct {kind} (more than max_categories={max_categories}: an "
+            "identifier, dates or free text); write its labels or bins into the domain yourself, "
+            "raise max_categories (CLI --max-categories), or recode it (e.g. dates to a year or "
+            "month column) before the release"
+        )
+    labels = sorted(st.texts)
+    if len(labels) + len(extra) < 2:
         labels.append(OTHER_LABEL if OTHER_LABEL not in labels else OTHER_LABEL + "_")
-    return Attribute(name, len(labels), kind, tuple(labels))
+    return Attribute(st.name, len(labels) + len(extra), "categorical", tuple(labels + extra),
+                     missing=missing)  # fmt: skip
+
+
+# -- gathering the facts -------------------------------------------------------------------------
+def _stats_frame(name: str, s: pd.Series, na_values: Sequence[str], probs: list[float],
+                 binning: str, limit: int) -> ColumnStats:
+    s = s.reset_index(drop=True)
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype(object)
+    miss = missing_mask(s, na_values)
+    present = s[~miss]
+    v = numbers(present)
+    isnum = ~np.isnan(v)
+    nums = v[isnum]
+    text_vals = present[~isnum] if not isnum.all() else present.iloc[:0]
+    obj = present.to_numpy(dtype=object)
+    lead = any(isinstance(x, str) and _LEADING_ZERO.match(x.strip()) for x in obj[isnum])
+    keys = {value_key(x) for x in obj}
+    keys.discard(None)
+    n_num = int(isnum.sum())
+    integral = bool(len(nums) and np.all(np.floor(nums) == nums))
+    distinct_nums = np.unique(nums)
+    qs = None
+    if binning == "quantile" and len(nums) and probs:
+        qs = tuple(np.quantile(nums, probs, method="inverted_cdf").tolist())
+    date_like = bool(len(text_vals)) and bool(
+        np.mean([bool(_DATE.fullmatch(str(x))) for x in text_vals.to_numpy(dtype=object)[:1000]]) > 0.9
+    )
+    return ColumnStats(
+        name, len(s), int(miss.sum()), len(present), n_num, lead, integral,
+        float(nums.min()) if len(nums) else None, float(nums.max()) if len(nums) else None,
+        len(distinct_nums), tuple(distinct_nums.tolist()) if len(distinct_nums) <= limit else None,
+        len(keys), tuple(sorted(keys)) if len(keys) <= limit else None, qs, date_like,
+    )  # fmt: skip
+
+
+def _stats_sql(con, src: str, name: str, col_type: str, na_values: Sequence[str],
+               probs: list[float], binning: str, limit: int) -> ColumnStats:
+    q = quote_ident(name)
+    miss = sql_missing(q, col_type, na_values)
+    x = sql_number(q, col_type)
+    key = sql_label_key(q, col_type)
+    present = f"NOT {miss}"
+    lead = "FALSE"
+    if sql_type_class(col_type) in ("str", "other"):
+        lead = (f"bool_or({x} IS NOT NULL AND regexp_matches(trim(CAST({q} AS VARCHAR)), "
+                "'^[+-]?0[0-9]'))")
+    date = "0"
+    if sql_type_class(col_type) in ("str", "other"):
+        date = (f"avg(CASE WHEN regexp_full_match(CAST({q} AS VARCHAR), "
+                r"'\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T].*)?') THEN 1.0 ELSE 0.0 END) "
+                f"FILTER (WHERE {present} AND {x} IS NULL)")
+    if sql_type_class(col_type) == "other" and col_type.upper().startswith(("DATE", "TIMESTAMP")):
+        date = "1"
+    row = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE {miss}), "
+        f"count(*) FILTER (WHERE {present} AND {x} IS NOT NULL), {lead}, "
+        f"count(*) FILTER (WHERE {x} != floor({x})), min({x}), max({x}), count(DISTINCT {x}), "
+        f"count(DISTINCT {key}) FILTER (WHERE {present}), {date} FROM {src}"
+    ).fetchone()
+    n, n_miss, n_num, lead_v, n_frac, vmin, vmax, nd_num, nd_text, date_v = row
+    nums = None
+    if n_num and nd_num <= limit:
+        nums = tuple(r[0] for r in con.execute(
+            f"SELECT DISTINCT {x} FROM {src} WHERE {x} IS NOT NULL AND {present} ORDER BY 1").fetchall())
+    texts = None
+    if nd_text <= limit:
+        texts = tuple(r[0] for r in con.execute(
+            f"SELECT DISTINCT {key} FROM {src} WHERE {present} AND {key} IS NOT NULL").fetchall())
+    qs = None
+    if binning == "quantile" and n_num and probs:
+        (qs,) = con.execute(
+            f"SELECT quantile_disc({x}, {probs!r}) FROM {src} WHERE {x} IS NOT NULL AND {present}"
+        ).fetchone()
+        qs = tuple(qs)
+    return ColumnStats(
+        name, int(n), int(n_miss), int(n) - int(n_miss), int(n_num), bool(lead_v), n_frac == 0,
+        None if vmin is None else float(vmin), None if vmax is None else float(vmax),
+        int(nd_num), nums, int(nd_text), texts, qs, bool(date_v is not None and float(date_v) > 0.9),
+    )  # fmt: skip
+
+
+def infer_domain_report(
+    data: pd.DataFrame | str | Path,
+    columns: Sequence[str] | None = None,
+    *,
+    max_labels: int = 50,
+    n_bins: int = 10,
+    binning: str = "width",
+    format: str | None = None,
+    na_values: Sequence[str] = (),
+    max_categories: int = MAX_CATEGORIES,
+    delimiter: str | None = None,
+) -> InferredDomain:
+    """Infer a domain and say what was found: missing counts and the columns left out.
+
+    Parameters and rules as :func:`infer_domain` (see the module docstring).
+
+    Returns
+    -------
+    InferredDomain
+    """
+    if binning not in BINNINGS:
+        raise DomainError(f"binning must be one of {', '.join(map(repr, BINNINGS))}, got {binning!r}")
+    if int(n_bins) < 1:
+        raise DomainError(f"n_bins must be at least 1, got {n_bins!r}")
+    probs = [i / n_bins for i in range(1, n_bins)]
+    limit = max(int(max_labels), int(max_categories))
+    warnings.warn(INFER_WARNING, InferredDomainWarning, stacklevel=3)
+    stats: list[ColumnStats] = []
+    if isinstance(data, pd.DataFrame):
+        cols = list(columns) if columns is not None else [str(c) for c in data.columns]
+        for c in cols:
+            if c not in data.columns:
+                raise DataError(missing_columns_message([c], [str(x) for x in data.columns]))
+            stats.append(_stats_frame(c, data[c], na_values, probs, binning, limit))
+    else:
+        con = connect(None)
+        try:
+            opts: dict[str, Any] | None = None
+            if detect_format(data, format) == "csv":  # as a release reads it: every value as text
+                opts = {"all_varchar": True}
+                if delimiter:
+                    opts["delim"] = delimiter
+            src = source_sql(data, format, opts)
+            types = describe(con, src)
+            cols = list(columns) if columns is not None else list(types)
+            missing = [c for c in cols if c not in types]
+            if missing:
+                raise DataError(missing_columns_message(missing, list(types)))
+            for c in cols:
+                stats.append(_stats_sql(con, src, c, types[c], na_values, probs, binning, limit))
+        finally:
+            con.close()
+    attrs: list[Attribute] = []
+    left_out: dict[str, str] = {}
+    for st in stats:
+        got = decide(st, max_labels, n_bins, max_categories)
+        if isinstance(got, str):
+            if columns is not None:
+                raise DomainError(f"column {st.name!r} cannot be inferred: {got}")
+            left_out[st.name] = got
+        else:
+            attrs.append(got)
+    if not attrs:
+        raise DomainError(
+            "no column to infer a domain from"
+            + ("".join(f"\n  - {c}: {why}" for c, why in left_out.items()))
+        )
+    kept = {a.name for a in attrs}
+    return InferredDomain(Domain(attrs), {s.name: s.n_missing for s in stats if s.name in kept}, left_out)
 
 
 def infer_domain(
@@ -84,17 +319,22 @@ def infer_domain(
     n_bins: int = 10,
     binning: str = "width",
     format: str | None = None,
+    na_values: Sequence[str] = (),
+    max_categories: int = MAX_CATEGORIES,
+    delimiter: str | None = None,
 ) -> Domain:
     """Derive a domain from data — an explicit opt-in that weakens privacy (see the warning).
 
-    Strings become categorical attributes labelled by their sorted distinct values; integral
-    numbers with at most ``max_labels`` distinct values become ordinal attributes labelled by their
-    values; other numbers (more than ``max_labels`` distinct integers, or fractions) get
-    ``n_bins`` bins between their minimum and maximum: equal width (``binning="width"``) or
-    at the data's quantiles (``binning="quantile"``, about equal counts; ties merged, so
-    possibly fewer bins). Files (CSV/Parquet) are scanned by DuckDB, never loaded into pandas.
-    Always emits an :class:`InferredDomainWarning` (which values occur, and the bin edges, are
-    not covered by the privacy guarantee).
+    The data are read as a release reads them, so a release accepts the result on the same data
+    (module docstring). Text and booleans become categorical attributes labelled by their sorted
+    distinct values (at most ``max_categories``; columns with more are left out, see
+    :func:`infer_domain_report` for the list and the reasons); integral numbers with at most
+    ``max_labels`` distinct values become ordinal attributes labelled by their values; other
+    numbers get ``n_bins`` bins between their minimum and maximum: equal width
+    (``binning="width"``) or at the data's quantiles (``binning="quantile"``, about equal counts;
+    ties merged, so possibly fewer bins). Columns with missing values (empty cells, NaN, None,
+    NULL, ``na_values``) get ``missing="category"``. Files (CSV/Parquet) are scanned by DuckDB,
+    never loaded into pandas. Always emits an :class:`InferredDomainWarning`.
 
     Examples
     --------
@@ -105,90 +345,7 @@ def infer_domain(
     >>> dom["age"].bins
     (17.0, 35.0, 53.0, 72.0, 90.0)
     """
-    if binning not in BINNINGS:
-        raise DomainError(f"binning must be one of {', '.join(map(repr, BINNINGS))}, got {binning!r}")
-    if int(n_bins) < 1:
-        raise DomainError(f"n_bins must be at least 1, got {n_bins!r}")
-    probs = [i / n_bins for i in range(1, n_bins)]
-    warnings.warn(INFER_WARNING, InferredDomainWarning, stacklevel=2)
-    attrs: list[Attribute] = []
-    if isinstance(data, pd.DataFrame):
-        cols = list(columns) if columns is not None else [str(c) for c in data.columns]
-        for c in cols:
-            if c not in data.columns:
-                raise DataError(missing_columns_message([c], [str(x) for x in data.columns]))
-            s = data[c].dropna()
-            numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(
-                s.dtype
-            )
-            if numeric:
-                v = s.to_numpy(dtype=np.float64)
-                v = v[np.isfinite(v)]
-                if len(v) == 0:
-                    raise DataError(f"column {c!r} has no finite values to infer a domain from")
-                integral = bool(np.all(np.floor(v) == v))
-                distinct = np.unique(v).tolist() if integral else []
-                qs = np.quantile(v, probs, method="inverted_cdf").tolist() if binning == "quantile" else None
-                attrs.append(
-                    _infer_attribute(
-                        c, distinct, True, integral, float(v.min()), float(v.max()),
-                        max_labels, n_bins, len(np.unique(v)), qs,
-                    )
-                )  # fmt: skip
-            else:
-                distinct = pd.unique(s).tolist()
-                attrs.append(_infer_attribute(c, distinct, False, False, None, None, 0, 0))
-        return Domain(attrs)
-    con = connect(None)
-    try:
-        src = source_sql(data, format)
-        types = describe(con, src)
-        cols = list(columns) if columns is not None else list(types)
-        missing = [c for c in cols if c not in types]
-        if missing:
-            raise DataError(missing_columns_message(missing, list(types)))
-        for c in cols:
-            q = quote_ident(c)
-            cls = sql_type_class(types[c])
-            if cls in ("int", "float"):
-                x = sql_number(q, types[c])
-                vmin, vmax, n_frac, n_dist = con.execute(
-                    f"SELECT min({x}), max({x}), count(*) FILTER (WHERE {x} != floor({x})), "
-                    f"count(DISTINCT {x}) FROM {src} WHERE NOT isinf({x})"
-                ).fetchone()
-                if vmin is None:
-                    raise DataError(f"column {c!r} has no finite values to infer a domain from")
-                integral = n_frac == 0
-                distinct: list[Any] = []
-                if integral and n_dist <= max_labels:
-                    distinct = [
-                        r[0]
-                        for r in con.execute(
-                            f"SELECT DISTINCT {x} FROM {src} WHERE {x} IS NOT NULL ORDER BY 1"
-                        ).fetchall()
-                    ]
-                qs = None
-                if binning == "quantile" and not (integral and n_dist <= max_labels) and probs:
-                    (qs,) = con.execute(
-                        f"SELECT quantile_disc({x}, {probs!r}) FROM {src} WHERE NOT isinf({x})"
-                    ).fetchone()
-                attrs.append(
-                    _infer_attribute(
-                        c, distinct, True, integral, float(vmin), float(vmax), max_labels, n_bins,
-                        int(n_dist), qs,
-                    )
-                )
-            else:
-                key = sql_label_key(q, types[c])
-                distinct = [
-                    r[0]
-                    for r in con.execute(
-                        f"SELECT DISTINCT {key} FROM {src} WHERE {key} IS NOT NULL"
-                    ).fetchall()
-                ]
-                attrs.append(_infer_attribute(c, distinct, False, False, None, None, 0, 0))
-    finally:
-        con.close()
-    if not attrs:
-        raise DomainError("no columns to infer a domain from")
-    return Domain(attrs)
+    return infer_domain_report(
+        data, columns, max_labels=max_labels, n_bins=n_bins, binning=binning, format=format,
+        na_values=na_values, max_categories=max_categories, delimiter=delimiter,
+    ).domain  # fmt: skip

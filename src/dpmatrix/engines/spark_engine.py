@@ -68,6 +68,7 @@ from ..encode import (
     warn_remapped,
 )
 from ..errors import DataError
+from ..values import NUMBER_PATTERN, LabelIndex
 from . import bincount, spark_count
 from .base import (
     MAX_SHOWN,
@@ -381,19 +382,33 @@ def type_class(data_type: Any) -> str:
 
 
 def _number(c: Any, cls: str) -> Any:
-    """DOUBLE value of a column (NULL when missing, non-numeric or NaN)."""
+    """DOUBLE value of a column (NULL when missing, not a number, NaN or infinite): the Spark twin
+    of :func:`dpmatrix.values.parse_number` (text must match ``NUMBER_PATTERN``)."""
     from pyspark.sql import functions as F
 
-    if cls in ("int", "bool"):
+    if cls == "int":
         return c.cast("double")
-    x = c.cast("double") if cls == "float" else c.cast("string").try_cast("double")
-    return F.when(F.isnan(x), F.lit(None).cast("double")).otherwise(x)
+    if cls == "bool":
+        return F.lit(None).cast("double")
+    if cls == "float":
+        x = c.cast("double")
+    else:
+        t = F.trim(c.cast("string"))
+        x = F.when(t.rlike(f"^(?:{NUMBER_PATTERN})$"), t.try_cast("double"))
+    bad = F.isnan(x) | (F.abs(x) == float("inf"))
+    return F.when(bad, F.lit(None).cast("double")).otherwise(x)
 
 
-def _missing(c: Any, cls: str) -> Any:
+def _missing(c: Any, cls: str, na_values: Sequence[str] = ()) -> Any:
+    """Spark twin of :func:`dpmatrix.values.is_missing` (NULL, NaN, blank text, markers)."""
     from pyspark.sql import functions as F
 
-    return (c.isNull() | F.isnan(c.cast("double"))) if cls == "float" else c.isNull()
+    if cls == "float":
+        return c.isNull() | F.isnan(c.cast("double"))
+    if cls == "str":
+        markers = list(dict.fromkeys(["", *(str(v).strip() for v in na_values)]))
+        return c.isNull() | F.trim(c).isin(markers)
+    return c.isNull()
 
 
 def _integral(x: Any) -> Any:
@@ -423,10 +438,14 @@ def _label_key(c: Any, cls: str) -> Any:
     return c.cast("string")
 
 
-def encode_column(attr: Attribute, c: Any, cls: str, policy: str) -> tuple[Any, Any, Any]:
-    """``(code, base, missing)`` Spark Columns mapping raw values of ``attr`` as
-    :func:`dpmatrix.encode.encode_column` does: ``code`` is the final code (NULL when the row has
-    none), ``base`` the code before clip/other, ``missing`` whether the raw value is missing."""
+def encode_column(
+    attr: Attribute, c: Any, cls: str, policy: str, na_values: Sequence[str] = ()
+) -> tuple[Any, Any, Any, Any]:
+    """``(code, base, missing, drop)`` Spark Columns mapping raw values of ``attr`` as
+    :func:`dpmatrix.encode.encode_column` does (the rule of :mod:`dpmatrix.values`): ``code`` is
+    the final code (NULL when the row has none), ``base`` the code before clip/other,
+    ``missing`` whether the raw value is missing, ``drop`` whether the row is left out
+    (missing under ``missing="drop"``)."""
     from pyspark.sql import functions as F
 
 
@@ -437,6 +456,13 @@ def encode_column(attr: Attribute, c: Any, cls: str, policy: str) -> tuple[Any, 
         labels = F.array(*[F.lit(lab) for lab in attr.labels])  # type: ignore[union-attr]
         pos = F.array_position(labels, _label_key(c, cls))
         base = F.when(pos > 0, (pos - 1).cast("int"))
+        nums = LabelIndex.of(attr.labels).numeric  # type: ignore[arg-type]
+        if nums:  # then by the number a label stands for: 3.0 and "3.0" match label "3"
+            v = _number(c, cls)
+            by_number = F.lit(None).cast("int")
+            for f, i in sorted(nums.items(), key=lambda kv: -kv[1]):
+                by_number = F.when(v == F.lit(f), F.lit(i)).otherwise(by_number)
+            base = F.coalesce(base, by_number)
     else:
         v = _number(c, cls)
         if kind == "bins":
@@ -448,7 +474,7 @@ def encode_column(attr: Attribute, c: Any, cls: str, policy: str) -> tuple[Any, 
             base = base.otherwise(F.lit(k - 1))
             clip = F.when(v < e[0], F.lit(0)).when(v > e[-1], F.lit(k - 1)).otherwise(base)
         else:
-            top = attr.size - 1
+            top = attr.n_values - 1
             ok = _integral(v)
             base = F.when(ok & (v >= 0) & (v <= top), v.cast("int"))
             clip = F.when(ok & (v < 0), F.lit(0)).when(ok & (v > top), F.lit(top)).otherwise(base)
@@ -457,7 +483,12 @@ def encode_column(attr: Attribute, c: Any, cls: str, policy: str) -> tuple[Any, 
         code = clip
     elif policy == "other" and attr.other_code is not None:
         code = F.coalesce(base, F.lit(attr.other_code))
-    return code, base, _missing(c, cls)
+    miss = _missing(c, cls, na_values)
+    on_missing = {"category": F.lit(attr.missing_code), "drop": F.lit(0)}.get(attr.missing, null_int)
+    code = F.when(miss, on_missing).otherwise(code)
+    base = F.when(miss, null_int).otherwise(base)
+    drop = miss if attr.missing == "drop" else F.lit(False)
+    return code, base, miss, drop
 
 
 def _code_type(size: int) -> str:
@@ -539,6 +570,7 @@ class SparkEngine:
         executor_timeout: float = DEFAULT_EXECUTOR_TIMEOUT,
         cache: bool = True,
         csv_options: Mapping[str, Any] | None = None,
+        na_values: Sequence[str] = (),
     ):
 
         if not isinstance(domain, Domain):
@@ -587,13 +619,13 @@ class SparkEngine:
                 raise
         try:
             with quiet_pyspark():
-                self._prepare(df, policies)
+                self._prepare(df, policies, tuple(na_values))
         except BaseException:
             self.close()
             raise
 
     # -- validation and encoding ----------------------------------------------------------------
-    def _prepare(self, df: Any, policies: Mapping[str, str]) -> None:
+    def _prepare(self, df: Any, policies: Mapping[str, str], na_values: Sequence[str] = ()) -> None:
         from pyspark.sql import functions as F
 
         names = list(self._domain.names)
@@ -619,7 +651,9 @@ class SparkEngine:
         if self.encoding == "codes":
             codes = self._validate_codes(df, cols, classes)
         else:
-            codes = self._validate_raw(df, cols, classes, policies)
+            codes, keep = self._validate_raw(df, cols, classes, policies, na_values)
+            if keep is not None:
+                df = df.where(keep)
         self._codes = df.select(
             *[
                 c.cast(_code_type(a.size)).alias(f"c{i}")
@@ -673,6 +707,16 @@ class SparkEngine:
         self._sum_hash = int(res[-1] or 0) % (1 << 64)
         return res
 
+    def _value_counts(self, df: Any, value: Any, where: Any) -> tuple[list[Any], int]:
+        """The most frequent offending values with their rows (as the pandas path shows them)."""
+        from pyspark.sql import functions as F
+
+        sel = df.where(where).select(value.alias("v")).where(F.col("v").isNotNull())
+        top = sel.groupBy("v").count().orderBy(F.col("count").desc(), F.col("v")).limit(MAX_SHOWN)
+        vals = [(r[0], int(r[1])) for r in self._run("offending values", top.collect)]
+        (nd,) = self._run("offending values", sel.agg(F.countDistinct("v")).first)
+        return vals, int(nd)
+
     def _validate_codes(self, df: Any, cols: Mapping[str, Any], classes: Mapping[str, str]) -> list[Any]:
         """Same checks and messages as the numpy engine, as one aggregate job."""
         from pyspark.sql import functions as F
@@ -713,34 +757,39 @@ class SparkEngine:
         cols: Mapping[str, Any],
         classes: Mapping[str, str],
         policies: Mapping[str, str],
-    ) -> list[Any]:
+        na_values: Sequence[str] = (),
+    ) -> tuple[list[Any], Any]:
         from pyspark.sql import functions as F
 
 
         encs = [
-            encode_column(a, cols[a.name], classes[a.name], policies[a.name])
+            encode_column(a, cols[a.name], classes[a.name], policies[a.name], na_values)
             for a in self._domain.attributes
         ]
-        aggs = [F.count(F.lit(1))]
-        for a, (code, base, miss) in zip(self._domain.attributes, encs):
+        drops = [d for a, (_, _, _, d) in zip(self._domain.attributes, encs) if a.missing == "drop"]
+        keep = None
+        for d in drops:
+            keep = ~d if keep is None else keep & ~d
+        aggs = [F.count_if(keep) if keep is not None else F.count(F.lit(1))]
+        for a, (code, base, miss, _) in zip(self._domain.attributes, encs):
             c = cols[a.name]
             aggs += [
                 F.count_if(code.isNull() & miss),
                 F.count_if(code.isNull() & ~miss),
-                F.count_if(base.isNull() & code.isNotNull()),
+                F.count_if(base.isNull() & code.isNotNull() & ~miss),
                 self._count_nonnumeric(c, classes[a.name]),
             ]
         res = self._aggregate(df, aggs)
         problems: list[str] = []
         remapped: list[str] = []
-        for j, (a, (code, base, miss)) in enumerate(zip(self._domain.attributes, encs)):
+        for j, (a, (code, base, miss, _)) in enumerate(zip(self._domain.attributes, encs)):
             n_miss, n_unk, n_re, n_nonnum = (int(v) for v in res[1 + 4 * j : 5 + 4 * j])
             vals: list[Any] = []
             nd = 0
             if n_unk:
                 c, cls = cols[a.name], classes[a.name]
                 shown = _number(c, cls) if self._numeric_text(cls, n_nonnum) else c
-                vals, nd = self._distinct(df, shown, code.isNull() & ~miss)
+                vals, nd = self._value_counts(df, shown, code.isNull() & ~miss)
             found = problem_messages(a, policies[a.name], n_miss, n_unk, vals, nd)
             where = ([code.isNull() & miss] if n_miss else []) + ([code.isNull() & ~miss] if n_unk else [])
             problems += [msg + self._files(df, w) for msg, w in zip(found, where)]
@@ -749,7 +798,7 @@ class SparkEngine:
         raise_problems(problems, "raw values do not match the domain", UNKNOWN_HINT)
         warn_remapped(remapped, stacklevel=5)
         self._n = int(res[0])
-        return [code for code, _, _ in encs]
+        return [code for code, _, _, _ in encs], keep
 
     # -- the engine interface -------------------------------------------------------------------
     @property

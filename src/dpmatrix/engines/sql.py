@@ -4,10 +4,12 @@ inside DuckDB exactly as pandas frames are by :mod:`dpmatrix.encode`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..domain import Attribute
 from ..encode import mapping_kind
+from ..values import NUMBER_PATTERN, LabelIndex
 
 
 def quote_ident(name: str) -> str:
@@ -45,14 +47,33 @@ def sql_type_class(column_type: str) -> str:
 
 
 def sql_number(column_sql: str, column_type: str) -> str:
-    """DOUBLE value of a column (NULL when missing, non-numeric or NaN)."""
+    """DOUBLE value of a column (NULL when missing, not a number, NaN or infinite): the SQL twin
+    of :func:`dpmatrix.values.parse_number` (text must match :data:`NUMBER_PATTERN`)."""
     cls = sql_type_class(column_type)
-    x = f"CAST({column_sql} AS DOUBLE)" if cls in ("int", "float", "bool") else (
-        f"TRY_CAST({column_sql} AS DOUBLE)"
+    if cls == "int":
+        return f"CAST({column_sql} AS DOUBLE)"
+    if cls == "bool":
+        return "CAST(NULL AS DOUBLE)"
+    if cls == "float":
+        x = f"CAST({column_sql} AS DOUBLE)"
+        return f"(CASE WHEN isnan({x}) OR isinf({x}) THEN NULL ELSE {x} END)"
+    t = f"trim(CAST({column_sql} AS VARCHAR))"
+    x = f"TRY_CAST({t} AS DOUBLE)"
+    return (
+        f"(CASE WHEN regexp_full_match({t}, {quote_str(NUMBER_PATTERN)}) AND NOT isinf({x}) "
+        f"THEN {x} END)"
     )
-    if cls == "int" or cls == "bool":
-        return x
-    return f"(CASE WHEN isnan({x}) THEN NULL ELSE {x} END)"
+
+
+def sql_missing(column_sql: str, column_type: str, na_values: Sequence[str] = ()) -> str:
+    """SQL twin of :func:`dpmatrix.values.is_missing`: NULL, NaN, blank text or a marker."""
+    cls = sql_type_class(column_type)
+    if cls == "float":
+        return f"({column_sql} IS NULL OR isnan(CAST({column_sql} AS DOUBLE)))"
+    if cls == "str":
+        markers = ", ".join(quote_str(m) for m in dict.fromkeys(["", *(str(v).strip() for v in na_values)]))
+        return f"({column_sql} IS NULL OR trim({column_sql}) IN ({markers}))"
+    return f"({column_sql} IS NULL)"
 
 
 def sql_label_key(column_sql: str, column_type: str) -> str:
@@ -76,26 +97,42 @@ def sql_label_key(column_sql: str, column_type: str) -> str:
 @dataclass(frozen=True)
 class EncodedSQL:
     """SQL expressions encoding one raw column: ``code`` (final code, NULL when the row has no
-    code), ``base`` (code before clip/other), ``missing`` (row has a missing value)."""
+    code), ``base`` (code before clip/other), ``missing`` (row has a missing value), ``drop``
+    (the row is left out: missing under ``missing="drop"``; ``FALSE`` otherwise)."""
 
     code: str
     base: str
     missing: str
+    drop: str = "FALSE"
+
+
+def _sql_double_list(xs: Sequence[float | None]) -> str:
+    return "[" + ", ".join("NULL" if x is None else _sql_double(x) for x in xs) + "]::DOUBLE[]"
 
 
 def sql_encode(
-    attr: Attribute, column_sql: str, column_type: str, policy: str = "error"
+    attr: Attribute,
+    column_sql: str,
+    column_type: str,
+    policy: str = "error",
+    na_values: Sequence[str] = (),
 ) -> EncodedSQL:
-    """The mapping of :func:`encode_column` as DuckDB SQL (CASE / list_position)."""
+    """The mapping of :func:`encode_column` as DuckDB SQL (CASE / list_position): labels by
+    exact text, then by the number a label stands for (:class:`dpmatrix.values.LabelIndex`)."""
     kind = mapping_kind(attr)
-    cls = sql_type_class(column_type)
-    missing = f"({column_sql} IS NULL)"
-    if cls == "float":
-        missing = f"({column_sql} IS NULL OR isnan(CAST({column_sql} AS DOUBLE)))"
+    missing = sql_missing(column_sql, column_type, na_values)
     clip_expr = None
     if kind == "labels":
+        index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
         labels = ", ".join(quote_str(lab) for lab in attr.labels)  # type: ignore[union-attr]
-        base = f"(list_position([{labels}]::VARCHAR[], {sql_label_key(column_sql, column_type)}) - 1)"
+        exact = f"list_position([{labels}]::VARCHAR[], {sql_label_key(column_sql, column_type)})"
+        nums = index.label_numbers()
+        if any(x is not None for x in nums):
+            v = sql_number(column_sql, column_type)
+            by_number = f"(CASE WHEN {v} IS NOT NULL THEN list_position({_sql_double_list(nums)}, {v}) END)"
+            base = f"(COALESCE({exact}, {by_number}) - 1)"
+        else:
+            base = f"({exact} - 1)"
     else:
         v = sql_number(column_sql, column_type)
         if kind == "bins":
@@ -107,7 +144,7 @@ def sql_encode(
             lo, hi, top = _sql_double(e[0]), _sql_double(e[-1]), k - 1
             clip_expr = f"(CASE WHEN {v} < {lo} THEN 0 WHEN {v} > {hi} THEN {top} ELSE {base} END)"
         else:
-            top = attr.size - 1
+            top = attr.n_values - 1
             integral = f"{v} = floor({v})"
             base = (
                 f"(CASE WHEN {integral} AND {v} >= 0 AND {v} <= {top} "
@@ -122,7 +159,11 @@ def sql_encode(
         code = clip_expr
     elif policy == "other" and attr.other_code is not None:
         code = f"COALESCE({base}, {attr.other_code})"
-    return EncodedSQL(code=code, base=base, missing=missing)
+    on_missing = {"category": str(attr.missing_code), "drop": "0"}.get(attr.missing, "NULL")
+    code = f"(CASE WHEN {missing} THEN {on_missing} ELSE {code} END)"
+    base = f"(CASE WHEN {missing} THEN NULL ELSE {base} END)"
+    drop = missing if attr.missing == "drop" else "FALSE"
+    return EncodedSQL(code=code, base=base, missing=missing, drop=drop)
 
 
 # -- infer a domain (opt-in) ---------------------------------------------------------------------

@@ -52,6 +52,19 @@ def _is_residual_plan(plan) -> bool:
     return isinstance(plan, HasClosure)
 
 
+def used_attributes(plan) -> tuple[int, ...] | None:
+    """Positions of the attributes a plan measures (the only columns read from the data), or
+    ``None`` when the plan does not say."""
+    if _is_residual_plan(plan):
+        sets = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
+    else:  # every mechanism measures a subset of the workload's attributes
+        sets = getattr(getattr(plan, "workload", None), "sets", None)
+        if sets is None:
+            return None
+    used = sorted({a for s in sets for a in s})
+    return tuple(used) if used else None
+
+
 def measure(
     plan,
     data,
@@ -64,6 +77,7 @@ def measure(
     store=None,
     encoding: str = "auto",
     on_unknown="error",
+    na_values=(),
 ):
     """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
@@ -118,6 +132,10 @@ def measure(
     on_unknown : {"error", "clip", "other"} or mapping, default "error"
         Raw values the domain does not cover: an error naming them, or clipped to the first/last
         bin, or mapped to the label ``"other"``; per column as ``{column: policy}``.
+    na_values : sequence of str, optional
+        Text markers that mean "missing" besides empty cells, None, NaN and NULL; what happens
+        to a missing value is each attribute's ``missing`` policy (see :mod:`dpmatrix.values`).
+        Only the attributes the plan measures are read and validated.
 
     Returns
     -------
@@ -136,7 +154,10 @@ def measure(
     """
     owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
     if owned:
-        engine = engine_for(data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown)
+        engine = engine_for(
+            data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown,
+            na_values=na_values, attributes=used_attributes(plan),
+        )  # fmt: skip
     if not _is_residual_plan(plan):
         if _lists_mechanisms(plan):
             if store is not None and store is not False:

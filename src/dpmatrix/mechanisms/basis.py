@@ -67,6 +67,7 @@ __all__ = [
     "AttributeBasis",
     "attribute_basis",
     "identity_basis",
+    "IdentityBasis",
     "is_identity",
 ]
 
@@ -347,13 +348,82 @@ def attribute_basis(W, S=None, construction: str = "centred") -> AttributeBasis:
     return _cached(Wa.shape, Wa.tobytes(), Sa.shape, Sa.tobytes(), construction_name(construction))
 
 
+class IdentityBasis:
+    """ResidualPlanner's basis of a plain (identity-workload) attribute of size ``n``, in O(n).
+
+    The same quantities as :func:`attribute_basis` of ``(I_n, I_n)`` (tested against it), from
+    closed forms: with ``Sub = Γ = Sub_n`` and ``G = Sub_n⁺`` (section 4.2), ``Sub⁺ Sub = K =
+    I − 11ᵀ/n`` (the centring projection), so ``β = max diag(K) = (n−1)/n``, the reconstructed
+    residual covariance per unit σ² is ``resid_cov = K``, ``W G Γ = K`` gives
+    ``trace_in = ||K||_F² = n − 1`` and ``diag_in = (n−1)/n``, and the total enters every cell as
+    ``a = 1/n`` so ``trace_out = 1/n`` and ``diag_out = 1/n²`` (Theorem 4.4). Planning reads only
+    these vectors and scalars; the ``n × n`` matrices (``W``, ``S``, ``Sub``, ``Gamma``,
+    ``Sub_inv``, ``resid_cov``) are built on first access, for the code that applies them.
+    """
+
+    construction = "centred"
+    is_identity = True
+    uniform_total = True
+
+    def __init__(self, n: int):
+        n = int(n)
+        if n < 1:
+            raise WorkloadError(f"an attribute needs at least one value, got n={n}")
+        self.n = n
+        self.beta = (n - 1) / n
+        self.trace_in = float(n - 1)
+        self.trace_out = 1.0 / n
+        self.diag_in = _ro(np.full(n, (n - 1) / n))
+        self.diag_out = _ro(np.full(n, 1.0 / n**2))
+        self.total_inv = _ro(np.full(n, 1.0 / n))
+
+    @property
+    def r(self) -> int:
+        return self.n - 1
+
+    @property
+    def m(self) -> int:
+        return self.n
+
+    @property
+    def n_noise(self) -> int:
+        return self.n
+
+    @cached_property
+    def W(self) -> np.ndarray:
+        return _ro(np.eye(self.n))
+
+    @cached_property
+    def S(self) -> np.ndarray:
+        return self.W
+
+    @cached_property
+    def Sub(self) -> np.ndarray:
+        return _ro(subtraction_matrix(self.n))
+
+    @cached_property
+    def Gamma(self) -> np.ndarray:
+        return self.Sub
+
+    @cached_property
+    def Sub_inv(self) -> np.ndarray:
+        return _ro(subtraction_pinv(self.n) if self.n > 1 else np.zeros((1, 0)))
+
+    @cached_property
+    def resid_cov(self) -> np.ndarray:
+        return _ro(np.eye(self.n) - 1.0 / self.n)
+
+    def __repr__(self) -> str:
+        return f"IdentityBasis(n={self.n})"
+
+
 @functools.cache
-def identity_basis(n: int) -> AttributeBasis:
+def identity_basis(n: int) -> IdentityBasis:
     """ResidualPlanner's basis for a plain (identity-workload) attribute of size ``n``.
 
     ``Sub = Γ = Sub_n`` so the noise is ``σ H z`` with ``z ~ N(0, I_n)`` (Algorithm 1);
     ``β = (n−1)/n``; ``K = I − 11ᵀ/n`` (the centring projection), so the cell-variance factors are
-    ``(n−1)/n`` in the residual set and ``1/n²`` outside it (Theorem 4.4).
+    ``(n−1)/n`` in the residual set and ``1/n²`` outside it (Theorem 4.4). O(n) to build
+    (:class:`IdentityBasis`).
     """
-    eye = np.eye(n)
-    return attribute_basis(eye, eye)
+    return IdentityBasis(n)

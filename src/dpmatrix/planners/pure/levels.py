@@ -493,30 +493,37 @@ def best_levels(
         if "haar" in kinds:
             candidates.append(("haar", 0))
     qkey = (q.shape, q.tobytes(), objective, shares)
+    # Planning is a pure function of its inputs: the cache holds each candidate's starting shares
+    # and its optimized shares under separate keys, and which candidates are optimized depends on
+    # the starting values only, never on what an earlier call happened to optimize.
     found: list[tuple[float, str, int, np.ndarray]] = []
-    pending: list[tuple[float, str, int, _Factor, tuple]] = []
+    pending: list[tuple[float, str, int, tuple]] = []
     for kind, b in candidates:
-        key = (qkey, kind, b)
-        if key in _SHARES_CACHE:
-            eta, v = _SHARES_CACHE[key]
+        key = (qkey, kind, b, "start")
+        if key not in _SHARES_CACHE:
+            mats = _cached_levels(kind, n, b)
+            fac = _Factor(q, [(h.T @ h).astype(float) for h in mats], objective)
+            if shares == "uniform" or len(mats) == 1:
+                eta = np.full(len(mats), 1.0 / len(mats))
+                _SHARES_CACHE[key] = (eta, fac.value(eta), True)
+            else:
+                _SHARES_CACHE[key] = (*_start(fac), False)
+        eta, v, final = _SHARES_CACHE[key]
+        if final:
             found.append((v, kind, b, eta))
-            continue
-        mats = _cached_levels(kind, n, b)
-        fac = _Factor(q, [(h.T @ h).astype(float) for h in mats], objective)
-        if shares == "uniform" or len(mats) == 1:
-            eta = np.full(len(mats), 1.0 / len(mats))
-            _SHARES_CACHE[key] = (eta, fac.value(eta))
-            found.append((_SHARES_CACHE[key][1], kind, b, eta))
         else:
-            st = _start(fac)
-            pending.append((st[1], kind, b, fac, st))
+            pending.append((v, kind, b, (eta, v)))
     # the most promising candidates at their starting shares are optimized (each start is the
-    # better of equal shares and the cube-root rule, so no candidate is ever worse than those)
-    pending.sort(key=lambda t: t[0])
-    for i, (v0, kind, b, fac, st) in enumerate(pending):
-        key = (qkey, kind, b)
+    # better of equal shares and the cube-root rule, so no candidate is ever worse than those);
+    # ties broken by (kind, branching) so that the order is total
+    pending.sort(key=lambda t: (t[0], t[1], t[2]))
+    for i, (v0, kind, b, st) in enumerate(pending):
+        key = (qkey, kind, b, "optimized")
         if i < REFINE:
-            _SHARES_CACHE[key] = _optimize_shares(fac, st)
+            if key not in _SHARES_CACHE:
+                mats = _cached_levels(kind, n, b)
+                fac = _Factor(q, [(h.T @ h).astype(float) for h in mats], objective)
+                _SHARES_CACHE[key] = _optimize_shares(fac, st)
             eta, v = _SHARES_CACHE[key]
         else:
             eta, v = st

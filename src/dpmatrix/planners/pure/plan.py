@@ -50,6 +50,9 @@ from .hierarchical import HierarchicalPlan, plan_hierarchical
 from .matrix_strategy import plan_pure_matrix
 from .max_objective import max_variance_budgets
 from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
+from .pidentity_plan import plan_pidentity, single_product
+from .pidentity_union import MAX_CELLS as _UNION_CELLS
+from .pidentity_union import plan_pidentity_union
 from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
 from .units import PureUnits, check_epsilon
@@ -586,6 +589,13 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     if strategy in ("hierarchical", "haar"):
         return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, objective=objective,
                                  variance_model=variance_model)
+    if strategy == "pidentity":
+        if objective != "sum":
+            raise PlanError("strategy='pidentity' minimizes the total variance (objective='sum'); "
+                            "for objective='max' use 'hierarchical', 'haar' or 'auto'")
+        if single_product(workload) is not None:
+            return plan_pidentity(workload, eps, variance_model=variance_model)
+        return plan_pidentity_union(workload, eps, variance_model=variance_model)
     if strategy != "auto":
         if strategy not in STRATEGIES:
             raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of "
@@ -596,12 +606,21 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
+    if objective == "sum" and single_product(workload) is not None:
+        candidates += [("pidentity", "optimal")]
+    elif objective == "sum" and workload.domain.cells(
+            tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
+        candidates += [("pidentity-union", "optimal")]
     skipped: set[str] = set()
     for name, bud in candidates:
         if name in skipped:
             continue
         try:
-            if name in ("hierarchical", "haar", "per-attribute best"):
+            if name == "pidentity":
+                p = plan_pidentity(workload, eps, variance_model=variance_model)
+            elif name == "pidentity-union":
+                p = plan_pidentity_union(workload, eps, variance_model=variance_model)
+            elif name in ("hierarchical", "haar", "per-attribute best"):
                 p = plan_hierarchical(workload, eps, strategy="auto" if name == "per-attribute best" else name,
                                       budgeting=bud, objective=objective, variance_model=variance_model)
             else:
