@@ -136,6 +136,12 @@ class PlanBase(ABC):
     #: The data domain the plan was made for (a dataclass field or a property of the subclass).
     domain: Domain
 
+    #: The budget the plan was planned with (set by :func:`dpmatrix.plan`; ``None`` for a plan
+    #: read from a file or made by a planner function directly). An (ε, δ) budget remembers the
+    #: accounting it was converted with, and :func:`dpmatrix.measure` refuses noise whose stated ε
+    #: would exceed the asked one (:meth:`~dpmatrix.privacy.Budget.holds_for`).
+    planned_budget: Budget | None = None
+
     @property
     @abstractmethod
     def budget(self) -> Budget:

