@@ -4,6 +4,7 @@ any data are read. Data: the esoph case-control study (R ``datasets``, via ``rda
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -97,3 +98,35 @@ def test_rho_and_mu_budgets_hold_for_every_noise():
     for b in (dm.Budget.zcdp(0.5), dm.Budget.gdp(1.0), dm.Budget.pure(1.0)):
         assert b.accounting is None
         assert all(b.holds_for(n) for n in ("auto", "discrete_gaussian", "lattice_gaussian", "gaussian"))
+
+
+# -- a saved plan states what its default release will state -------------------------------------
+def test_plan_file_privacy_is_the_default_release_statement(esoph, tmp_path):
+    from dpmatrix.plan_file import load_plan
+
+    dom, records = esoph
+    for kind, (wk, kw) in _workloads(dom).items():
+        for budget in (dict(rho=0.5), dict(epsilon=1.0, delta=1e-6)):
+            plan = dm.plan(wk, **budget, **kw)
+            stated = plan.to_dict()["privacy"]
+            delta = budget.get("delta", 1e-9)
+            # no mu: the default noise is discrete (or lattice), mu-GDP is not established for it
+            assert stated["mu"] is None and stated["accounting"] == DISCRETE_ZCDP, kind
+            assert stated["delta"] == delta
+            # the zCDP conversion of the plan's own rho (Canonne-Kamath-Steinke Cor. 13) ...
+            assert stated["epsilon"] == pytest.approx(stated_epsilon(2 * plan.rho, delta, DISCRETE_ZCDP), rel=1e-12)
+            # ... which is what the default release's manifest states, up to rounding sigma up
+            meas = plan.measure(records)
+            released = privacy_summary(meas.plan, noise=meas.noise, delta=delta)
+            assert released["epsilon"] <= stated["epsilon"] <= released["epsilon"] * (1 + 1e-3)
+            assert released["mu"] is None
+            if "epsilon" in budget:
+                assert stated["epsilon"] <= budget["epsilon"]
+            # a saved plan file with the new statement loads, and so does an old one (with mu)
+            path = tmp_path / "plan.json"
+            plan.to_json(path)
+            assert load_plan(path).rho == pytest.approx(plan.rho, rel=1e-12)
+            old = plan.to_dict()
+            old["privacy"] = {"pcost": plan.pcost, "rho": plan.rho, "mu": plan.mu}
+            path.write_text(json.dumps(old))
+            assert load_plan(path).rho == pytest.approx(plan.rho, rel=1e-12)

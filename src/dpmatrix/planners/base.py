@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..defaults import DEFAULT_DELTA
 from ..domain import Domain
 from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
@@ -141,6 +142,41 @@ class PlanBase(ABC):
     #: accounting it was converted with, and :func:`dpmatrix.measure` refuses noise whose stated ε
     #: would exceed the asked one (:meth:`~dpmatrix.privacy.Budget.holds_for`).
     planned_budget: Budget | None = None
+
+    def default_privacy(self, delta: float | None = None) -> dict[str, Any]:
+        """What the plan's default (secure) release will state: :func:`dpmatrix.statement.privacy_summary`
+        for the noise :func:`dpmatrix.measure` draws without ``noise=`` or ``rng=`` (the
+        exact discrete Gaussian, or lattice noise for real-valued strategies: ρ-zCDP and ε by the
+        zCDP conversion, no μ) — the function a release's manifest states with. Written as the
+        ``privacy`` of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        delta : float, optional
+            δ at which ε is stated; default: the asked δ of a plan planned with an (ε, δ)
+            budget, else :data:`~dpmatrix.defaults.DEFAULT_DELTA`.
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=0.5)
+        >>> p = plan.default_privacy()
+        >>> p["mu"], p["accounting"], round(p["epsilon"], 5)
+        (None, 'discrete_gaussian_zcdp', 6.47407)
+        """
+        from ..measure.secure import resolve_noise
+        from ..protocols import HasSecureNoise
+        from ..statement import privacy_summary
+
+        if delta is None:
+            asked = self.planned_budget.asked if self.planned_budget is not None else None
+            delta = asked[1] if asked is not None else DEFAULT_DELTA
+        noise = self.secure_noise if isinstance(self, HasSecureNoise) else resolve_noise(self, "auto")
+        return privacy_summary(self, noise=noise, delta=float(delta))
 
     @property
     @abstractmethod

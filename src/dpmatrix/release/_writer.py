@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..defaults import DEFAULT_DELTA as _DEFAULT_DELTA
 from ..errors import DPMatrixError, ReleaseError
 from ..jsonfile import json_float
 from ..protocols import HasClosure
@@ -68,7 +69,7 @@ DEFAULT_FORMATS = ("parquet",)
 
 
 #: default δ at which ε is reported when the budget was not given as (ε, δ)
-DEFAULT_DELTA = 1e-9
+DEFAULT_DELTA = _DEFAULT_DELTA
 
 
 #: how a release measured outside the release workflow without a ledger is recorded
