@@ -741,8 +741,10 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
             finally:
                 gate.close()
             anchor = entry.anchor() if entry is not None else None
+            if anchor is not None:  # the measurements carry their ledger entry; the manifest reads it there
+                meas = meas.with_ledger(anchor)
             path = write_release(
-                meas, out, progress=progress, notes=notes, ledger=anchor,
+                meas, out, progress=progress, notes=notes,
                 derived=_report_writer if report else None, **write_opts,
             )  # fmt: skip
     except BaseException:

@@ -130,3 +130,30 @@ def test_plan_file_privacy_is_the_default_release_statement(esoph, tmp_path):
             old["privacy"] = {"pcost": plan.pcost, "rho": plan.rho, "mu": plan.mu}
             path.write_text(json.dumps(old))
             assert load_plan(path).rho == pytest.approx(plan.rho, rel=1e-12)
+
+
+# -- measurements carry their own provenance -----------------------------------------------------
+def test_measurements_outside_the_workflow_say_not_in_any_ledger_and_the_workflow_overwrites_it(esoph, tmp_path):
+    from dpmatrix.ledger import Ledger
+    from dpmatrix.reconstruct.provenance import Provenance
+
+    dom, records = esoph
+    wk, _ = _workloads(dom)["residual (discrete noise)"]
+    plan = dm.plan(wk, rho=0.5)
+    meas = dm.measure(plan, records)
+    assert meas.provenance == Provenance("not in any ledger", "os_csprng")
+    with pytest.raises(Exception):  # frozen
+        meas.provenance.ledger = {"entry": 1}
+    # the manifest (and so the report) read it from the measurements
+    dm.write_release(meas, tmp_path / "outside")
+    manifest = json.loads((tmp_path / "outside" / "manifest.json").read_text())
+    assert manifest["ledger"] == {"status": "not in any ledger"}
+    assert dm.load_release(tmp_path / "outside").measurements.provenance.ledger == "not in any ledger"
+    # the workflow charges a ledger entry and the measurements it returns name it
+    led = Ledger(tmp_path / "l.sqlite3")
+    done = dm.publish(plan, records, tmp_path / "inside", dataset="esoph", ledger=led, report=False)
+    prov = done.measurements.provenance
+    assert prov.in_ledger and prov.ledger["entry"] == led.rows()[0]["id"] and prov.randomness == "os_csprng"
+    manifest = json.loads((tmp_path / "inside" / "manifest.json").read_text())
+    assert manifest["ledger"] == dict(prov.ledger)
+    assert dict(dm.load_release(tmp_path / "inside").measurements.provenance.ledger) == manifest["ledger"]
