@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.errors import BudgetError
+from dpmatrix.errors import BudgetError, PlanError
 from dpmatrix.privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
 from dpmatrix.statement import privacy_summary
 
@@ -157,3 +157,27 @@ def test_measurements_outside_the_workflow_say_not_in_any_ledger_and_the_workflo
     manifest = json.loads((tmp_path / "inside" / "manifest.json").read_text())
     assert manifest["ledger"] == dict(prov.ledger)
     assert dict(dm.load_release(tmp_path / "inside").measurements.provenance.ledger) == manifest["ledger"]
+
+
+def test_a_saved_plan_remembers_its_continuous_conversion(esoph, tmp_path):
+    from dpmatrix.plan_file import load_plan
+
+    dom, records = esoph
+    for kind, (wk, kw) in _workloads(dom).items():
+        plan = dm.plan(wk, budget=dm.Budget.approx(1.0, 1e-9, noise="gaussian"), **kw)
+        path = tmp_path / f"{kind}.json"
+        plan.to_json(path)
+        spec = json.loads(path.read_text())
+        assert spec["privacy"]["asked"] == {"epsilon": 1.0, "delta": 1e-9, "accounting": ANALYTIC}
+        # it states what its default (discrete) release would: above the ask, so that is refused
+        assert spec["privacy"]["epsilon"] > 1.0
+        for loaded in (load_plan(path), dm.Plan.from_json(path)):
+            assert loaded.planned_budget.accounting == ANALYTIC
+            with pytest.raises(BudgetError, match="gaussian_float"):
+                loaded.measure(records)
+            meas = loaded.measure(records, noise="gaussian_float")
+            assert _stated(meas, 1e-9)["epsilon"] <= 1.0
+        spec["privacy"]["asked"]["accounting"] = "made_up"
+        path.write_text(json.dumps(spec))
+        with pytest.raises(PlanError, match="accounting"):
+            load_plan(path)

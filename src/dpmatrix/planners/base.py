@@ -70,7 +70,7 @@ from ..domain import Domain
 from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
 from ..measure.measure_plan import measure
-from ..privacy import Budget
+from ..privacy import NOISE_ACCOUNTING, Budget
 from ..protocols import PlanFacts
 from ..solvers.svd_bound import SVDBound
 from .formats import plan_class
@@ -292,7 +292,31 @@ class PlanBase(ABC):
         planner; a subclass reads its own format)."""
         if not isinstance(spec, Mapping):
             raise PlanError("a plan description is a JSON object")
-        return plan_class(spec.get("format")).from_dict(dict(spec))
+        plan = plan_class(spec.get("format")).from_dict(dict(spec))
+        privacy = spec.get("privacy")
+        asked = privacy.get("asked") if isinstance(privacy, Mapping) else None
+        if asked is not None:  # the (epsilon, delta) it was planned with, and how it was converted
+            try:
+                budget = Budget(plan.pcost, accounting=str(asked["accounting"]),
+                                asked=(float(asked["epsilon"]), float(asked["delta"])))
+            except (KeyError, TypeError, ValueError, DPMatrixError):
+                raise PlanError(f"privacy.asked must be {{epsilon, delta, accounting}}, got {asked!r}") from None
+            if budget.accounting not in NOISE_ACCOUNTING.values():
+                raise PlanError(f"privacy.asked.accounting {budget.accounting!r} is not one of "
+                                f"{sorted(set(NOISE_ACCOUNTING.values()))}")
+            object.__setattr__(plan, "planned_budget", budget)
+        return plan
+
+    def _privacy_spec(self) -> dict[str, Any]:
+        """The ``privacy`` of :meth:`to_dict`: :meth:`default_privacy`, and for a plan planned
+        with an (ε, δ) budget that budget and its conversion (``asked``), read back by
+        :meth:`from_dict` so that a saved plan still refuses noise the conversion does not
+        hold for."""
+        out = self.default_privacy()
+        b = self.planned_budget
+        if b is not None and b.asked is not None:
+            out["asked"] = {"epsilon": b.asked[0], "delta": b.asked[1], "accounting": b.accounting}
+        return out
 
     def to_json(self, path: str | Path | None = None) -> str:
         """:meth:`to_dict` as JSON text, also written to ``path`` when given."""

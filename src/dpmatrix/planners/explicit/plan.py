@@ -289,7 +289,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
             "strategy": self.strategy.tolist(),
             "sigma2": json_float(self.sigma2),
             "residuals": [],
-            "privacy": self.default_privacy(),  # what the default release states
+            "privacy": self._privacy_spec(),  # what the default release states
         }
 
     @classmethod
