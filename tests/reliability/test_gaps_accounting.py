@@ -4,6 +4,7 @@ any data are read. Data: the esoph case-control study (R ``datasets``, via ``rda
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -142,7 +143,7 @@ def test_measurements_outside_the_workflow_say_not_in_any_ledger_and_the_workflo
     plan = dm.plan(wk, rho=0.5)
     meas = dm.measure(plan, records)
     assert meas.provenance == Provenance("not in any ledger", "os_csprng")
-    with pytest.raises(Exception):  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
         meas.provenance.ledger = {"entry": 1}
     # the manifest (and so the report) read it from the measurements
     dm.write_release(meas, tmp_path / "outside")
