@@ -4,8 +4,11 @@ against both caps (ε, and ρ = ε²/2, Bun & Steinke 2016 Prop. 1.4)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+import dpmatrix as dm
 from dpmatrix.ledger import BudgetExceededError, Ledger
 
 from ._support import NO_REPORT, assert_one_line_error, release_args, run
@@ -61,3 +64,19 @@ def test_gaussian_release_on_the_command_line_is_refused_before_counting(small, 
     assert_one_line_error(rc, err, "no finite pure epsilon", "--rho")
     assert not (small / "rel").exists()
     assert Ledger(led).spent("people").rho == 0
+
+
+def test_a_saved_continuous_conversion_released_with_default_noise_is_refused_and_charges_nothing(small, capsys):
+    dom = dm.Domain.from_json(small / "domain.json")
+    dm.plan(dm.Workload(dom, [("age", "sex")]), budget=dm.Budget.approx(1.0, 1e-9, noise="gaussian")).to_json(
+        small / "plan.json")
+    argv = ["release", small / "people.csv", "--domain", small / "domain.json", "--plan", small / "plan.json",
+            "--out", small / "rel", "--ledger", small / "ledger.sqlite3", "-q", NO_REPORT]
+    rc, _, err = run(capsys, *argv)
+    assert_one_line_error(rc, err, 'noise="gaussian_float"', "1 asked")
+    assert not (small / "rel").exists()
+    led = Ledger(small / "ledger.sqlite3")
+    assert led.spent("people").rho == 0 and [r["status"] for r in led.rows()] == ["refused"]
+    rc, _, err = run(capsys, *argv, "--noise", "gaussian_float")  # the noise it was converted for
+    assert rc == 0, err
+    assert json.loads((small / "rel" / "manifest.json").read_text())["privacy"]["epsilon"] <= 1.0
