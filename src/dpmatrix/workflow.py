@@ -55,7 +55,7 @@ from .engines import Closable
 from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning
-from .measure.measure_plan import used_attributes
+from .measure.measure_plan import check_budget_holds, used_attributes
 from .plan_file import check_needed_residuals
 from .protocols import HasClosure
 from .release import (
@@ -599,6 +599,7 @@ def publish(
             InsecureRandomnessWarning, stacklevel=2,
         )  # fmt: skip
     check_needed_residuals(plan)
+    check_budget_holds(plan, noise_arg, rng)  # the noise drawn keeps the asked (epsilon, delta)
     check_columns(plan.domain.names)
     size = estimate_size(plan.workload, formats=len(formats), spill=spill)
     check_size(size, max_cells)
@@ -741,8 +742,10 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
             finally:
                 gate.close()
             anchor = entry.anchor() if entry is not None else None
+            if anchor is not None:  # the measurements carry their ledger entry; the manifest reads it there
+                meas = meas.with_ledger(anchor)
             path = write_release(
-                meas, out, progress=progress, notes=notes, ledger=anchor,
+                meas, out, progress=progress, notes=notes,
                 derived=_report_writer if report else None, **write_opts,
             )  # fmt: skip
     except BaseException:

@@ -65,11 +65,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..defaults import DEFAULT_DELTA
 from ..domain import Domain
 from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
 from ..measure.measure_plan import measure
-from ..privacy import Budget
+from ..privacy import NOISE_ACCOUNTING, Budget
 from ..protocols import PlanFacts
 from ..solvers.svd_bound import SVDBound
 from .formats import plan_class
@@ -135,6 +136,47 @@ class PlanBase(ABC):
     # -- what the plan is about -----------------------------------------------------------------
     #: The data domain the plan was made for (a dataclass field or a property of the subclass).
     domain: Domain
+
+    #: The budget the plan was planned with (set by :func:`dpmatrix.plan`; ``None`` for a plan
+    #: read from a file or made by a planner function directly). An (ε, δ) budget remembers the
+    #: accounting it was converted with, and :func:`dpmatrix.measure` refuses noise whose stated ε
+    #: would exceed the asked one (:meth:`~dpmatrix.privacy.Budget.holds_for`).
+    planned_budget: Budget | None = None
+
+    def default_privacy(self, delta: float | None = None) -> dict[str, Any]:
+        """What the plan's default (secure) release will state: :func:`dpmatrix.statement.privacy_summary`
+        for the noise :func:`dpmatrix.measure` draws without ``noise=`` or ``rng=`` (the
+        exact discrete Gaussian, or lattice noise for real-valued strategies: ρ-zCDP and ε by the
+        zCDP conversion, no μ) — the function a release's manifest states with. Written as the
+        ``privacy`` of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        delta : float, optional
+            δ at which ε is stated; default: the asked δ of a plan planned with an (ε, δ)
+            budget, else :data:`~dpmatrix.defaults.DEFAULT_DELTA`.
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=0.5)
+        >>> p = plan.default_privacy()
+        >>> p["mu"], p["accounting"], round(p["epsilon"], 5)
+        (None, 'discrete_gaussian_zcdp', 6.47407)
+        """
+        from ..measure.secure import resolve_noise
+        from ..protocols import HasSecureNoise
+        from ..statement import privacy_summary
+
+        if delta is None:
+            asked = self.planned_budget.asked if self.planned_budget is not None else None
+            delta = asked[1] if asked is not None else DEFAULT_DELTA
+        noise = self.secure_noise if isinstance(self, HasSecureNoise) else resolve_noise(self, "auto")
+        return privacy_summary(self, noise=noise, delta=float(delta))
 
     @property
     @abstractmethod
@@ -250,7 +292,31 @@ class PlanBase(ABC):
         planner; a subclass reads its own format)."""
         if not isinstance(spec, Mapping):
             raise PlanError("a plan description is a JSON object")
-        return plan_class(spec.get("format")).from_dict(dict(spec))
+        plan = plan_class(spec.get("format")).from_dict(dict(spec))
+        privacy = spec.get("privacy")
+        asked = privacy.get("asked") if isinstance(privacy, Mapping) else None
+        if asked is not None:  # the (epsilon, delta) it was planned with, and how it was converted
+            try:
+                budget = Budget(plan.pcost, accounting=str(asked["accounting"]),
+                                asked=(float(asked["epsilon"]), float(asked["delta"])))
+            except (KeyError, TypeError, ValueError, DPMatrixError):
+                raise PlanError(f"privacy.asked must be {{epsilon, delta, accounting}}, got {asked!r}") from None
+            if budget.accounting not in NOISE_ACCOUNTING.values():
+                raise PlanError(f"privacy.asked.accounting {budget.accounting!r} is not one of "
+                                f"{sorted(set(NOISE_ACCOUNTING.values()))}")
+            object.__setattr__(plan, "planned_budget", budget)
+        return plan
+
+    def _privacy_spec(self) -> dict[str, Any]:
+        """The ``privacy`` of :meth:`to_dict`: :meth:`default_privacy`, and for a plan planned
+        with an (ε, δ) budget that budget and its conversion (``asked``), read back by
+        :meth:`from_dict` so that a saved plan still refuses noise the conversion does not
+        hold for."""
+        out = self.default_privacy()
+        b = self.planned_budget
+        if b is not None and b.asked is not None:
+            out["asked"] = {"epsilon": b.asked[0], "delta": b.asked[1], "accounting": b.accounting}
+        return out
 
     def to_json(self, path: str | Path | None = None) -> str:
         """:meth:`to_dict` as JSON text, also written to ``path`` when given."""

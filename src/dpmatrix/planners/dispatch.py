@@ -106,11 +106,20 @@ def plan(
     largest = max(domain.sizes) if domain is not None and len(domain) else 0
     with blas_threads_for(largest):  # per-attribute matrices: one BLAS thread (linalg/threads.py)
         if targets is not None:
-            return _plan_from_targets(workload, budget, planner, objective, targets, target_kind, options)
+            return _remember(_plan_from_targets(workload, budget, planner, objective, targets, target_kind, options),
+                             budget)
         spec = _planner_for(planner, budget)
         if objective is not None:
             options["objective"] = objective
-        return spec.plan(workload, budget, build_options(spec, options))
+        return _remember(spec.plan(workload, budget, build_options(spec, options)), budget)
+
+
+def _remember(plan_: Any, budget: Budget | None) -> Any:
+    """The plan, told the budget it was planned with (:attr:`PlanBase.planned_budget`), so that a
+    measurement can refuse noise the budget's (ε, δ) conversion does not hold for."""
+    if budget is not None and isinstance(plan_, PlanBase):
+        object.__setattr__(plan_, "planned_budget", budget)  # plans are frozen dataclasses
+    return plan_
 
 
 def budget_of(budget: Budget | None = None, *, pcost: float | None = None, rho: float | None = None,
@@ -134,8 +143,10 @@ def budget_of(budget: Budget | None = None, *, pcost: float | None = None, rho: 
             raise BudgetError("pure epsilon-DP (delta=0) needs epsilon=")
         return Budget.pure(check_epsilon(epsilon))
     keywords = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
-    if not keywords and (budget is None or (isinstance(budget, Budget) and budget.is_pure)):
-        return budget
+    if not keywords and (budget is None or isinstance(budget, Budget)):
+        return budget  # kept whole: a converted (epsilon, delta) remembers its accounting
+    if epsilon is not None and delta is not None and not any(v is not None for v in (pcost, rho, mu, budget)):
+        return Budget.approx(epsilon, delta)  # converted for the secure (discrete) default noise
     return Budget(resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu, budget=budget))
 
 

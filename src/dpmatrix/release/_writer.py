@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..defaults import DEFAULT_DELTA as _DEFAULT_DELTA
 from ..errors import DPMatrixError, ReleaseError
 from ..jsonfile import json_float
 from ..protocols import HasClosure
+from ..reconstruct.provenance import NOT_IN_LEDGER as _NOT_IN_LEDGER
 from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
 from ..statement import check_delta, privacy_summary
 from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
@@ -68,11 +70,11 @@ DEFAULT_FORMATS = ("parquet",)
 
 
 #: default δ at which ε is reported when the budget was not given as (ε, δ)
-DEFAULT_DELTA = 1e-9
+DEFAULT_DELTA = _DEFAULT_DELTA
 
 
 #: how a release measured outside the release workflow without a ledger is recorded
-NOT_IN_LEDGER = "not in any ledger"
+NOT_IN_LEDGER = _NOT_IN_LEDGER
 
 #: the first lines of ``README.txt`` of a release whose noise came from a seeded generator
 NOT_PRIVATE_README = (
@@ -154,8 +156,9 @@ def write_release(
         no privacy cost.
     ledger : mapping, optional
         The ledger entry this release was charged to (:meth:`dpmatrix.Ledger.anchor`), recorded
-        in the manifest; ``None``: the manifest says the release is "not in any ledger" (as
-        for measurements made outside :func:`dpmatrix.publish`).
+        in the manifest; ``None``: what the measurements' own provenance says
+        (``measurements.provenance``: the entry :func:`dpmatrix.publish` charged, or "not in
+        any ledger" for measurements made outside it).
     derived : callable, optional
         Called with the finished stage folder (a complete release) before it replaces
         ``out_dir``, while the lock is held; writes files derived from the release (the
@@ -201,7 +204,9 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
-            extra = {"ledger": dict(ledger) if ledger else {"status": NOT_IN_LEDGER}}
+            # the ledger entry the measurements carry (dpmatrix.publish sets it; "not in any
+            # ledger" for dpmatrix.measure outside the workflow), unless the caller names one
+            extra = {"ledger": dict(ledger) if ledger else measurements.provenance.manifest_ledger()}
             if isinstance(plan, HasClosure):
                 _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round,
                              extra)  # fmt: skip
