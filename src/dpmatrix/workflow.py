@@ -56,7 +56,9 @@ from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning
 from .measure.measure_plan import used_attributes
+from .measure.unit_records import bounded_records
 from .plan_file import check_needed_residuals
+from .privacy import Budget
 from .protocols import HasClosure
 from .release import (
     DEFAULT_DELTA,
@@ -77,6 +79,7 @@ from .sizing import (
     describe_size,
     estimate_size,
 )
+from .unit import Unit, person_budget
 
 __all__ = ["Published", "check_header", "check_memory", "check_output", "open_source", "publish", "write_report_into"]
 
@@ -441,12 +444,15 @@ def _is_pure(plan) -> bool:
     return plan.budget.is_pure
 
 
-def _charge(plan) -> dict[str, float]:
+def _charge(plan, unit: Unit | None = None) -> dict[str, float]:
     """What the ledger is charged: ρ for a zCDP plan (the rounded-up σ of discrete noise spends
-    at most that), ε for a pure ε-DP plan (the ledger adds ρ = ε²/2)."""
+    at most that), ε for a pure ε-DP plan (the ledger adds ρ = ε²/2); with a privacy unit, the
+    per-person cost (ρ·k², ε·k: :func:`dpmatrix.unit.person_budget`), which protects the person."""
     if _is_pure(plan):
-        return {"epsilon": float(plan.pure_epsilon)}
-    return {"rho": float(plan.rho)}
+        eps = float(plan.pure_epsilon)
+        return {"epsilon": eps if unit is None else person_budget(Budget.pure(eps), unit).pure_epsilon}
+    rho = float(plan.rho)
+    return {"rho": rho if unit is None else rho * unit.max_records**2}
 
 
 def _existing_anchor(out: Path) -> dict | None:
@@ -500,6 +506,7 @@ def publish(
     notes: Mapping[str, Any] | None = None,
     na_values: Sequence[str] = (),
     on_note: Callable[[str], None] | None = None,
+    privacy_unit: Unit | None = None,
 ) -> Published:
     """Measure ``data`` with ``plan`` and publish the release in ``out``, charged to a
     privacy-budget ledger first (the steps and their guarantees are in the module docstring).
@@ -556,6 +563,12 @@ def publish(
         Extra JSON-ready facts for the manifest (nothing computed from the data).
     on_note : callable, optional
         Receives one-line progress notes (the ledger's totals before this release).
+    privacy_unit : Unit, optional
+        Protect a person with up to ``k`` records (default: the plan's,
+        ``dm.plan(..., privacy_unit=unit)``, whose budget is then the record-level one): the
+        records are read with the identifier column and bounded to ``k`` per identifier in memory
+        (:mod:`dpmatrix.measure.unit_records`; every engine), the ledger is charged the per-person
+        cost (ρ·k², ε·k) and the manifest, README.txt, report and ledger note name the unit.
 
     Returns
     -------
@@ -628,7 +641,9 @@ def publish(
             problems = led.verify_anchor(earlier, f"the earlier release in {str(out)!r}")
             if problems:
                 raise LedgerError(f"{problems[0]}; refusing to charge this release to {str(led.path)!r}")
-    charge = _charge(plan)
+    unit = privacy_unit if privacy_unit is not None else plan.privacy_unit
+    charge = _charge(plan, unit)
+    entry_note = f"release to {out}" + (f"; privacy unit: {unit.describe()}" if unit is not None else "")
     work: Path | None = None
     with output_lock(out_abs) as fresh:
         if fresh:
@@ -645,7 +660,11 @@ def publish(
                 "spark_executor_timeout": spark_executor_timeout, "na_values": na_values,
                 "attributes": used_attributes(plan),
             }  # fmt: skip
-            if engine == "spark":
+            if unit is not None:  # bounded per person in memory, then counted by numpy (unit_records)
+                names = [plan.domain.names[i] for i in (opened["attributes"] or range(len(plan.domain)))]
+                bounded = bounded_records(data, names, unit, data_format=data_format, delimiter=delimiter)
+                eng = open_source(bounded, plan.domain, **{**opened, "engine": "numpy"})
+            elif engine == "spark":
                 # data a cluster holds (URIs, folders of part files, tables) are identified by the
                 # engine's fingerprint, computed in the executors while the records are validated:
                 # the driver never reads them, and nothing is counted before the charge
@@ -660,13 +679,14 @@ def publish(
             if work is not None:
                 shutil.rmtree(work, ignore_errors=True)
             if led is not None and fp is not None and isinstance(exc, DPMatrixError):
-                led.record_refusal(dataset, fp, reason=_why(exc), note=f"release to {out}", **charge)
+                led.record_refusal(dataset, fp, reason=_why(exc), note=entry_note, **charge)
             raise
         try:
             return _measure_and_write(
                 plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
                 {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
-                     "reproducible": rng is not None}, _with_encoding(notes, eng), report, size,
+                     "reproducible": rng is not None, "privacy_unit": unit}, _with_encoding(notes, eng), report, size,
+                entry_note,
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -711,7 +731,7 @@ def dataset_name(data: str) -> str:
 
 
 def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spill, work, progress, say,
-                       write_opts, notes, report, size) -> Published:  # fmt: skip
+                       write_opts, notes, report, size, entry_note) -> Published:  # fmt: skip
     from contextlib import nullcontext
 
     from tqdm.auto import tqdm
@@ -720,7 +740,7 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
     reservation = None
     try:
         if led is not None:
-            reservation = led.reserve(dataset, fp, note=f"release to {out}", **charge)
+            reservation = led.reserve(dataset, fp, note=entry_note, **charge)
         with reservation if reservation is not None else nullcontext() as entry:
             if led is not None:
                 s = led.spent(dataset, fp)
@@ -733,7 +753,7 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                     + _epsilon_note(plan, noise, rng, write_opts["delta"]))
             try:
                 meas = plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise,
-                                    store=(work / "store") if spill else None)  # fmt: skip
+                                    store=(work / "store") if spill else None, privacy_unit=False)  # fmt: skip
             except BaseException as exc:
                 if entry is not None and not gate.counted:
                     entry.refuse(_why(exc))  # nothing was counted: no noise exists
