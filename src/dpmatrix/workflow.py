@@ -79,7 +79,7 @@ from .sizing import (
     describe_size,
     estimate_size,
 )
-from .unit import Unit, person_budget
+from .unit import Unit, person_budget, unit_privacy
 
 __all__ = ["Published", "check_header", "check_memory", "check_output", "open_source", "publish", "write_report_into"]
 
@@ -750,7 +750,7 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                 say(f"ledger {led.path}: dataset {dataset!r} has spent {kind} = {total - next(iter(charge.values())):.6g}"
                     + (f" of its cap {cap:.6g}" if cap is not None else " (no cap set)")
                     + f" before this release of {kind} = {next(iter(charge.values())):.6g}"
-                    + _epsilon_note(plan, noise, rng, write_opts["delta"]))
+                    + _epsilon_note(plan, noise, rng, write_opts["delta"], write_opts["privacy_unit"]))
             try:
                 meas = plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise,
                                     store=(work / "store") if spill else None, privacy_unit=False)  # fmt: skip
@@ -777,9 +777,10 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                      (Path(path) / REPORT_FILE) if report else None, size)  # fmt: skip
 
 
-def _epsilon_note(plan, noise: str | None, rng: Any, delta: float) -> str:
+def _epsilon_note(plan, noise: str | None, rng: Any, delta: float, unit: Unit | None = None) -> str:
     """`` (epsilon = E at delta = d)``: the statement of the noise this release draws, by the
-    function that writes the manifest's (empty for pure ε-DP, whose charge is ε itself)."""
+    function that writes the manifest's (empty for pure ε-DP, whose charge is ε itself); with a
+    privacy unit, the per-person statement (the charge is per person)."""
     if _is_pure(plan):
         return ""
     from .measure.secure import resolve_noise
@@ -790,7 +791,10 @@ def _epsilon_note(plan, noise: str | None, rng: Any, delta: float) -> str:
             kind = "gaussian"
         else:
             kind = resolve_noise(plan, noise or "auto")
-        eps = privacy_summary(plan, noise=kind, delta=delta)["epsilon"]
+        stated = privacy_summary(plan, noise=kind, delta=delta)
+        if unit is not None:
+            stated = unit_privacy(stated, unit, noise=kind, delta=delta)["unit"]["per_person"]
+        eps = stated["epsilon"]
     except (DPMatrixError, KeyError, TypeError, ValueError):
         return ""
     return f" (epsilon = {eps:.6g} at delta = {delta:.3g})"

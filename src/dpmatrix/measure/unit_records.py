@@ -38,13 +38,29 @@ def _read_file(path: str, columns: Sequence[str], data_format: str | None, delim
             import pyarrow.parquet as pq
 
             names = pq.read_schema(path).names if Path(path).is_file() else None
+            if names is not None:
+                _check_id(columns[-1], names)
             use = [c for c in names if c in wanted] if names is not None else list(columns)
             return pd.read_parquet(path, columns=use)
+        _check_id(columns[-1], list(pd.read_csv(path, sep=delimiter or ",", nrows=0).columns))
         df = pd.read_csv(path, sep=delimiter or ",", dtype=str, keep_default_na=False, na_filter=False,
                          usecols=lambda c: c in wanted)  # fmt: skip
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {path!r}: {exc}") from None
     return df.astype(object).mask(df == "", None)
+
+
+def _check_id(id_column: str, present: Sequence[str]) -> None:
+    """The identifier column must be in the data: an error naming it, with a did-you-mean."""
+    if id_column in present:
+        return
+    import difflib
+
+    key = lambda c: str(c).casefold().replace(" ", "").replace("_", "")  # noqa: E731
+    near = [c for c in present if key(c) == key(id_column)] or difflib.get_close_matches(id_column, list(present), 1, 0.8)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    have = ", ".join(repr(str(c)) for c in list(present)[:20]) + (" ..." if len(present) > 20 else "")
+    raise DataError(f"privacy unit: the identifier column {id_column!r} is not in the data (it has {have}){hint}")
 
 
 def bounded_records(
@@ -94,8 +110,9 @@ def bounded_records(
             f"a privacy unit needs the records with their identifier column {unit.id_column!r}: give a "
             f"DataFrame or a CSV/Parquet path, not {type(data).__name__}"
         )
+    _check_id(unit.id_column, [str(c) for c in df.columns])
     missing = [c for c in names if c not in df.columns]
-    if missing and unit.id_column in df.columns:
+    if missing:
         from ..encode import missing_columns_message
 
         raise DataError(missing_columns_message(missing, [str(c) for c in df.columns]))
