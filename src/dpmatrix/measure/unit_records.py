@@ -45,6 +45,8 @@ def _read_file(path: str, columns: Sequence[str], data_format: str | None, delim
         _check_id(columns[-1], list(pd.read_csv(path, sep=delimiter or ",", nrows=0).columns))
         df = pd.read_csv(path, sep=delimiter or ",", dtype=str, keep_default_na=False, na_filter=False,
                          usecols=lambda c: c in wanted)  # fmt: skip
+    except DataError:
+        raise
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read {path!r}: {exc}") from None
     return df.astype(object).mask(df == "", None)
