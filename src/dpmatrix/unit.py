@@ -151,7 +151,7 @@ def unit_privacy(privacy: dict, unit: Unit, *, noise: str, delta: float) -> dict
     --------
     >>> rec = privacy_summary(_Spend(rho=0.1, pcost=0.2), noise="discrete_gaussian", delta=1e-9)
     >>> out = unit_privacy(rec, Unit("person", 3), noise="discrete_gaussian", delta=1e-9)
-    >>> round(out["unit"]["per_person"]["rho"], 12), out["unit"]["statement"][:38]
+    >>> round(out["unit"]["per_person"]["rho"], 12), out["unit"]["statement"][:37]
     (0.9, 'rho = 0.9 (zCDP) per person: protects')
     """
     k = unit.max_records
