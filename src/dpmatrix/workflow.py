@@ -685,7 +685,8 @@ def publish(
             return _measure_and_write(
                 plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
                 {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
-                     "reproducible": rng is not None, "privacy_unit": unit}, _with_encoding(notes, eng), report, size,
+                     "reproducible": rng is not None, "privacy_unit": unit}, _with_unit(_with_encoding(notes, eng), unit),
+                report, size,
                 entry_note,
             )  # fmt: skip
         finally:
@@ -699,6 +700,16 @@ def _with_encoding(notes: Mapping[str, Any] | None, eng: Any) -> Mapping[str, An
     if notes is None or used is None or "data" not in notes:
         return notes
     return {**notes, "data": {**notes["data"], "encoding": used}}
+
+
+def _with_unit(notes: Mapping[str, Any] | None, unit: Unit | None) -> Mapping[str, Any] | None:
+    """``notes`` saying how records were read under a privacy unit (whatever engine was named:
+    read with the identifier, bounded per person, counted in memory by numpy)."""
+    if unit is None or notes is None or "data" not in notes:
+        return notes
+    route = (f"read with the identifier column {unit.id_column!r}, at most {unit.max_records} records kept per "
+             "person (keyed hash), counted in memory by numpy")  # fmt: skip
+    return {**notes, "data": {**notes["data"], "counted": route}}
 
 
 def _why(exc: BaseException) -> str:

@@ -191,7 +191,7 @@ def _ledger_rows(path: Path) -> list[dict]:
     return dm.Ledger(path).rows()
 
 
-@pytest.mark.parametrize("engine", ["duckdb", "numpy"])
+@pytest.mark.parametrize("engine", ["duckdb", "numpy", "spark"])
 def test_cli_release_on_a_panel_table_names_the_unit_everywhere(males, engine, capsys):
     folder, df = males
     out = f"rel-{engine}"
@@ -205,7 +205,17 @@ def test_cli_release_on_a_panel_table_names_the_unit_everywhere(males, engine, c
     assert p["unit"]["per_person"]["rho"] == pytest.approx(0.5, rel=1e-3)
     assert p["rho"] == pytest.approx(p["unit"]["per_person"]["rho"] / 9, rel=1e-12)
     assert who in (rel / "README.txt").read_text()
-    assert f"protects {who}" in (rel / "report.html").read_text()
+    notes = json.loads((rel / "manifest.json").read_text())["notes"]["data"]
+    assert notes["engine"] == engine and "at most 3 records kept per person" in notes["counted"]
+    html = (rel / "report.html").read_text()
+    assert f"protects {who}" in html
+    # every privacy number of the report (the per-person ones too) is the manifest's
+    from report.report_checks import check_numbers, tagged_from_html
+
+    manifest = json.loads((rel / "manifest.json").read_text())
+    tagged = [t for t in tagged_from_html(html) if (t["key"] or "").startswith('["privacy"')]
+    assert any('"per_person"' in t["key"] for t in tagged)
+    assert check_numbers(tagged, manifest, folder=rel, discrete=True)["key"] == len(tagged)
     (row,) = _ledger_rows(folder / f"{out}.sqlite3")
     assert row["rho"] == pytest.approx(0.5, rel=1e-12) and who in row["note"] and row["status"] == "completed"
     # each person keeps at most 3 of their (8) records: the released total is that of
