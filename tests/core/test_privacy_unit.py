@@ -126,6 +126,18 @@ def test_pure_plan_per_person_epsilon_is_the_worst_person_pair(k, tmp_path):
     assert p["unit"]["per_person"]["delta"] == 0.0
 
 
+def test_an_altered_per_person_statement_is_refused(tmp_path):
+    plan = dm.plan(_workload(), rho=0.5, privacy_unit=dm.Unit("pid", 2))
+    folder = dm.write_release(dm.measure(plan, _records()), tmp_path / "r")
+    assert dm.load_release(folder).manifest["privacy"]["unit"]["max_records"] == 2
+    path = folder / "manifest.json"
+    m = json.loads(path.read_text())
+    m["privacy"]["unit"]["max_records"] = 5  # claims more records per person than the noise covers
+    path.write_text(json.dumps(m))
+    with pytest.raises(dm.ReleaseError, match="per person with up to 5 records"):
+        dm.load_release(folder, verify=False)
+
+
 def test_measure_keeps_at_most_k_records_per_person_on_every_input(tmp_path):
     """The noisy total is of the bounded records (Σ min(n_id, k)), for a DataFrame, a CSV and a
     Parquet file, whatever engine is named; the id column is never an attribute."""
