@@ -265,3 +265,24 @@ def test_cli_privacy_unit_bad_input_is_one_line_and_charges_nothing(males, capsy
     p = json.loads((tmp_path / "gap2" / "manifest.json").read_text())["privacy"]
     assert p["unit"]["missing_ids"] == "drop"
     assert "records without an identifier are left out" in p["unit"]["description"]
+
+
+@pytest.mark.slow
+def test_a_spark_dataframe_is_bounded_per_person_too():
+    """A Spark DataFrame with the identifier: its used columns are collected, bounded, counted."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession.getActiveSession()  # another test file's session: used, not stopped
+    spark = existing or (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())  # fmt: skip
+    try:
+        df = _records(k_max=6, persons=300)
+        k = 2
+        truth = int(df.groupby("pid").size().clip(upper=k).sum())
+        plan = dm.plan(dm.Workload(dm.Domain.from_dict(DOMAIN), [("a",)]), rho=2.0, privacy_unit=dm.Unit("pid", k))
+        t = dm.measure(plan, spark.createDataFrame(df)).marginal(("a",))
+        assert abs(float(t["estimate"].sum()) - truth) < 6 * float(t["std"].sum()) < abs(len(df) - truth)
+    finally:
+        if existing is None:
+            spark.stop()
