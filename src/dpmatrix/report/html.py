@@ -377,6 +377,11 @@ def _privacy_section(report: Report) -> str:
         rows.append(("privacy cost", num(p.pcost, key=["privacy", "pcost"]),
                      "Σ p_A / σ²_A over the residual mechanisms (ResidualPlanner+, Definition "
                      '<span data-fixed>2</span>); ρ is half of it'))
+    if p.unit is not None:  # the numbers above are per record; the person's come first
+        rows.insert(0, ("per person", _unit_card(p)[1],
+                        f"protects {_html.escape(str(p.unit.get('description', 'one person')))}: each identifier "
+                        "keeps at most that many records (a keyed pseudo-random choice); the rows below are "
+                        "per record"))  # fmt: skip
     kv = "".join(f"<tr><td>{a}</td><td><b>{b}</b></td><td class=\"note\">{c}</td></tr>" for a, b, c in rows)
     intro = (
         '<p class="explain">Differential privacy limits what anyone can learn about one person '
