@@ -19,7 +19,6 @@ from ..jsonfile import json_float
 from ..protocols import HasClosure
 from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
 from ..statement import check_delta, privacy_line, privacy_summary
-from ..unit import Unit, unit_privacy
 from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
 from ._manifest import (
     MANIFEST,
@@ -122,7 +121,7 @@ def write_release(
     round: int | None = None,
     ledger: Mapping[str, Any] | None = None,
     derived: Callable[[Path], Sequence[str]] | None = None,
-    privacy_unit: Unit | None = None,
+    privacy_unit: Any = None,
 ) -> Path:
     """Write a release folder (layout in :mod:`dpmatrix.release`, locking in
     :mod:`dpmatrix.release._layout`, integrity in :mod:`dpmatrix.release._manifest`).
@@ -201,6 +200,8 @@ def write_release(
     privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
     unit = privacy_unit if privacy_unit is not None else plan.privacy_unit
     if unit is not None:
+        from ..unit import unit_privacy  # pandas-free import of this module (the saved-table read path)
+
         privacy = unit_privacy(privacy, unit, noise=measurements.noise, delta=delta)
     if reproducible:  # said in words too, for readers of the manifest alone
         privacy = {**privacy, "warning": _parquet_marks(True)["dpmatrix.note"]}  # type: ignore[index]
