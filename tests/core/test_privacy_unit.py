@@ -286,3 +286,14 @@ def test_a_spark_dataframe_is_bounded_per_person_too():
     finally:
         if existing is None:
             spark.stop()
+
+
+def test_cli_warns_about_a_weak_guarantee_per_person(males, capsys):
+    """rho = 2 per person (epsilon ~ 14 at delta = 1e-9) is 2/9 per record (epsilon ~ 4.5): the
+    above-10 warning must be about the person."""
+    folder, _ = males
+    assert main(["release", str(folder / "males.csv"), "--domain", str(folder / "domain.json"), "--workload",
+                 "union,ethn", "--rho", "2", "--privacy-id", "nr", "--max-records", "3", "--no-ledger",
+                 "--out", str(folder / "weak")]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "is above 10" in err
