@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmatrix.cli import main
 from docs.test_docs import Block, run_python
+from dpmatrix.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

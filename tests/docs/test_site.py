@@ -73,7 +73,7 @@ def test_api_reference_is_generated_from_docstrings(site):
     assert first and first in words(re.sub(r"<[^>]+>", " ", html)), first
     assert not re.search(r":(class|func|meth|mod|attr|data):<code>", html), "a raw Sphinx role"
     for name in ("Domain", "Workload", "Measurements", "load_release", "write_release", "Ledger"):
-        assert f'id="dpmatrix.' in html and name in html, name
+        assert 'id="dpmatrix.' in html and name in html, name
 
 
 @pytest.fixture(scope="module")

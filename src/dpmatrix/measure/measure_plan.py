@@ -27,6 +27,7 @@ from .counting import count_batches
 from .discrete import discrete_measure_many, discrete_randomness, round_plan
 from .linear_route import measure_linear
 from .secure import NOISES, measure_lattice, resolve_noise, warn_seeded_float
+from .unit_records import bounded_records
 
 __all__ = ["measure"]
 
@@ -130,6 +131,7 @@ def measure(
     encoding: str = "auto",
     on_unknown="error",
     na_values=(),
+    privacy_unit=None,
 ):
     """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
@@ -188,6 +190,12 @@ def measure(
         Text markers that mean "missing" besides empty cells, None, NaN and NULL; what happens
         to a missing value is each attribute's ``missing`` policy (see :mod:`dpmatrix.values`).
         Only the attributes the plan measures are read and validated.
+    privacy_unit : Unit or False, optional
+        Protect a person, not a record (:class:`~dpmatrix.unit.Unit`): the data (a DataFrame or
+        a CSV/Parquet path with the identifier column) are bounded to ``k`` records per
+        identifier before counting, in memory (:mod:`dpmatrix.measure.unit_records`). ``None``
+        (default): the plan's own unit (``dm.plan(..., privacy_unit=...)``), if any; ``False``:
+        none (the records were bounded by the caller).
 
     Returns
     -------
@@ -205,6 +213,17 @@ def measure(
     6
     """
     check_budget_holds(plan, noise, rng)  # before any data are read or noise drawn
+    unit = plan.privacy_unit if privacy_unit is None else (privacy_unit or None)
+    if unit is not None:
+        if engine is not None and not isinstance(engine, str):
+            raise DataError("a privacy unit bounds the records before counting: give the records (a DataFrame or "
+                            "a file path), not an engine")  # fmt: skip
+        names = [plan.domain.names[i] for i in (used_attributes(plan) or range(len(plan.domain)))]
+        meas = measure(plan, bounded_records(data, names, unit), rng=rng, progress=progress, noise=noise,
+                       rel_var_tol=rel_var_tol, store=store, encoding=encoding, on_unknown=on_unknown,
+                       na_values=na_values, privacy_unit=False)  # counted in memory
+        meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too
+        return meas
     owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
     if owned:
         engine = engine_for(

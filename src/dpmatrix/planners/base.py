@@ -73,6 +73,7 @@ from ..measure.measure_plan import measure
 from ..privacy import NOISE_ACCOUNTING, Budget
 from ..protocols import PlanFacts
 from ..solvers.svd_bound import SVDBound
+from ..unit import Unit
 from .formats import plan_class
 from .optimality import Optimality, optimality
 
@@ -348,6 +349,7 @@ class PlanBase(ABC):
         store: Any = None,
         encoding: str = "auto",
         on_unknown: Any = "error",
+        privacy_unit: Any = None,
     ) -> Measurements:
         """Measure ``data`` with the plan's mechanisms: :func:`dpmatrix.measure` (the one
         measurement path; every option is keyword-only and means the same for every planner).
@@ -359,7 +361,7 @@ class PlanBase(ABC):
         rng : numpy.random.Generator, optional
             ``None`` (default): exact noise from the OS CSPRNG. A generator makes the noise
             reproducible and NOT private (the release says so).
-        progress, noise, rel_var_tol, engine, store, encoding, on_unknown :
+        progress, noise, rel_var_tol, engine, store, encoding, on_unknown, privacy_unit :
             As in :func:`dpmatrix.measure` (``noise=None``: the plan's own secure noise).
 
         Returns
@@ -375,7 +377,27 @@ class PlanBase(ABC):
         'discrete_laplace'
         """
         return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol,
-                       engine=engine, store=store, encoding=encoding, on_unknown=on_unknown)
+                       engine=engine, store=store, encoding=encoding, on_unknown=on_unknown,
+                       privacy_unit=privacy_unit)
+
+    # -- the privacy unit ----------------------------------------------------------------------
+    @property
+    def privacy_unit(self) -> Unit | None:
+        """The person this plan protects (:class:`~dpmatrix.unit.Unit`), or ``None``: one record.
+
+        A plan made with ``dm.plan(..., privacy_unit=unit)`` spends the record-level budget
+        :func:`~dpmatrix.unit.record_budget` of the person-level one asked for; measuring it bounds
+        every identifier to ``unit.max_records`` records first. Not kept by ``to_dict``.
+        """
+        return self.__dict__.get("_privacy_unit")
+
+    def with_privacy_unit(self, unit: Unit | None):
+        """This plan, marked as protecting ``unit`` (its budget must already be the record-level
+        one, :func:`~dpmatrix.unit.record_budget`); returns ``self``."""
+        if unit is not None and not isinstance(unit, Unit):
+            raise PlanError(f"privacy_unit must be a dpmatrix.Unit, got {type(unit).__name__}")
+        self.__dict__["_privacy_unit"] = unit
+        return self
 
 
 #: The public name of the plan protocol's base class (``dpmatrix.Plan``).
