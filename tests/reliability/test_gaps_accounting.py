@@ -136,7 +136,7 @@ def test_plan_file_privacy_is_the_default_release_statement(esoph, tmp_path):
 # -- measurements carry their own provenance -----------------------------------------------------
 def test_measurements_outside_the_workflow_say_not_in_any_ledger_and_the_workflow_overwrites_it(esoph, tmp_path):
     from dpmatrix.ledger import Ledger
-    from dpmatrix.reconstruct.provenance import Provenance
+    from dpmatrix.provenance import Provenance
 
     dom, records = esoph
     wk, _ = _workloads(dom)["residual (discrete noise)"]

@@ -29,12 +29,12 @@ from tqdm.auto import tqdm
 
 from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..protocols import HasClosure, ListsMechanisms
+from ..provenance import Provenance
 from ..selection import selector
 from ..workload import AttrSet
 from .broadcast import MarginalBlock, plain_block_batches, plain_blocks
 from .estimator import Estimator
 from .labels import query_labels
-from .provenance import Provenance
 from .residual_estimator import ResidualEstimator
 from .store import open_store
 

@@ -333,7 +333,7 @@ def _open_measurements(rel: Release) -> Measurements:
 
 def _provenance(manifest: dict):
     """The measurements' provenance as the manifest states it (ledger entry or status)."""
-    from ..reconstruct.provenance import Provenance
+    from ..provenance import Provenance
 
     mech = manifest.get("mechanism", {})
     return Provenance.from_manifest(manifest.get("ledger"), str(mech.get("randomness", "unknown")))

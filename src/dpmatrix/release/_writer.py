@@ -18,7 +18,7 @@ from ..defaults import DEFAULT_DELTA as _DEFAULT_DELTA
 from ..errors import DPMatrixError, ReleaseError
 from ..jsonfile import json_float
 from ..protocols import HasClosure
-from ..reconstruct.provenance import NOT_IN_LEDGER as _NOT_IN_LEDGER
+from ..provenance import NOT_IN_LEDGER as _NOT_IN_LEDGER
 from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
 from ..statement import check_delta, privacy_line, privacy_summary
 from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
