@@ -5,7 +5,8 @@
 #     (Spark's local mode and the standalone cluster the tests start), and procps (ps, used by
 #     PySpark's spark-daemon.sh), through apt-get when they are missing (as root, or with sudo);
 #   - a virtual environment .venv/ in the repository (stock Debian Pythons refuse a plain
-#     `pip install`), with dpmatrix and its test extra installed into it.
+#     `pip install`), with dpmatrix and its test and docs extras installed into it (tests/docs/
+#     builds the documentation site with `mkdocs build --strict` and runs every code block).
 # Extra arguments are passed to pytest, e.g. `bash dev/test.sh -m "not slow"` for the everyday run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,5 +26,5 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,docs]"
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,12 +1,14 @@
-"""Every code block of README.md runs as written (in a temporary working directory), so the
-README cannot drift from the API and the command line:
+"""The short README.md runs as written (in a temporary working directory):
 
-* every ```python block is executed;
-* every ```bash line that starts with ``dpmatrix`` is run in-process (``dpmatrix.cli.main``), in
-  order, in a folder holding a raw-valued ``DATA.csv`` and the ```json domain block as ``D.json``;
-* the two install commands are checked to be the venv one-liner and ``bash dev/test.sh`` (both
-  are run from a fresh clone by ``.ci/run``), and the ``dpmatrix demo`` they end with is run;
-* any other shell line must be one of the few long-running commands listed here.
+* its ```python block runs statement by statement, and a statement ending in ``# -> TEXT``
+  prints exactly ``TEXT`` (the rules of the documentation pages, ``tests/docs/test_docs.py``);
+* its two install commands are the venv one-liner and ``bash dev/test.sh`` (both are run from a
+  fresh clone by ``.ci/run``), and the ``dpmatrix demo`` the first ends with is run;
+* every ``dpmatrix`` line of its command-line block is run in-process (``dpmatrix.cli.main``), in
+  order, in a folder holding a raw-valued ``DATA.csv`` and its ```json domain block as ``D.json``;
+* every relative link points at a file of the repository (the documentation pages).
+
+The long-form documentation moved to ``docs/`` (tested by ``tests/docs/``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from docs.test_docs import Block, run_python
 from dpmatrix.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +35,6 @@ JSON = re.findall(r"^```json\n(.*?)^```", TEXT, flags=re.S | re.M)
 
 INSTALL = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/dpmatrix demo --out demo-release"
 TESTS = "bash dev/test.sh"
-# long-running commands (minutes), run by hand or by .ci/run, not here
-NOT_RUN = {
-    "python benchmarks/run.py --out benchmarks/results.md",
-    "python benchmarks/run.py --quick",
-}
 
 
 def _lines(block: str) -> list[str]:
@@ -48,14 +46,17 @@ def _lines(block: str) -> list[str]:
     return out
 
 
-def test_readme_has_python_blocks():
-    assert BLOCKS, "README.md has no ```python block"
+def test_readme_is_short():
+    assert len(TEXT.splitlines()) <= 150, "the README is the front door: details go to docs/"
 
 
-@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i + 1}" for i in range(len(BLOCKS))])
-def test_readme_block_runs(code, tmp_path, monkeypatch):
+def test_readme_library_example_prints_what_it_shows(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, f"README.md:{code.splitlines()[0]}", "exec"), {"__name__": "readme"})
+    assert len(BLOCKS) == 1, "README.md shows one ```python block"
+    code = BLOCKS[0]
+    assert "rng=" not in code and "seed" not in code, "the README example must be secure by default"
+    assert "# ->" in code, "the README example shows what it prints"
+    run_python(Block("python", None, code, 1), {"__name__": "readme"}, "README.md")
 
 
 def test_install_commands_need_no_system_pip():
@@ -65,13 +66,15 @@ def test_install_commands_need_no_system_pip():
     assert "bash dev/test.sh" in ci
     script = (ROOT / "dev" / "test.sh").read_text()
     assert "python3 -m venv .venv" in script and ".venv/bin/python -m pytest" in script
+    assert '".[test,docs]"' in script, "dev/test.sh installs the docs extra (the site is built)"
 
 
-def test_every_shell_line_is_run_or_listed():
+def test_every_shell_line_is_run_or_an_install_command():
     for block in SHELL:
         for line in _lines(block):
-            ok = line.startswith("dpmatrix ") or line in (INSTALL, TESTS) or line in NOT_RUN
+            ok = line.startswith("dpmatrix ") or line in (INSTALL, TESTS)
             assert ok, f"README shell line neither run by tests/test_readme.py nor listed: {line!r}"
+            assert "--seed" not in line, "README commands are secure by default"
 
 
 def test_readme_shell_lines_run(tmp_path, monkeypatch, capsys):
@@ -92,14 +95,19 @@ def test_readme_shell_lines_run(tmp_path, monkeypatch, capsys):
         "wage": np.round(rng.uniform(0, 4999, n), 2),
     }).to_csv(tmp_path / "DATA.csv", index=False)  # fmt: skip
     commands = [line for block in SHELL for line in _lines(block) if line.startswith("dpmatrix ")]
-    assert len(commands) >= 9
-    assert INSTALL.split(" && ")[-1].removeprefix(".venv/bin/") in commands  # command 1's demo
+    assert len(commands) >= 5
+    commands.append(INSTALL.split(" && ")[-1].removeprefix(".venv/bin/"))  # command 1's demo
     for line in commands:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # infer-domain's privacy warning is expected
+            warnings.simplefilter("ignore")
             rc = main(shlex.split(line)[1:])
         captured = capsys.readouterr()
         assert rc == 0, f"{line!r} failed: {captured.err}"
     assert (tmp_path / "DIR" / "README.txt").exists() and (tmp_path / "DIR" / "tables").is_dir()
+    assert (tmp_path / "report.html").exists()
     assert (tmp_path / "demo-release" / "report.html").exists()
-    assert json.loads((tmp_path / "inferred.json").read_text())["wage"]["bins"]
+
+
+@pytest.mark.parametrize("target", sorted(set(re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", TEXT))))
+def test_readme_links_point_at_files(target):
+    assert (ROOT / target).exists(), f"README links to {target}, which does not exist"

@@ -7,7 +7,7 @@ modules that own each default re-export it under its usual name.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_OBJECTIVE", "ENCODINGS"]
+__all__ = ["DEFAULT_DELTA", "DEFAULT_OBJECTIVE", "ENCODINGS"]
 
 #: The objective of ``dm.plan`` and of the command line when none is given: a
 #: statistics office publishes every marginal as a table, and ``max_var`` bounds the worst
@@ -17,3 +17,6 @@ DEFAULT_OBJECTIVE = "max_var"
 #: What a data argument holds (:func:`dpmatrix.engines.engine_for`): raw values, codes
 #: ``0..size-1``, or ``auto`` (the reading the data fit).
 ENCODINGS = ("auto", "raw", "codes")
+
+#: The δ at which ε is stated when the budget was not given as (ε, δ) (manifests, plan files).
+DEFAULT_DELTA = 1e-9

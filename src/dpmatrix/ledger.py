@@ -613,6 +613,7 @@ class Ledger:
             con.execute("BEGIN IMMEDIATE")  # the write lock: read-compare-insert is atomic
             try:
                 spend, caps = self._group_spend(con, dataset, fingerprint)
+                _check_zcdp_allowed(dataset, rho, epsilon, caps)
                 _check_cap(dataset, "rho (zCDP)", spend.rho, rho, caps["rho"], spend.releases)
                 _check_cap(dataset, "pure epsilon", spend.epsilon, epsilon, caps["epsilon"], spend.releases)
                 started = _now()
@@ -735,6 +736,24 @@ def _name(dataset: Any) -> str:
     if not isinstance(dataset, str) or not dataset.strip():
         raise LedgerError(f"a dataset name must be a non-empty string, got {dataset!r}")
     return dataset.strip()
+
+
+def _check_zcdp_allowed(dataset: str, rho: float, epsilon: float, caps: dict) -> None:
+    """Refuse a zCDP-only release (ρ > 0, no pure ε) where the data's group has a pure-ε cap
+    and no ρ cap: a Gaussian mechanism satisfies no finite pure ε-DP, so it cannot be checked
+    against an ε cap, and charging it ε = 0 would let it through unlimited. The data owner who
+    accepts zCDP releases says so with a ρ cap (which pure releases then also count against,
+    ρ = ε²/2)."""
+    if epsilon > 0 or rho <= 0 or caps["epsilon"] is None or caps["rho"] is not None:
+        return
+    limit, owner = caps["epsilon"]
+    whose = f"{dataset!r}" if owner == dataset else f"{owner!r} (same data as {dataset!r})"
+    raise BudgetExceededError(
+        f"dataset {whose} has a pure epsilon cap ({limit:.6g}) and no rho cap: this Gaussian release "
+        f"(rho = {rho:.6g} zCDP) has no finite pure epsilon, so the cap cannot cover it; nothing was "
+        f"measured. Release with pure epsilon-DP (--delta 0 / delta=0), or, if the data owner accepts "
+        f"zCDP releases, set a rho cap as well: dpmatrix ledger set-cap {owner} --rho R"
+    )
 
 
 def _check_cap(dataset: str, what: str, total: float, amount: float, cap: tuple[float, str] | None, n: int) -> None:

@@ -73,6 +73,7 @@ from tqdm.auto import tqdm
 
 from .errors import PlanError, ReleaseError, WorkloadError
 from .linalg.kron import kron_apply
+from .protocols import HasClosure
 from .reconstruct.measurements import marginal_frame
 from .release import dump_json, is_release, load_release
 
@@ -764,7 +765,7 @@ def postprocess_release(release_dir, out_dir, *, overwrite: bool = False, verify
     if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
         raise ReleaseError("write the post-processed tables outside the release folder (--out elsewhere)")
     rel = load_release(src, verify=verify)
-    if not hasattr(rel.plan, "closure"):
+    if not isinstance(rel.plan, HasClosure):
         raise PlanError("post-processing fits the residual measurements of a ResidualPlanner release; "
                         "this release's plan lists other mechanisms")
     pp = postprocess(rel.measurements, progress=progress, **options)

@@ -293,11 +293,30 @@ class Budget:
     pcost: float
     # set by Budget.pure: the ε of pure ε-DP (δ = 0); pcost is then ε² (ρ = ε²/2 for composition)
     pure_epsilon: float | None = None
+    # set by Budget.approx: the accounting the asked (ε, δ) was converted with (one of
+    # NOISE_ACCOUNTING's values) and the asked (ε, δ) itself; None for ρ, μ and pcost budgets,
+    # which hold for every noise kind
+    accounting: str | None = None
+    asked: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pcost", _check_positive("pcost", self.pcost))
         if self.pure_epsilon is not None:
             object.__setattr__(self, "pure_epsilon", _check_positive("epsilon", self.pure_epsilon))
+
+    def holds_for(self, noise: str) -> bool:
+        """Whether a release drawing ``noise`` states ε at most the asked one: always for ρ, μ,
+        pcost and pure budgets and for (ε, δ) converted with the zCDP conversion (valid for every
+        noise kind); for (ε, δ) converted with the continuous Gaussian's analytic curve, only
+        when continuous noise is drawn (discrete noise is stated through zCDP, a larger ε).
+
+        Examples
+        --------
+        >>> b = Budget.approx(1.0, 1e-9, noise="gaussian")
+        >>> b.holds_for("gaussian"), b.holds_for("discrete_gaussian"), Budget.zcdp(1).holds_for("auto")
+        (True, False, True)
+        """
+        return self.accounting != ANALYTIC or accounting_of(noise) == ANALYTIC
 
     @classmethod
     def pure(cls, epsilon: float) -> Budget:
@@ -358,7 +377,9 @@ class Budget:
         >>> Budget.approx(1.0, 1e-9).pcost < Budget.approx(1.0, 1e-9, noise="gaussian").pcost
         True
         """
-        return cls(approx_pcost(epsilon, delta, accounting_of(noise)))
+        accounting = accounting_of(noise)
+        return cls(approx_pcost(epsilon, delta, accounting), accounting=accounting,
+                   asked=(float(epsilon), float(delta)))
 
     @property
     def rho(self) -> float:

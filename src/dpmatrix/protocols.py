@@ -54,6 +54,7 @@ __all__ = [
     "PlanFacts",
     "PlanProtocol",
     "PurePrivacy",
+    "RemembersBudget",
 ]
 
 
@@ -253,3 +254,11 @@ class HasSecureNoise(Protocol):
     (``secure_noise``, e.g. ``"lattice_gaussian"`` for a real-valued explicit strategy)."""
 
     secure_noise: str
+
+
+@runtime_checkable
+class RemembersBudget(Protocol):
+    """A plan that remembers the budget it was planned with (``planned_budget``, ``None`` when
+    unknown), so a measurement can check that the noise drawn keeps the asked (ε, δ)."""
+
+    planned_budget: Budget | None

@@ -198,6 +198,14 @@ def privacy_line(privacy: dict) -> str:
     >>> privacy_line({"rho": 0.5, "mu": 1.0, "epsilon": 6.17, "delta": 1e-9})[:28]
     'privacy: rho = 0.5 (zCDP), e'
     """
+    unit = privacy.get("unit")
+    if isinstance(unit, dict) and isinstance(unit.get("per_person"), dict):  # a person, not a record
+        who = str(unit.get("description", "one person"))
+        record = ({"pure_epsilon": privacy.get("pure_epsilon")} if privacy.get("pure_epsilon") is not None
+                  else {"rho": privacy.get("rho")})  # fmt: skip
+        person = {**unit["per_person"], "reproducible": privacy.get("reproducible")}
+        per_record = ", ".join(f"{k} = {v:.6g}" for k, v in record.items() if v is not None)
+        return privacy_line(person).replace("one record", who) + f" (per record: {per_record})"
     if privacy.get("pure_epsilon") is not None:
         line = (
             f"privacy: epsilon = {privacy['pure_epsilon']:.6g} (pure DP, delta = 0; rho = "

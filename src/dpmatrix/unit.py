@@ -46,9 +46,10 @@ import pandas as pd
 from .encode import missing_columns_message
 from .errors import BudgetError, DataError
 from .privacy import Budget
+from .statement import privacy_summary, pure_summary
 from .values import missing_mask
 
-__all__ = ["Unit", "bound_contributions", "record_budget"]
+__all__ = ["Unit", "bound_contributions", "person_budget", "record_budget", "unit_privacy"]
 
 MISSING_IDS = ("error", "drop")
 
@@ -126,6 +127,55 @@ def person_budget(budget: Budget, unit: Unit) -> Budget:
     if budget.is_pure:
         return Budget.pure(budget.pure_epsilon * k)
     return Budget(budget.pcost * k * k)
+
+
+@dataclass(frozen=True)
+class _Spend:
+    """The numbers a privacy statement is rendered from (see :mod:`dpmatrix.statement`)."""
+
+    rho: float = 0.0
+    pcost: float = 0.0
+    pure_epsilon: float = 0.0
+
+
+def unit_privacy(privacy: dict, unit: Unit, *, noise: str, delta: float) -> dict:
+    """A manifest ``privacy`` section that names the unit.
+
+    The top-level numbers stay those of the mechanisms (per record, checked against the noise
+    scales when a release is loaded); ``"unit"`` adds the person: the id column, ``k``, the
+    sentence, and ``"per_person"`` — the same statement for a change of one person with up to
+    ``k`` records (ρ·k², ε·k for pure ε-DP; module docstring), which is what the ledger is
+    charged and what the console, README and report state first.
+
+    Examples
+    --------
+    >>> rec = privacy_summary(_Spend(rho=0.1, pcost=0.2), noise="discrete_gaussian", delta=1e-9)
+    >>> out = unit_privacy(rec, Unit("person", 3), noise="discrete_gaussian", delta=1e-9)
+    >>> round(out["unit"]["per_person"]["rho"], 12), out["unit"]["statement"][:37]
+    (0.9, 'rho = 0.9 (zCDP) per person: protects')
+    """
+    k = unit.max_records
+    if noise == "discrete_laplace" or privacy.get("pure_epsilon") is not None:
+        person = pure_summary(_Spend(pure_epsilon=float(privacy["pure_epsilon"]) * k))
+        head = f"epsilon = {person['pure_epsilon']:.6g} (pure DP)"
+    else:
+        person = privacy_summary(_Spend(rho=float(privacy["rho"]) * k * k, pcost=float(privacy["pcost"]) * k * k),
+                                 noise=noise, delta=delta)  # fmt: skip
+        head = f"rho = {person['rho']:.6g} (zCDP)"
+    who = unit.describe()
+    person.pop("reproducible", None)
+    person["definition"] = person["definition"].replace("one record", who)
+    return {
+        **privacy,
+        "definition": privacy["definition"] + " (per record; per person: unit.per_person)",
+        "unit": {
+            **unit.to_dict(),
+            "description": who,
+            "statement": f"{head} per person: protects {who}; each identifier keeps at most {k} of its "
+            "records (the k with the smallest keyed hash of identifier and record)",
+            "per_person": person,
+        },
+    }
 
 
 def _keyed_ranks(ids: pd.Series, rows: pd.DataFrame, key: bytes) -> np.ndarray:

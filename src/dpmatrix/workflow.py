@@ -55,8 +55,10 @@ from .engines import Closable
 from .errors import DataError, DPMatrixError, ReleaseError
 from .ledger import ContentIdentified, Ledger, LedgerError
 from .measure.discrete import InsecureRandomnessWarning
-from .measure.measure_plan import used_attributes
+from .measure.measure_plan import check_budget_holds, used_attributes
+from .measure.unit_records import bounded_records
 from .plan_file import check_needed_residuals
+from .privacy import Budget
 from .protocols import HasClosure
 from .release import (
     DEFAULT_DELTA,
@@ -78,6 +80,7 @@ from .sizing import (
     describe_size,
     estimate_size,
 )
+from .unit import Unit, person_budget, unit_privacy
 
 __all__ = ["Published", "check_header", "check_memory", "check_output", "open_source", "publish", "write_report_into"]
 
@@ -442,12 +445,15 @@ def _is_pure(plan) -> bool:
     return plan.budget.is_pure
 
 
-def _charge(plan) -> dict[str, float]:
+def _charge(plan, unit: Unit | None = None) -> dict[str, float]:
     """What the ledger is charged: ρ for a zCDP plan (the rounded-up σ of discrete noise spends
-    at most that), ε for a pure ε-DP plan (the ledger adds ρ = ε²/2)."""
+    at most that), ε for a pure ε-DP plan (the ledger adds ρ = ε²/2); with a privacy unit, the
+    per-person cost (ρ·k², ε·k: :func:`dpmatrix.unit.person_budget`), which protects the person."""
     if _is_pure(plan):
-        return {"epsilon": float(plan.pure_epsilon)}
-    return {"rho": float(plan.rho)}
+        eps = float(plan.pure_epsilon)
+        return {"epsilon": eps if unit is None else person_budget(Budget.pure(eps), unit).pure_epsilon}
+    rho = float(plan.rho)
+    return {"rho": rho if unit is None else rho * unit.max_records**2}
 
 
 def _existing_anchor(out: Path) -> dict | None:
@@ -501,6 +507,7 @@ def publish(
     notes: Mapping[str, Any] | None = None,
     na_values: Sequence[str] = (),
     on_note: Callable[[str], None] | None = None,
+    privacy_unit: Unit | None = None,
 ) -> Published:
     """Measure ``data`` with ``plan`` and publish the release in ``out``, charged to a
     privacy-budget ledger first (the steps and their guarantees are in the module docstring).
@@ -557,6 +564,12 @@ def publish(
         Extra JSON-ready facts for the manifest (nothing computed from the data).
     on_note : callable, optional
         Receives one-line progress notes (the ledger's totals before this release).
+    privacy_unit : Unit, optional
+        Protect a person with up to ``k`` records (default: the plan's,
+        ``dm.plan(..., privacy_unit=unit)``, whose budget is then the record-level one): the
+        records are read with the identifier column and bounded to ``k`` per identifier in memory
+        (:mod:`dpmatrix.measure.unit_records`; every engine), the ledger is charged the per-person
+        cost (ρ·k², ε·k) and the manifest, README.txt, report and ledger note name the unit.
 
     Returns
     -------
@@ -600,6 +613,7 @@ def publish(
             InsecureRandomnessWarning, stacklevel=2,
         )  # fmt: skip
     check_needed_residuals(plan)
+    check_budget_holds(plan, noise_arg, rng)  # the noise drawn keeps the asked (epsilon, delta)
     check_columns(plan.domain.names)
     size = estimate_size(plan.workload, formats=len(formats), spill=spill)
     check_size(size, max_cells)
@@ -629,7 +643,9 @@ def publish(
             problems = led.verify_anchor(earlier, f"the earlier release in {str(out)!r}")
             if problems:
                 raise LedgerError(f"{problems[0]}; refusing to charge this release to {str(led.path)!r}")
-    charge = _charge(plan)
+    unit = privacy_unit if privacy_unit is not None else plan.privacy_unit
+    charge = _charge(plan, unit)
+    entry_note = f"release to {out}" + (f"; privacy unit: {unit.describe()}" if unit is not None else "")
     work: Path | None = None
     with output_lock(out_abs) as fresh:
         if fresh:
@@ -646,7 +662,11 @@ def publish(
                 "spark_executor_timeout": spark_executor_timeout, "na_values": na_values,
                 "attributes": used_attributes(plan),
             }  # fmt: skip
-            if engine == "spark":
+            if unit is not None:  # bounded per person in memory, then counted by numpy (unit_records)
+                names = [plan.domain.names[i] for i in (opened["attributes"] or range(len(plan.domain)))]
+                bounded = bounded_records(data, names, unit, data_format=data_format, delimiter=delimiter)
+                eng = open_source(bounded, plan.domain, **{**opened, "engine": "numpy"})
+            elif engine == "spark":
                 # data a cluster holds (URIs, folders of part files, tables) are identified by the
                 # engine's fingerprint, computed in the executors while the records are validated:
                 # the driver never reads them, and nothing is counted before the charge
@@ -661,13 +681,15 @@ def publish(
             if work is not None:
                 shutil.rmtree(work, ignore_errors=True)
             if led is not None and fp is not None and isinstance(exc, DPMatrixError):
-                led.record_refusal(dataset, fp, reason=_why(exc), note=f"release to {out}", **charge)
+                led.record_refusal(dataset, fp, reason=_why(exc), note=entry_note, **charge)
             raise
         try:
             return _measure_and_write(
                 plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
                 {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
-                     "reproducible": rng is not None}, _with_encoding(notes, eng), report, size,
+                     "reproducible": rng is not None, "privacy_unit": unit}, _with_unit(_with_encoding(notes, eng), unit),
+                report, size,
+                entry_note,
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -680,6 +702,16 @@ def _with_encoding(notes: Mapping[str, Any] | None, eng: Any) -> Mapping[str, An
     if notes is None or used is None or "data" not in notes:
         return notes
     return {**notes, "data": {**notes["data"], "encoding": used}}
+
+
+def _with_unit(notes: Mapping[str, Any] | None, unit: Unit | None) -> Mapping[str, Any] | None:
+    """``notes`` saying how records were read under a privacy unit (whatever engine was named:
+    read with the identifier, bounded per person, counted in memory by numpy)."""
+    if unit is None or notes is None or "data" not in notes:
+        return notes
+    route = (f"read with the identifier column {unit.id_column!r}, at most {unit.max_records} records kept per "
+             "person (keyed hash), counted in memory by numpy")  # fmt: skip
+    return {**notes, "data": {**notes["data"], "counted": route}}
 
 
 def _why(exc: BaseException) -> str:
@@ -712,7 +744,7 @@ def dataset_name(data: str) -> str:
 
 
 def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spill, work, progress, say,
-                       write_opts, notes, report, size) -> Published:  # fmt: skip
+                       write_opts, notes, report, size, entry_note) -> Published:  # fmt: skip
     from contextlib import nullcontext
 
     from tqdm.auto import tqdm
@@ -721,7 +753,7 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
     reservation = None
     try:
         if led is not None:
-            reservation = led.reserve(dataset, fp, note=f"release to {out}", **charge)
+            reservation = led.reserve(dataset, fp, note=entry_note, **charge)
         with reservation if reservation is not None else nullcontext() as entry:
             if led is not None:
                 s = led.spent(dataset, fp)
@@ -731,10 +763,10 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                 say(f"ledger {led.path}: dataset {dataset!r} has spent {kind} = {total - next(iter(charge.values())):.6g}"
                     + (f" of its cap {cap:.6g}" if cap is not None else " (no cap set)")
                     + f" before this release of {kind} = {next(iter(charge.values())):.6g}"
-                    + _epsilon_note(plan, noise, rng, write_opts["delta"]))
+                    + _epsilon_note(plan, noise, rng, write_opts["delta"], write_opts["privacy_unit"]))
             try:
                 meas = plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise,
-                                    store=(work / "store") if spill else None)  # fmt: skip
+                                    store=(work / "store") if spill else None, privacy_unit=False)  # fmt: skip
             except BaseException as exc:
                 if entry is not None and not gate.counted:
                     entry.refuse(_why(exc))  # nothing was counted: no noise exists
@@ -742,8 +774,10 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
             finally:
                 gate.close()
             anchor = entry.anchor() if entry is not None else None
+            if anchor is not None:  # the measurements carry their ledger entry; the manifest reads it there
+                meas = meas.with_ledger(anchor)
             path = write_release(
-                meas, out, progress=progress, notes=notes, ledger=anchor,
+                meas, out, progress=progress, notes=notes,
                 derived=_report_writer if report else None, **write_opts,
             )  # fmt: skip
     except BaseException:
@@ -758,9 +792,10 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                      (Path(path) / REPORT_FILE) if report else None, size)  # fmt: skip
 
 
-def _epsilon_note(plan, noise: str | None, rng: Any, delta: float) -> str:
+def _epsilon_note(plan, noise: str | None, rng: Any, delta: float, unit: Unit | None = None) -> str:
     """`` (epsilon = E at delta = d)``: the statement of the noise this release draws, by the
-    function that writes the manifest's (empty for pure ε-DP, whose charge is ε itself)."""
+    function that writes the manifest's (empty for pure ε-DP, whose charge is ε itself); with a
+    privacy unit, the per-person statement (the charge is per person)."""
     if _is_pure(plan):
         return ""
     from .measure.secure import resolve_noise
@@ -771,7 +806,10 @@ def _epsilon_note(plan, noise: str | None, rng: Any, delta: float) -> str:
             kind = "gaussian"
         else:
             kind = resolve_noise(plan, noise or "auto")
-        eps = privacy_summary(plan, noise=kind, delta=delta)["epsilon"]
+        stated = privacy_summary(plan, noise=kind, delta=delta)
+        if unit is not None:
+            stated = unit_privacy(stated, unit, noise=kind, delta=delta)["unit"]["per_person"]
+        eps = stated["epsilon"]
     except (DPMatrixError, KeyError, TypeError, ValueError):
         return ""
     return f" (epsilon = {eps:.6g} at delta = {delta:.3g})"

@@ -138,7 +138,8 @@ class Browser:
 
     # -- page ----------------------------------------------------------------------------------
     def open(self, path: str | Path) -> PageReport:
-        """Load a local file in a new tab; returns what went wrong while loading it."""
+        """Load a local file (or an ``http://`` URL of a local server) in a new tab; returns what
+        went wrong while loading it."""
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
                                  session=False)["sessionId"]
@@ -147,7 +148,8 @@ class Browser:
         self.send("Emulation.setDeviceMetricsOverride",
                   {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False})
         self._events.clear()
-        self.send("Page.navigate", {"url": Path(path).resolve().as_uri()})
+        url = str(path) if str(path).startswith("http://") else Path(path).resolve().as_uri()
+        self.send("Page.navigate", {"url": url})
         self.wait_event("Page.loadEventFired")
         self.evaluate("document.fonts ? document.fonts.ready.then(() => true) : true", await_promise=True)
         time.sleep(0.2)  # let late console messages arrive

@@ -54,14 +54,24 @@ def plan_privacy(plan, delta: float, args: argparse.Namespace | None = None) -> 
     console line and the ledger note all print this one number; the manifest states the same
     function of the noise actually drawn (σ rounded up, so never more)."""
     if plan.budget.is_pure:
-        return pure_summary(plan)
+        return _per_person(pure_summary(plan), plan, "discrete_laplace", delta)
     from ..measure.secure import resolve_noise
 
     if args is not None and _draws_continuous_noise(args):
         noise = "gaussian"
     else:
         noise = resolve_noise(plan, getattr(args, "noise", None) or "auto")
-    return privacy_summary(plan, noise=noise, delta=delta)
+    return _per_person(privacy_summary(plan, noise=noise, delta=delta), plan, noise, delta)
+
+
+def _per_person(privacy: dict, plan, noise: str, delta: float) -> dict:
+    """A plan with a privacy unit is stated (and its ε warned about) per person."""
+    unit = plan.privacy_unit
+    if unit is None:
+        return privacy
+    from ..unit import unit_privacy
+
+    return {**unit_privacy(privacy, unit, noise=noise, delta=delta)["unit"]["per_person"], "record": privacy}
 
 
 def continuous_claim_line(plan, delta: float) -> str:

@@ -89,6 +89,7 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
         raise CLIError("--delimiter applies to CSV files only")
     if args.delimiter is not None and len(args.delimiter) != 1:
         raise CLIError(f"--delimiter must be one character, got {args.delimiter!r}")
+    out["unit"] = _privacy_unit(args)
     if getattr(args, "no_ledger", False):
         out["ledger"] = None
     else:
@@ -97,6 +98,28 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
             raise CLIError("--dataset must not be empty")
         out["ledger"] = getattr(args, "ledger", None)
     return out
+
+
+def _privacy_unit(args: argparse.Namespace):
+    """The person a release protects (``--privacy-id COL --max-records K``), or ``None``."""
+    from ..unit import Unit
+
+    col, k = getattr(args, "privacy_id", None), getattr(args, "max_records", None)
+    if col is None and k is None:
+        return None
+    if col is None or k is None:
+        raise CLIError("--privacy-id COL and --max-records K go together (the identifier column and the "
+                       "number of records one person may contribute)")  # fmt: skip
+    if k <= 0:
+        raise CLIError(f"--max-records must be at least 1, got {k} (the records kept per person; 1 protects "
+                       "single records)")  # fmt: skip
+    if getattr(args, "plan", None) or getattr(args, "target", None):
+        raise CLIError("--privacy-id plans the release for a person: give a workload and a per-person budget, "
+                       "not --plan or --target")  # fmt: skip
+    try:
+        return Unit(col, int(k), missing_ids=getattr(args, "missing_ids", "error"))
+    except DPMatrixError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _dataset_name(data: str) -> str:
@@ -139,7 +162,7 @@ def _plan_of(args: argparse.Namespace, domain: Domain | None, opts: dict):
     if getattr(args, "target", None):
         return _plan_from_targets(args, wk)
     return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
-                     **_budget_kwargs(args))  # fmt: skip
+                     privacy_unit=opts.get("unit"), **_budget_kwargs(args))  # fmt: skip
 
 
 def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, noise: str, say: Out, overwrite: bool):
@@ -165,7 +188,7 @@ def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, nois
                         "on_unknown": opts["policy"],
                         "missing": {a.name: a.missing for a in plan.domain.attributes},
                         "na_values": list(_na_values(getattr(args, "na_values", None)))}},
-        na_values=_na_values(getattr(args, "na_values", None)),
+        na_values=_na_values(getattr(args, "na_values", None)), privacy_unit=opts.get("unit"),
     )  # fmt: skip
 
 
@@ -253,6 +276,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="parquet (default): every table in one Parquet dataset under DIR/tables/; add csv "
                    "(parquet,csv) for one CSV file per marginal as well, or csv alone")
     _add_round(r)
+    r.add_argument("--privacy-id", metavar="COL",
+                   help="protect a person, not a record: the column identifying the person (with --max-records)")
+    r.add_argument("--max-records", type=int, metavar="K",
+                   help="records kept per person (a keyed pseudo-random choice); the budget is per person")
+    r.add_argument("--missing-ids", choices=["error", "drop"], default="error",
+                   help="records without an identifier: refuse the release (default) or leave them out (stated)")
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")

@@ -15,9 +15,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..engines import Closable, engine_for, maximal_sets, project
-from ..errors import DataError
+from ..errors import BudgetError, DataError
 from ..mechanisms.residual import apply_sub
-from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms, ListsMechanisms
+from ..privacy import accounting_of
+from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms, ListsMechanisms, RemembersBudget
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.stacked import StackedAnswers
 from ..reconstruct.store import MeasurementStore
@@ -26,6 +27,7 @@ from .counting import count_batches
 from .discrete import discrete_measure_many, discrete_randomness, round_plan
 from .linear_route import measure_linear
 from .secure import NOISES, measure_lattice, resolve_noise, warn_seeded_float
+from .unit_records import bounded_records
 
 __all__ = ["measure"]
 
@@ -65,6 +67,57 @@ def used_attributes(plan) -> tuple[int, ...] | None:
     return tuple(used) if used else None
 
 
+def check_budget_holds(plan, noise: str | None, rng=None) -> None:
+    """Refuse (:class:`~dpmatrix.errors.BudgetError`) a measurement whose noise would state an ε
+    above the asked one: the plan's (ε, δ) budget was converted with the continuous Gaussian's
+    analytic curve (``Budget.approx(ε, δ, noise="gaussian")``), but the noise drawn is discrete
+    or lattice noise, whose (ε, δ) is stated through zCDP (Canonne, Kamath, Steinke 2020,
+    Corollary 13) — a larger ε at the same σ. The continuous Gaussian is drawn for
+    ``noise="gaussian_float"``/``"gaussian"`` and for the default noise with a generator ``rng``
+    (:func:`~dpmatrix.measure.secure.resolve_noise`).
+
+    Parameters
+    ----------
+    plan : Plan
+    noise : str or None
+        The ``noise=`` of :func:`measure`.
+    rng : numpy.random.Generator, optional
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 2}), [("a",)])
+    >>> plan = dm.plan(wk, budget=dm.Budget.approx(1.0, 1e-9, noise="gaussian"))
+    >>> check_budget_holds(plan, "gaussian_float")  # continuous noise: the asked epsilon holds
+    >>> check_budget_holds(plan, None)
+    Traceback (most recent call last):
+    ...
+    dpmatrix.errors.BudgetError: this plan's budget epsilon = 1 at delta = 1e-09 was converted with the continuous Gaussian's analytic curve (Budget.approx(..., noise="gaussian")), but the default noise is discrete, stated through zCDP: epsilon = 1.05393 > 1 asked. Measure it with noise="gaussian_float" (continuous noise), or plan with Budget.approx(1, 1e-09) (converted for the secure default noise)
+    """
+    budget = plan.planned_budget if isinstance(plan, RemembersBudget) else None
+    if budget is None or budget.accounting is None:
+        return
+    drawn = "gaussian" if noise in (None, "auto") and rng is not None else ("auto" if noise is None else noise)
+    try:
+        accounting_of(drawn)
+    except BudgetError:
+        return  # an unknown noise name: the measurement path refuses it with its own message
+    if budget.holds_for(drawn):
+        return
+    eps, delta = budget.asked or (float("nan"), float("nan"))
+    what = "the default noise is discrete" if drawn == "auto" else f"noise={drawn!r} is discrete"
+    from ..privacy import DISCRETE_ZCDP, stated_epsilon
+
+    stated = stated_epsilon(budget.pcost, delta, DISCRETE_ZCDP)
+    raise BudgetError(
+        f"this plan's budget epsilon = {eps:g} at delta = {delta:g} was converted with the continuous "
+        f"Gaussian's analytic curve (Budget.approx(..., noise=\"gaussian\")), but {what}, stated through "
+        f"zCDP: epsilon = {stated:.6g} > {eps:g} asked. Measure it with noise=\"gaussian_float\" "
+        f"(continuous noise), or plan with Budget.approx({eps:g}, {delta:g}) (converted for the secure "
+        "default noise)"
+    )
+
+
 def measure(
     plan,
     data,
@@ -78,6 +131,7 @@ def measure(
     encoding: str = "auto",
     on_unknown="error",
     na_values=(),
+    privacy_unit=None,
 ):
     """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
@@ -136,6 +190,12 @@ def measure(
         Text markers that mean "missing" besides empty cells, None, NaN and NULL; what happens
         to a missing value is each attribute's ``missing`` policy (see :mod:`dpmatrix.values`).
         Only the attributes the plan measures are read and validated.
+    privacy_unit : Unit or False, optional
+        Protect a person, not a record (:class:`~dpmatrix.unit.Unit`): the data (a DataFrame or
+        a CSV/Parquet path with the identifier column) are bounded to ``k`` records per
+        identifier before counting, in memory (:mod:`dpmatrix.measure.unit_records`). ``None``
+        (default): the plan's own unit (``dm.plan(..., privacy_unit=...)``), if any; ``False``:
+        none (the records were bounded by the caller).
 
     Returns
     -------
@@ -152,6 +212,18 @@ def measure(
     >>> meas.marginal(("a", "b")).shape[0]
     6
     """
+    check_budget_holds(plan, noise, rng)  # before any data are read or noise drawn
+    unit = plan.privacy_unit if privacy_unit is None else (privacy_unit or None)
+    if unit is not None:
+        if engine is not None and not isinstance(engine, str):
+            raise DataError("a privacy unit bounds the records before counting: give the records (a DataFrame or "
+                            "a file path), not an engine")  # fmt: skip
+        names = [plan.domain.names[i] for i in (used_attributes(plan) or range(len(plan.domain)))]
+        meas = measure(plan, bounded_records(data, names, unit), rng=rng, progress=progress, noise=noise,
+                       rel_var_tol=rel_var_tol, store=store, encoding=encoding, on_unknown=on_unknown,
+                       na_values=na_values, privacy_unit=False)  # counted in memory
+        meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too
+        return meas
     owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
     if owned:
         engine = engine_for(

@@ -64,10 +64,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..defaults import DEFAULT_DELTA
 from ..domain import Domain
 from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
-from ..privacy import Budget
+from ..privacy import NOISE_ACCOUNTING, Budget
 from ..protocols import PlanFacts
 from .formats import plan_class
 
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 
     from ..reconstruct.measurements import Measurements
     from ..solvers.svd_bound import SVDBound
+    from ..unit import Unit
     from .optimality import Optimality
 
 __all__ = ["Plan", "PlanBase", "attr_key"]
@@ -135,6 +137,47 @@ class PlanBase(ABC):
     # -- what the plan is about -----------------------------------------------------------------
     #: The data domain the plan was made for (a dataclass field or a property of the subclass).
     domain: Domain
+
+    #: The budget the plan was planned with (set by :func:`dpmatrix.plan`; ``None`` for a plan
+    #: read from a file or made by a planner function directly). An (ε, δ) budget remembers the
+    #: accounting it was converted with, and :func:`dpmatrix.measure` refuses noise whose stated ε
+    #: would exceed the asked one (:meth:`~dpmatrix.privacy.Budget.holds_for`).
+    planned_budget: Budget | None = None
+
+    def default_privacy(self, delta: float | None = None) -> dict[str, Any]:
+        """What the plan's default (secure) release will state: :func:`dpmatrix.statement.privacy_summary`
+        for the noise :func:`dpmatrix.measure` draws without ``noise=`` or ``rng=`` (the
+        exact discrete Gaussian, or lattice noise for real-valued strategies: ρ-zCDP and ε by the
+        zCDP conversion, no μ) — the function a release's manifest states with. Written as the
+        ``privacy`` of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        delta : float, optional
+            δ at which ε is stated; default: the asked δ of a plan planned with an (ε, δ)
+            budget, else :data:`~dpmatrix.defaults.DEFAULT_DELTA`.
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> plan = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=0.5)
+        >>> p = plan.default_privacy()
+        >>> p["mu"], p["accounting"], round(p["epsilon"], 5)
+        (None, 'discrete_gaussian_zcdp', 6.47407)
+        """
+        from ..measure.secure import resolve_noise
+        from ..protocols import HasSecureNoise
+        from ..statement import privacy_summary
+
+        if delta is None:
+            asked = self.planned_budget.asked if self.planned_budget is not None else None
+            delta = asked[1] if asked is not None else DEFAULT_DELTA
+        noise = self.secure_noise if isinstance(self, HasSecureNoise) else resolve_noise(self, "auto")
+        return privacy_summary(self, noise=noise, delta=float(delta))
 
     @property
     @abstractmethod
@@ -252,7 +295,31 @@ class PlanBase(ABC):
         planner; a subclass reads its own format)."""
         if not isinstance(spec, Mapping):
             raise PlanError("a plan description is a JSON object")
-        return plan_class(spec.get("format")).from_dict(dict(spec))
+        plan = plan_class(spec.get("format")).from_dict(dict(spec))
+        privacy = spec.get("privacy")
+        asked = privacy.get("asked") if isinstance(privacy, Mapping) else None
+        if asked is not None:  # the (epsilon, delta) it was planned with, and how it was converted
+            try:
+                budget = Budget(plan.pcost, accounting=str(asked["accounting"]),
+                                asked=(float(asked["epsilon"]), float(asked["delta"])))
+            except (KeyError, TypeError, ValueError, DPMatrixError):
+                raise PlanError(f"privacy.asked must be {{epsilon, delta, accounting}}, got {asked!r}") from None
+            if budget.accounting not in NOISE_ACCOUNTING.values():
+                raise PlanError(f"privacy.asked.accounting {budget.accounting!r} is not one of "
+                                f"{sorted(set(NOISE_ACCOUNTING.values()))}")
+            object.__setattr__(plan, "planned_budget", budget)
+        return plan
+
+    def _privacy_spec(self) -> dict[str, Any]:
+        """The ``privacy`` of :meth:`to_dict`: :meth:`default_privacy`, and for a plan planned
+        with an (ε, δ) budget that budget and its conversion (``asked``), read back by
+        :meth:`from_dict` so that a saved plan still refuses noise the conversion does not
+        hold for."""
+        out = self.default_privacy()
+        b = self.planned_budget
+        if b is not None and b.asked is not None:
+            out["asked"] = {"epsilon": b.asked[0], "delta": b.asked[1], "accounting": b.accounting}
+        return out
 
     def to_json(self, path: str | Path | None = None) -> str:
         """:meth:`to_dict` as JSON text, also written to ``path`` when given."""
@@ -284,6 +351,7 @@ class PlanBase(ABC):
         store: Any = None,
         encoding: str = "auto",
         on_unknown: Any = "error",
+        privacy_unit: Any = None,
     ) -> Measurements:
         """Measure ``data`` with the plan's mechanisms: :func:`dpmatrix.measure` (the one
         measurement path; every option is keyword-only and means the same for every planner).
@@ -295,7 +363,7 @@ class PlanBase(ABC):
         rng : numpy.random.Generator, optional
             ``None`` (default): exact noise from the OS CSPRNG. A generator makes the noise
             reproducible and NOT private (the release says so).
-        progress, noise, rel_var_tol, engine, store, encoding, on_unknown :
+        progress, noise, rel_var_tol, engine, store, encoding, on_unknown, privacy_unit :
             As in :func:`dpmatrix.measure` (``noise=None``: the plan's own secure noise).
 
         Returns
@@ -313,7 +381,30 @@ class PlanBase(ABC):
         from ..measure.measure_plan import measure  # the engines only when measuring
 
         return measure(self, data, rng=rng, progress=progress, noise=noise, rel_var_tol=rel_var_tol,
-                       engine=engine, store=store, encoding=encoding, on_unknown=on_unknown)
+                       engine=engine, store=store, encoding=encoding, on_unknown=on_unknown,
+                       privacy_unit=privacy_unit)
+
+    # -- the privacy unit ----------------------------------------------------------------------
+    @property
+    def privacy_unit(self) -> Unit | None:
+        """The person this plan protects (:class:`~dpmatrix.unit.Unit`), or ``None``: one record.
+
+        A plan made with ``dm.plan(..., privacy_unit=unit)`` spends the record-level budget
+        :func:`~dpmatrix.unit.record_budget` of the person-level one asked for; measuring it bounds
+        every identifier to ``unit.max_records`` records first. Not kept by ``to_dict``.
+        """
+        return self.__dict__.get("_privacy_unit")
+
+    def with_privacy_unit(self, unit: Unit | None):
+        """This plan, marked as protecting ``unit`` (its budget must already be the record-level
+        one, :func:`~dpmatrix.unit.record_budget`); returns ``self``."""
+        if unit is not None:
+            from ..unit import Unit  # (it reads data columns with pandas: only when a unit is given)
+
+            if not isinstance(unit, Unit):
+                raise PlanError(f"privacy_unit must be a dpmatrix.Unit, got {type(unit).__name__}")
+        self.__dict__["_privacy_unit"] = unit
+        return self
 
 
 #: The public name of the plan protocol's base class (``dpmatrix.Plan``).

@@ -10,6 +10,7 @@ from ..defaults import DEFAULT_OBJECTIVE  # the default objective (defined where
 from ..errors import BudgetError, PlanError
 from ..linalg.threads import blas_threads_for
 from ..privacy import Budget, resolve_pcost
+from ..unit import Unit, record_budget
 from . import builtin  # noqa: F401  (registers the built-in planners)
 from .base import PlanBase
 from .pure.plan import check_epsilon
@@ -33,6 +34,7 @@ def plan(
     mu: float | None = None,
     targets=None,
     target_kind: str = "var",
+    privacy_unit: Unit | None = None,
     **options: Any,
 ):
     """Plan a release: select the mechanisms for ``workload`` under a privacy budget.
@@ -78,6 +80,13 @@ def plan(
         :func:`~dpmatrix.planners.targets.plan_targets` (options ``measurable=``, ``tol=``).
     target_kind : {"var", "std", "moe95"}, default "var"
         Unit of ``targets``: variance, standard deviation or 95 % margin of error.
+    privacy_unit : Unit, optional
+        Protect a person with up to ``k`` records (:class:`~dpmatrix.unit.Unit`) instead of one
+        record: the budget is per person; the plan is made for the record-level budget
+        :func:`~dpmatrix.unit.record_budget` (ρ/k² Gaussian, ε/k pure ε-DP — one person moves up
+        to ``k`` records, possibly all into one cell) and carries the unit
+        (:attr:`~dpmatrix.planners.base.PlanBase.privacy_unit`), so measuring it keeps at most
+        ``k`` records per identifier and every statement names the person.
 
     Returns
     -------
@@ -102,15 +111,33 @@ def plan(
     True
     """
     budget = budget_of(budget, pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu)
+    if privacy_unit is not None:
+        if not isinstance(privacy_unit, Unit):
+            raise PlanError(f"privacy_unit must be a dpmatrix.Unit, got {type(privacy_unit).__name__}")
+        if budget is None:
+            raise BudgetError("a privacy unit needs a privacy budget (per person): targets or loss_bound plan "
+                              "per record")  # fmt: skip
+        budget = record_budget(budget, privacy_unit)
+        return plan(workload, budget, planner=planner, objective=objective, targets=targets,
+                    target_kind=target_kind, **options).with_privacy_unit(privacy_unit)
     domain = getattr(workload, "domain", None)
     largest = max(domain.sizes) if domain is not None and len(domain) else 0
     with blas_threads_for(largest):  # per-attribute matrices: one BLAS thread (linalg/threads.py)
         if targets is not None:
-            return _plan_from_targets(workload, budget, planner, objective, targets, target_kind, options)
+            return _remember(_plan_from_targets(workload, budget, planner, objective, targets, target_kind, options),
+                             budget)
         spec = _planner_for(planner, budget)
         if objective is not None:
             options["objective"] = objective
-        return spec.plan(workload, budget, build_options(spec, options))
+        return _remember(spec.plan(workload, budget, build_options(spec, options)), budget)
+
+
+def _remember(plan_: Any, budget: Budget | None) -> Any:
+    """The plan, told the budget it was planned with (:attr:`PlanBase.planned_budget`), so that a
+    measurement can refuse noise the budget's (ε, δ) conversion does not hold for."""
+    if budget is not None and isinstance(plan_, PlanBase):
+        object.__setattr__(plan_, "planned_budget", budget)  # plans are frozen dataclasses
+    return plan_
 
 
 def budget_of(budget: Budget | None = None, *, pcost: float | None = None, rho: float | None = None,
@@ -134,8 +161,10 @@ def budget_of(budget: Budget | None = None, *, pcost: float | None = None, rho: 
             raise BudgetError("pure epsilon-DP (delta=0) needs epsilon=")
         return Budget.pure(check_epsilon(epsilon))
     keywords = any(v is not None for v in (pcost, rho, epsilon, delta, mu))
-    if not keywords and (budget is None or (isinstance(budget, Budget) and budget.is_pure)):
-        return budget
+    if not keywords and (budget is None or isinstance(budget, Budget)):
+        return budget  # kept whole: a converted (epsilon, delta) remembers its accounting
+    if epsilon is not None and delta is not None and not any(v is not None for v in (pcost, rho, mu, budget)):
+        return Budget.approx(epsilon, delta)  # converted for the secure (discrete) default noise
     return Budget(resolve_pcost(pcost=pcost, rho=rho, epsilon=epsilon, delta=delta, mu=mu, budget=budget))
 
 

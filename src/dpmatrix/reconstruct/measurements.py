@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..protocols import HasClosure, ListsMechanisms
+from ..provenance import Provenance
 from ..selection import selector
 from ..workload import AttrSet
 from .broadcast import MarginalBlock, plain_block_batches, plain_blocks
@@ -39,7 +40,7 @@ from .store import open_store
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     import pandas as pd
 
-__all__ = ["Measurements", "QueryAnswer", "axis_labels", "marginal_frame", "query_labels"]
+__all__ = ["Measurements", "Provenance", "QueryAnswer", "axis_labels", "marginal_frame", "query_labels"]
 
 # residual estimates kept for reuse, in numbers of floats (about 400 MB)
 _CACHE_FLOATS = 50_000_000
@@ -99,6 +100,19 @@ class Measurements:
     # user's seeded generator: reproducible, NOT secure)
     randomness: str = "numpy_generator"
     _cache: _ResidualCache = field(default_factory=lambda: _ResidualCache(), repr=False, compare=False)
+    # the ledger entry the measurements were charged to ("not in any ledger" unless the release
+    # workflow set it) and the randomness source; written into every release's manifest
+    provenance: Provenance | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.provenance is None:
+            object.__setattr__(self, "provenance", Provenance(randomness=self.randomness))
+
+    def with_ledger(self, anchor: Mapping) -> Measurements:
+        """The same measurements, their provenance naming the ledger entry they were charged to
+        (:meth:`dpmatrix.Ledger.anchor`; set by :func:`dpmatrix.publish`)."""
+        return Measurements(plan=self.plan, noisy=self.noisy, noise=self.noise, randomness=self.randomness,
+                            provenance=Provenance(anchor, self.randomness))
 
     @cached_property
     def _estimator(self) -> Estimator:

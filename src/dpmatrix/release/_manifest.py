@@ -334,6 +334,21 @@ def _check_privacy_consistent(manifest: dict, plan: Plan, folder: Path) -> None:
             f"{stated_eps:.6g}, but its noise scales spend rho = {want['rho']:.6g}, epsilon = "
             f"{want['epsilon']:.6g}: the manifest was altered; refusing to use it"
         )
+    unit = p.get("unit")
+    if unit is not None:  # the per-person statement must be k² (k for pure ε) times the record one
+        try:
+            k = int(unit["max_records"])
+            person = unit["per_person"]
+            pure = person.get("pure_epsilon") is not None
+            stated, want_p = (float(person["pure_epsilon"]), k * float(p["pure_epsilon"])) if pure else (
+                float(person["rho"]), k * k * stated_rho)
+        except (KeyError, TypeError, ValueError):
+            raise ReleaseError(f"the manifest of {str(folder)!r} has an incomplete privacy unit") from None
+        if k < 1 or not math.isclose(stated, want_p, rel_tol=1e-9):
+            raise ReleaseError(
+                f"the manifest of {str(folder)!r} states {stated:.6g} per person with up to {k} records, but "
+                f"its noise scales spend {want_p:.6g}: the manifest was altered; refusing to use it"
+            )
 
 
 def _checked_plan(manifest: dict, folder: Path):

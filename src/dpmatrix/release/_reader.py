@@ -304,7 +304,8 @@ def _open_measurements(rel: Release) -> Measurements:
     if not isinstance(plan, HasClosure):
         noise = mech.get("noise", "gaussian")
         noisy = _read_mechanism_outputs(path, plan, noise, rel._digest(rel_path))
-        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=mech.get("randomness", "unknown"))
+        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=mech.get("randomness", "unknown"),
+                            provenance=_provenance(manifest))
     noisy = _ParquetResiduals(path, plan.domain, rel._digest(rel_path))
     dom = plan.domain
     expected = {s for s, m in zip(plan.closure.sets, plan.measured) if m}
@@ -326,8 +327,16 @@ def _open_measurements(rel: Release) -> Measurements:
     mech = manifest.get("mechanism", {})
     return Measurements(
         plan=plan, noisy=noisy, noise=mech.get("noise", "gaussian"),
-        randomness=mech.get("randomness", "unknown"),
+        randomness=mech.get("randomness", "unknown"), provenance=_provenance(manifest),
     )
+
+
+def _provenance(manifest: dict):
+    """The measurements' provenance as the manifest states it (ledger entry or status)."""
+    from ..provenance import Provenance
+
+    mech = manifest.get("mechanism", {})
+    return Provenance.from_manifest(manifest.get("ledger"), str(mech.get("randomness", "unknown")))
 
 
 def load_release(folder: str | Path, *, verify: bool = True) -> Release:

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..defaults import DEFAULT_DELTA as _DEFAULT_DELTA
 from ..errors import DPMatrixError, ReleaseError
 from ..jsonfile import json_float
 from ..protocols import HasClosure
+from ..provenance import NOT_IN_LEDGER as _NOT_IN_LEDGER
 from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
-from ..statement import check_delta, privacy_summary
+from ..statement import check_delta, privacy_line, privacy_summary
 from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
 from ._manifest import (
     MANIFEST,
@@ -68,11 +70,11 @@ DEFAULT_FORMATS = ("parquet",)
 
 
 #: default δ at which ε is reported when the budget was not given as (ε, δ)
-DEFAULT_DELTA = 1e-9
+DEFAULT_DELTA = _DEFAULT_DELTA
 
 
 #: how a release measured outside the release workflow without a ledger is recorded
-NOT_IN_LEDGER = "not in any ledger"
+NOT_IN_LEDGER = _NOT_IN_LEDGER
 
 #: the first lines of ``README.txt`` of a release whose noise came from a seeded generator
 NOT_PRIVATE_README = (
@@ -121,6 +123,7 @@ def write_release(
     round: int | None = None,
     ledger: Mapping[str, Any] | None = None,
     derived: Callable[[Path], Sequence[str]] | None = None,
+    privacy_unit: Any = None,
 ) -> Path:
     """Write a release folder (layout in :mod:`dpmatrix.release`, locking in
     :mod:`dpmatrix.release._layout`, integrity in :mod:`dpmatrix.release._manifest`).
@@ -154,13 +157,19 @@ def write_release(
         no privacy cost.
     ledger : mapping, optional
         The ledger entry this release was charged to (:meth:`dpmatrix.Ledger.anchor`), recorded
-        in the manifest; ``None``: the manifest says the release is "not in any ledger" (as
-        for measurements made outside :func:`dpmatrix.publish`).
+        in the manifest; ``None``: what the measurements' own provenance says
+        (``measurements.provenance``: the entry :func:`dpmatrix.publish` charged, or "not in
+        any ledger" for measurements made outside it).
     derived : callable, optional
         Called with the finished stage folder (a complete release) before it replaces
         ``out_dir``, while the lock is held; writes files derived from the release (the
         report) and returns their names, whose SHA-256 join the digest list
         (``manifest.sha256``). A failure there is warned and the release written without them.
+    privacy_unit : Unit, optional
+        The person the measurements protect (default: the plan's,
+        :attr:`~dpmatrix.planners.base.PlanBase.privacy_unit`): the privacy section gains
+        ``"unit"`` with the per-person statement (:func:`dpmatrix.unit.unit_privacy`), and
+        README.txt names it.
 
     Returns
     -------
@@ -192,6 +201,11 @@ def write_release(
     reproducible = bool(reproducible) or measurements.randomness == "seeded_insecure"
     plan: Plan = measurements.plan  # type: ignore[assignment]
     privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
+    unit = privacy_unit if privacy_unit is not None else plan.privacy_unit
+    if unit is not None:
+        from ..unit import unit_privacy  # pandas-free import of this module (the saved-table read path)
+
+        privacy = unit_privacy(privacy, unit, noise=measurements.noise, delta=delta)
     if reproducible:  # said in words too, for readers of the manifest alone
         privacy = {**privacy, "warning": _parquet_marks(True)["dpmatrix.note"]}  # type: ignore[index]
     out = Path(out_dir).absolute()
@@ -201,7 +215,9 @@ def write_release(
         check_target(out, overwrite)
         stage = _sibling(out, "partial")
         try:
-            extra = {"ledger": dict(ledger) if ledger else {"status": NOT_IN_LEDGER}}
+            # the ledger entry the measurements carry (dpmatrix.publish sets it; "not in any
+            # ledger" for dpmatrix.measure outside the workflow), unless the caller names one
+            extra = {"ledger": dict(ledger) if ledger else measurements.provenance.manifest_ledger()}
             if isinstance(plan, HasClosure):
                 _write_stage(measurements, stage, plan, privacy, formats, level, progress, notes, reproducible, round,
                              extra)  # fmt: skip
@@ -218,6 +234,14 @@ def write_release(
             shutil.rmtree(stage, ignore_errors=True)
             raise
     return Path(out_dir)
+
+
+def _unit_readme(privacy: Mapping[str, Any]) -> str:
+    """README.txt's paragraph on the privacy unit (empty without one)."""
+    unit = privacy.get("unit")
+    if not isinstance(unit, Mapping):
+        return ""
+    return f"\nPrivacy unit: {unit['statement']}.\n{privacy_line(privacy)}\n"
 
 
 def _add_derived(stage: Path, derived: Callable[[Path], Sequence[str]]) -> None:
@@ -331,7 +355,7 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
         )
     spec = plan.to_dict()
     example = entries[min(len(entries) - 1, 1 + len(plan.domain))]["key"] if entries else "total"
-    _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example, reproducible))
+    _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example, reproducible) + _unit_readme(privacy))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,
@@ -392,7 +416,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     ]  # fmt: skip
     spec = plan.to_dict()
     example = entries[min(len(entries) - 1, 1)]["key"] if entries else "total"
-    _write_synced(stage / TABLES_README, tables_readme(level, None, formats, example, reproducible))
+    _write_synced(stage / TABLES_README, tables_readme(level, None, formats, example, reproducible) + _unit_readme(privacy))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
         "format": RELEASE_FORMAT,

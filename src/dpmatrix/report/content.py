@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +93,7 @@ class Privacy:
     at: tuple[tuple[float, float], ...]
     pure_epsilon: float | None = None
     pure_key: tuple = ("privacy", "pure_epsilon")  # where the pure ε is in the facts
+    unit: Mapping[str, Any] | None = None  # the privacy unit and its per-person statement (dpmatrix.unit)
 
 
 @dataclass(frozen=True)
@@ -394,6 +395,13 @@ def json_rows(df: pd.DataFrame) -> list[dict]:
 
 # -- privacy ---------------------------------------------------------------------------------------
 def _privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
+    """The guarantee (:func:`_record_privacy`) with the privacy unit, when the release has one."""
+    unit = facts["privacy"].get("unit")
+    out = _record_privacy(facts, discrete)
+    return replace(out, unit=unit) if isinstance(unit, Mapping) and isinstance(unit.get("per_person"), Mapping) else out
+
+
+def _record_privacy(facts: Mapping[str, Any], discrete: bool) -> Privacy:
     """The guarantee from the facts' ``privacy`` entry. A pure ε-DP release (a
     ``pure_epsilon`` entry, or δ = 0) has no ε(δ) curve and no μ-GDP; Gaussian ones get the
     exact analytic curve, discrete Gaussian ones the zCDP conversion."""

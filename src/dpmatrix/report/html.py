@@ -298,6 +298,8 @@ def _header(report: Report, toc: str) -> str:
         eps_line = (f"ε = {num(p.epsilon, key=['privacy', 'epsilon'])} at δ = "
                     f"{num(p.delta, key=['privacy', 'delta'], sig=3)}")
         privacy_card = ("Privacy", f"ρ = {num(p.rho, key=['privacy', 'rho'])}", f"zCDP; {eps_line}")
+    if p.unit is not None:  # the person is what is protected: stated first, per record after
+        privacy_card = _unit_card(p)
     cards = [
         privacy_card,
         ("Accuracy",
@@ -336,6 +338,19 @@ def _noise_name(report: Report) -> str:
 
 
 # -- privacy -----------------------------------------------------------------------------------------
+def _unit_card(p) -> tuple[str, str, str]:
+    """The privacy card of a release with a privacy unit (:func:`dpmatrix.unit.unit_privacy`)."""
+    person, key = p.unit["per_person"], ["privacy", "unit", "per_person"]
+    who = _html.escape(str(p.unit.get("description", "one person")))
+    if p.pure_epsilon is not None:
+        return ("Privacy", f"ε = {num(person['pure_epsilon'], key=[*key, 'pure_epsilon'])} per person",
+                f"pure ε-DP (δ = 0); protects {who}; per record ε = {num(p.pure_epsilon, key=list(p.pure_key))}")
+    return ("Privacy", f"ρ = {num(person['rho'], key=[*key, 'rho'])} per person",
+            f"zCDP; ε = {num(person['epsilon'], key=[*key, 'epsilon'])} at δ = "
+            f"{num(person['delta'], key=[*key, 'delta'], sig=3)}; protects {who}; per record "
+            f"ρ = {num(p.rho, key=['privacy', 'rho'])}")
+
+
 def _privacy_section(report: Report) -> str:
     p = report.privacy
     rows = []
@@ -362,6 +377,11 @@ def _privacy_section(report: Report) -> str:
         rows.append(("privacy cost", num(p.pcost, key=["privacy", "pcost"]),
                      "Σ p_A / σ²_A over the residual mechanisms (ResidualPlanner+, Definition "
                      '<span data-fixed>2</span>); ρ is half of it'))
+    if p.unit is not None:  # the numbers above are per record; the person's come first
+        rows.insert(0, ("per person", _unit_card(p)[1],
+                        f"protects {_html.escape(str(p.unit.get('description', 'one person')))}: each identifier "
+                        "keeps at most that many records (a keyed pseudo-random choice); the rows below are "
+                        "per record"))  # fmt: skip
     kv = "".join(f"<tr><td>{a}</td><td><b>{b}</b></td><td class=\"note\">{c}</td></tr>" for a, b, c in rows)
     intro = (
         '<p class="explain">Differential privacy limits what anyone can learn about one person '

@@ -289,7 +289,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
             "strategy": self.strategy.tolist(),
             "sigma2": json_float(self.sigma2),
             "residuals": [],
-            "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu},
+            "privacy": self._privacy_spec(),  # what the default release states
         }
 
     @classmethod

@@ -302,7 +302,7 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
                  "gap": json_float(self.solutions[r.structure].gap)}
                 for S, r in self.residuals.items()
             ],
-            "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu},
+            "privacy": self._privacy_spec(),  # what the default release states
             "rmse": self.rmse(),
         }
 

@@ -302,7 +302,7 @@ class Plan(PlanBase, PrivacyReport):
                 {"attributes": list(self.domain.names_of(s)), "sigma2": json_float(v)}
                 for s, v in zip(self.closure.sets, self.sigma2)
             ],
-            "privacy": {"pcost": self.pcost, "rho": self.rho, "mu": self.mu},
+            "privacy": self._privacy_spec(),  # what the default release states
         }
 
     @classmethod
