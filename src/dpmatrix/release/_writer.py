@@ -331,11 +331,31 @@ def _tables_section(written: WrittenTables, formats, level, decimals=None) -> di
     }  # fmt: skip
 
 
-def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
-                 decimals: int | None = None, extra: Mapping[str, Any] | None = None) -> None:
+def _open_stage(measurements, stage: Path, progress) -> tuple[int, int]:
+    """Create the stage directory and write the measurements file first, synced to disk before
+    anything refers to it; returns (mechanisms or residual sets, noisy values) written."""
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
     fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
+    return n_sets, n_values
+
+
+def _seal_stage(stage: Path, manifest: dict[str, Any], notes, extra: Mapping[str, Any] | None) -> None:
+    """Finish a stage: add the notes and the caller's extra manifest keys, write the manifest, then
+    its digest, then sync the directory."""
+    if notes:
+        manifest["notes"] = dict(notes)
+    manifest.update(extra or {})
+    text = dump_json(manifest) + "\n"
+    _write_synced(stage / MANIFEST, text)
+    # written last: its presence (matching the manifest) marks the stage as a complete release
+    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
+    fsync_path(stage)
+
+
+def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
+                 decimals: int | None = None, extra: Mapping[str, Any] | None = None) -> None:
+    n_sets, n_values = _open_stage(measurements, stage, progress)
     wk = plan.workload
     cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
     written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress,
@@ -389,23 +409,14 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     bound = _lower_bound_entry(plan)
     if bound is not None:
         manifest["lower_bound"] = bound
-    if notes:
-        manifest["notes"] = dict(notes)
-    manifest.update(extra or {})
-    text = dump_json(manifest) + "\n"
-    _write_synced(stage / MANIFEST, text)
-    # written last: its presence (matching the manifest) marks the stage as a complete release
-    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
-    fsync_path(stage)
+    _seal_stage(stage, manifest, notes, extra)
 
 
 def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level, progress, notes,
                         reproducible, extra: Mapping[str, Any] | None = None) -> None:
     """The release stage of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...): one
     table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
-    stage.mkdir(parents=True)
-    n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
-    fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
+    n_sets, n_values = _open_stage(measurements, stage, progress)
     written = write_tables(measurements, stage, formats=formats, level=level, progress=progress,
                            metadata=_parquet_marks(reproducible))  # fmt: skip
     entries = [
@@ -437,10 +448,4 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
         "marginals": entries,
         "files": digests,
     }
-    if notes:
-        manifest["notes"] = dict(notes)
-    manifest.update(extra or {})
-    text = dump_json(manifest) + "\n"
-    _write_synced(stage / MANIFEST, text)
-    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
-    fsync_path(stage)
+    _seal_stage(stage, manifest, notes, extra)
