@@ -331,6 +331,26 @@ def _tables_section(written: WrittenTables, formats, level, decimals=None) -> di
     }  # fmt: skip
 
 
+def _manifest_head(measurements, plan, privacy, level, reproducible, planner: str) -> dict[str, Any]:
+    """The keys every release manifest opens with, in order: format, library, creation time,
+    privacy statement, mechanism (noise, randomness, reproducibility, planner), the plan's accuracy
+    (RMSE and largest variance) and the confidence level of the intervals."""
+    return {
+        "format": RELEASE_FORMAT,
+        "library": {"name": "dpmatrix", "version": _library_version()},
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "privacy": privacy,
+        "mechanism": {
+            "noise": measurements.noise,
+            "randomness": measurements.randomness,
+            "reproducible": bool(reproducible),
+            "planner": planner,
+        },
+        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
+        "confidence_level": float(level),
+    }
+
+
 def _open_stage(measurements, stage: Path, progress) -> tuple[int, int]:
     """Create the stage directory and write the measurements file first, synced to disk before
     anything refers to it; returns (mechanisms or residual sets, noisy values) written."""
@@ -377,19 +397,9 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     example = entries[min(len(entries) - 1, 1 + len(plan.domain))]["key"] if entries else "total"
     _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example, reproducible) + _unit_readme(privacy))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
+    planner = "ResidualPlanner" if plan.is_plain else "ResidualPlanner+"
     manifest: dict[str, Any] = {
-        "format": RELEASE_FORMAT,
-        "library": {"name": "dpmatrix", "version": _library_version()},
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "privacy": privacy,
-        "mechanism": {
-            "noise": measurements.noise,
-            "randomness": measurements.randomness,
-            "reproducible": bool(reproducible),
-            "planner": "ResidualPlanner" if plan.is_plain else "ResidualPlanner+",
-        },
-        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
-        "confidence_level": float(level),
+        **_manifest_head(measurements, plan, privacy, level, reproducible, planner),
         "plan_format": spec["format"],
         "domain": spec["domain"],
         "workload": spec["workload"],
@@ -430,14 +440,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     _write_synced(stage / TABLES_README, tables_readme(level, None, formats, example, reproducible) + _unit_readme(privacy))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
-        "format": RELEASE_FORMAT,
-        "library": {"name": "dpmatrix", "version": _library_version()},
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "privacy": privacy,
-        "mechanism": {"noise": measurements.noise, "randomness": measurements.randomness,
-                      "reproducible": bool(reproducible), "planner": spec.get("planner", type(plan).__name__)},
-        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
-        "confidence_level": float(level),
+        **_manifest_head(measurements, plan, privacy, level, reproducible, spec.get("planner", type(plan).__name__)),
         "plan_format": spec.get("format"),
         "plan": spec,
         "domain": spec["domain"],
