@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from cli_run import run
 from dpmatrix.cli import main
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -57,12 +58,6 @@ def data(tmp_path_factory):
     (d / "rich.json").write_text(json.dumps(RICH))
     (d / "pgm.json").write_text(json.dumps({"n": 3, "sex_code": 2}))
     return d
-
-
-def run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 # Tests about engines, spilling, noise or queries pass NO_REPORT: rendering the HTML report's

@@ -18,7 +18,7 @@ import pytest
 from scipy.stats import norm
 
 import dpmatrix as dm
-from dpmatrix.cli import main
+from cli_run import run
 
 DATA = Path(dm.__file__).parent / "data"
 ADULT, DOMAIN = DATA / "adult.csv", DATA / "adult-domain.json"
@@ -37,12 +37,6 @@ def analytic_epsilon(pcost: float, delta: float) -> float:
         d = norm.cdf(mu / 2 - eps / mu) - math.exp(eps) * norm.cdf(-mu / 2 - eps / mu)
         lo, hi = (eps, hi) if d > delta else (lo, eps)
     return hi
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def release(capsys, tmp_path, name, *budget):

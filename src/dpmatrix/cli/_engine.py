@@ -6,22 +6,28 @@ from __future__ import annotations
 from ._common import CLIError
 
 
-def _on_unknown(text: str) -> str | dict[str, str]:
-    from ..encode import POLICIES
-
+def _column_policies(text: str, option: str, policies) -> str | dict[str, str]:
+    """Parse ``POLICY`` or ``col=policy,...`` for the CLI option *option*; every policy must be one
+    of *policies* (a one-line :class:`CLIError` names the option and the allowed policies otherwise)."""
     text = text.strip()
     if "=" not in text:
-        if text not in POLICIES:
-            raise CLIError(f"--on-unknown must be one of {', '.join(POLICIES)} or col=policy,..., got {text!r}")
+        if text not in policies:
+            raise CLIError(f"{option} must be one of {', '.join(policies)} or col=policy,..., got {text!r}")
         return text
     out: dict[str, str] = {}
     for part in text.split(","):
         col, eq, pol = part.partition("=")
         col, pol = col.strip(), pol.strip()
-        if not eq or not col or pol not in POLICIES:
-            raise CLIError(f"--on-unknown: bad entry {part!r}; write col=policy with policy in {', '.join(POLICIES)}")
+        if not eq or not col or pol not in policies:
+            raise CLIError(f"{option}: bad entry {part!r}; write col=policy with policy in {', '.join(policies)}")
         out[col] = pol
     return out
+
+
+def _on_unknown(text: str) -> str | dict[str, str]:
+    from ..encode import POLICIES
+
+    return _column_policies(text, "--on-unknown", POLICIES)
 
 
 def _na_values(text: str | None) -> tuple[str, ...]:
@@ -35,16 +41,4 @@ def _missing(text: str | None) -> str | dict[str, str] | None:
 
     if not text:
         return None
-    text = text.strip()
-    if "=" not in text:
-        if text not in MISSING_POLICIES:
-            raise CLIError(f"--missing must be one of {', '.join(MISSING_POLICIES)} or col=policy,..., got {text!r}")
-        return text
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        col, eq, pol = part.partition("=")
-        col, pol = col.strip(), pol.strip()
-        if not eq or not col or pol not in MISSING_POLICIES:
-            raise CLIError(f"--missing: bad entry {part!r}; write col=policy with policy in {', '.join(MISSING_POLICIES)}")
-        out[col] = pol
-    return out
+    return _column_policies(text, "--missing", MISSING_POLICIES)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..domain import fmt_edge
 
-__all__ = ["query_labels"]
+__all__ = ["cell_labels", "query_labels"]
 
 
 def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
@@ -35,3 +35,14 @@ def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
         else:
             out.append(lab[lo] if lo == hi else f"{lab[lo]}..{lab[hi]}")
     return out
+
+
+def cell_labels(domain, key) -> list:
+    """Per attribute of ``key``, the display labels of its cells (codes ``0 .. size-1``), or
+    ``None`` for an attribute with neither labels nor bins (its cells are shown as codes)."""
+    labels = []
+    for a in key:
+        attr = domain.attributes[a]
+        shown = attr.labels is not None or getattr(attr, "bins", None) is not None
+        labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
+    return labels

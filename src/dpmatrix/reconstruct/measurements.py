@@ -33,7 +33,7 @@ from ..selection import selector
 from ..workload import AttrSet
 from .broadcast import MarginalBlock, plain_block_batches, plain_blocks
 from .estimator import Estimator
-from .labels import query_labels
+from .labels import cell_labels, query_labels
 from .residual_estimator import ResidualEstimator
 from .store import open_store
 
@@ -517,11 +517,7 @@ def axis_labels(domain, attrs, kinds, matrices) -> list:
 def marginal_frame(domain, key: AttrSet, estimate: np.ndarray, variance: np.ndarray, level: float) -> pd.DataFrame:
     """Tidy table of a marginal: one row per cell (C order), labelled attribute columns,
     estimate, variance, std, and the bounds of the normal confidence interval at ``level``."""
-    labels = []
-    for a in key:
-        attr = domain.attributes[a]
-        shown = attr.labels is not None or getattr(attr, "bins", None) is not None
-        labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
+    labels = cell_labels(domain, key)
     return _frame(domain.names_of(key), labels, estimate, variance, level)
 
 

@@ -18,7 +18,7 @@ from ..errors import NotMeasuredError
 from ..linalg.kron import kron_apply
 from .broadcast import plain_estimate, plain_variance
 from .estimator import EntryAnswer, Estimator
-from .labels import query_labels
+from .labels import cell_labels, query_labels
 
 __all__ = ["ResidualEstimator"]
 
@@ -126,11 +126,7 @@ class ResidualEstimator(Estimator):
         key, types = tuple(wk.sets[i]), wk.types(i)
         names = dom.names_of(key)
         if all(t == "identity" for t in types) and all(self.plan.bases[a].is_identity for a in key):
-            labels = []
-            for a in key:
-                attr = dom.attributes[a]
-                shown = attr.labels is not None or getattr(attr, "bins", None) is not None
-                labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
+            labels = cell_labels(dom, key)
             return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
         cells = self.combine(key)
         mats = tuple(wk.query_matrix(a, t) for a, t in zip(key, types))

@@ -331,11 +331,51 @@ def _tables_section(written: WrittenTables, formats, level, decimals=None) -> di
     }  # fmt: skip
 
 
-def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
-                 decimals: int | None = None, extra: Mapping[str, Any] | None = None) -> None:
+def _manifest_head(measurements, plan, privacy, level, reproducible, planner: str) -> dict[str, Any]:
+    """The keys every release manifest opens with, in order: format, library, creation time,
+    privacy statement, mechanism (noise, randomness, reproducibility, planner), the plan's accuracy
+    (RMSE and largest variance) and the confidence level of the intervals."""
+    return {
+        "format": RELEASE_FORMAT,
+        "library": {"name": "dpmatrix", "version": _library_version()},
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "privacy": privacy,
+        "mechanism": {
+            "noise": measurements.noise,
+            "randomness": measurements.randomness,
+            "reproducible": bool(reproducible),
+            "planner": planner,
+        },
+        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
+        "confidence_level": float(level),
+    }
+
+
+def _open_stage(measurements, stage: Path, progress) -> tuple[int, int]:
+    """Create the stage directory and write the measurements file first, synced to disk before
+    anything refers to it; returns (mechanisms or residual sets, noisy values) written."""
     stage.mkdir(parents=True)
     n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
     fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
+    return n_sets, n_values
+
+
+def _seal_stage(stage: Path, manifest: dict[str, Any], notes, extra: Mapping[str, Any] | None) -> None:
+    """Finish a stage: add the notes and the caller's extra manifest keys, write the manifest, then
+    its digest, then sync the directory."""
+    if notes:
+        manifest["notes"] = dict(notes)
+    manifest.update(extra or {})
+    text = dump_json(manifest) + "\n"
+    _write_synced(stage / MANIFEST, text)
+    # written last: its presence (matching the manifest) marks the stage as a complete release
+    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
+    fsync_path(stage)
+
+
+def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progress, notes, reproducible,
+                 decimals: int | None = None, extra: Mapping[str, Any] | None = None) -> None:
+    n_sets, n_values = _open_stage(measurements, stage, progress)
     wk = plan.workload
     cell_var = np.asarray(plan.marginal_table()["max_variance"], dtype=float)
     written = write_tables(measurements, stage, formats=formats, level=level, decimals=decimals, progress=progress,
@@ -357,19 +397,9 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     example = entries[min(len(entries) - 1, 1 + len(plan.domain))]["key"] if entries else "total"
     _write_synced(stage / TABLES_README, tables_readme(level, decimals, formats, example, reproducible) + _unit_readme(privacy))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
+    planner = "ResidualPlanner" if plan.is_plain else "ResidualPlanner+"
     manifest: dict[str, Any] = {
-        "format": RELEASE_FORMAT,
-        "library": {"name": "dpmatrix", "version": _library_version()},
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "privacy": privacy,
-        "mechanism": {
-            "noise": measurements.noise,
-            "randomness": measurements.randomness,
-            "reproducible": bool(reproducible),
-            "planner": "ResidualPlanner" if plan.is_plain else "ResidualPlanner+",
-        },
-        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
-        "confidence_level": float(level),
+        **_manifest_head(measurements, plan, privacy, level, reproducible, planner),
         "plan_format": spec["format"],
         "domain": spec["domain"],
         "workload": spec["workload"],
@@ -389,23 +419,14 @@ def _write_stage(measurements, stage: Path, plan, privacy, formats, level, progr
     bound = _lower_bound_entry(plan)
     if bound is not None:
         manifest["lower_bound"] = bound
-    if notes:
-        manifest["notes"] = dict(notes)
-    manifest.update(extra or {})
-    text = dump_json(manifest) + "\n"
-    _write_synced(stage / MANIFEST, text)
-    # written last: its presence (matching the manifest) marks the stage as a complete release
-    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
-    fsync_path(stage)
+    _seal_stage(stage, manifest, notes, extra)
 
 
 def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level, progress, notes,
                         reproducible, extra: Mapping[str, Any] | None = None) -> None:
     """The release stage of a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...): one
     table per workload entry, the plan's own ``to_dict`` under ``plan`` in the manifest."""
-    stage.mkdir(parents=True)
-    n_sets, n_values = _write_measurements(measurements, stage / MEASUREMENTS, progress)
-    fsync_path(stage / MEASUREMENTS)  # (a file: its data reach the disk before the manifest)
+    n_sets, n_values = _open_stage(measurements, stage, progress)
     written = write_tables(measurements, stage, formats=formats, level=level, progress=progress,
                            metadata=_parquet_marks(reproducible))  # fmt: skip
     entries = [
@@ -419,14 +440,7 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
     _write_synced(stage / TABLES_README, tables_readme(level, None, formats, example, reproducible) + _unit_readme(privacy))
     digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
     manifest: dict[str, Any] = {
-        "format": RELEASE_FORMAT,
-        "library": {"name": "dpmatrix", "version": _library_version()},
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "privacy": privacy,
-        "mechanism": {"noise": measurements.noise, "randomness": measurements.randomness,
-                      "reproducible": bool(reproducible), "planner": spec.get("planner", type(plan).__name__)},
-        "accuracy": {"rmse": plan.rmse(), "max_variance": plan.max_variance()},
-        "confidence_level": float(level),
+        **_manifest_head(measurements, plan, privacy, level, reproducible, spec.get("planner", type(plan).__name__)),
         "plan_format": spec.get("format"),
         "plan": spec,
         "domain": spec["domain"],
@@ -437,10 +451,4 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
         "marginals": entries,
         "files": digests,
     }
-    if notes:
-        manifest["notes"] = dict(notes)
-    manifest.update(extra or {})
-    text = dump_json(manifest) + "\n"
-    _write_synced(stage / MANIFEST, text)
-    _write_synced(stage / MANIFEST_DIGEST, f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST}\n")
-    fsync_path(stage)
+    _seal_stage(stage, manifest, notes, extra)

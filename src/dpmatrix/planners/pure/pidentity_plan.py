@@ -150,17 +150,19 @@ def quantized_strategy(theta: np.ndarray, epsilon: float, resolution: int = RESO
 
 
 @dataclass(frozen=True, eq=False)
-class PIdentityPlan(MatrixPurePlan):
-    """A :class:`~.matrix_strategy.MatrixPurePlan` whose rows are the cells followed by
-    non-negative aggregation rows (an optimized p-Identity strategy), with structured linear
-    algebra (Woodbury covariance, interval query variances) and the continuous model option.
+class PIdentityVariances(MatrixPurePlan):
+    """What every p-Identity plan (one product, :class:`PIdentityPlan`, or a union of products,
+    :class:`~.pidentity_union.UnionPIdentityPlan`) shares: per-row Laplace variances in the
+    discrete (released, exact discrete Laplace) or continuous (``2/ε_r²``) model, and the
+    workload's total and maximum variances from the subclass's per-marginal ``_entry_variances``
+    (weighted sum of all entries; largest entry over marginals of positive weight).
 
     Attributes
     ----------
     variance_model : {"discrete", "continuous"}
         Exact discrete Laplace variances (released) or ``2/ε_r²``.
     comparison : tuple of dict
-        The optimizer's starts and their objectives.
+        What the planner compared (optimizer starts, or per-marginal objectives and budgets).
     """
 
     variance_model: str = "discrete"
@@ -173,6 +175,33 @@ class PIdentityPlan(MatrixPurePlan):
             with np.errstate(divide="ignore"):
                 return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
         return discrete_laplace_variance(e)
+
+    def _queries(self, j: int) -> list[np.ndarray]:
+        s = self.workload.sets[j]
+        return [np.asarray(self.workload.query_matrix(a, k), dtype=float) for a, k in zip(s, self.workload.types(j))]
+
+    def total_variance(self) -> float:
+        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum()
+                         for j in range(len(self.workload)) if self.workload.weights[j] > 0))
+
+    def max_variance(self) -> float:
+        return float(max(self._entry_variances[j].max() for j in range(len(self.workload))
+                         if self.workload.weights[j] > 0))
+
+
+@dataclass(frozen=True, eq=False)
+class PIdentityPlan(PIdentityVariances):
+    """A :class:`~.matrix_strategy.MatrixPurePlan` whose rows are the cells followed by
+    non-negative aggregation rows (an optimized p-Identity strategy), with structured linear
+    algebra (Woodbury covariance, interval query variances) and the continuous model option.
+
+    Attributes
+    ----------
+    variance_model : {"discrete", "continuous"}
+        Exact discrete Laplace variances (released) or ``2/ε_r²``.
+    comparison : tuple of dict
+        The optimizer's starts and their objectives.
+    """
 
     @cached_property
     def _cov_x(self) -> np.ndarray:
@@ -214,18 +243,6 @@ class PIdentityPlan(MatrixPurePlan):
             else:
                 out.append(quadratic_diagonal(None, self._cov_x, iv))
         return tuple(out)
-
-    def _queries(self, j: int) -> list[np.ndarray]:
-        s = self.workload.sets[j]
-        return [np.asarray(self.workload.query_matrix(a, k), dtype=float) for a, k in zip(s, self.workload.types(j))]
-
-    def total_variance(self) -> float:
-        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum()
-                         for j in range(len(self.workload)) if self.workload.weights[j] > 0))
-
-    def max_variance(self) -> float:
-        return float(max(self._entry_variances[j].max() for j in range(len(self.workload))
-                         if self.workload.weights[j] > 0))
 
 
 def _kron2_diagonal(qs, cov: np.ndarray, shape) -> np.ndarray:

@@ -27,12 +27,12 @@ import numpy as np
 
 from ...errors import PlanError
 from ...linalg.marginal_map import marginal_map
-from ...mechanisms.laplace import discrete_laplace_variance, dyadic_floor
+from ...mechanisms.laplace import dyadic_floor
 from ...solvers.budget_split import cube_root_split
 from ...solvers.pidentity import optimize_pidentity
 from ...workload import Workload
-from .matrix_strategy import MatrixPurePlan
 from .pidentity_plan import (
+    PIdentityVariances,
     _kron2_diagonal,
     _type_gram,
     default_random_starts,
@@ -47,7 +47,7 @@ MAX_CELLS = 4096
 
 
 @dataclass(frozen=True, eq=False)
-class UnionPIdentityPlan(MatrixPurePlan):
+class UnionPIdentityPlan(PIdentityVariances):
     """A :class:`~.matrix_strategy.MatrixPurePlan` made of one p-Identity product per workload
     marginal, with the continuous-model option and per-marginal query variances by mode products.
 
@@ -57,21 +57,6 @@ class UnionPIdentityPlan(MatrixPurePlan):
     comparison : tuple of dict
         Per marginal: its objective ``f_j`` and budget ``ε_j``.
     """
-
-    variance_model: str = "discrete"
-    comparison: tuple = ()
-
-    @cached_property
-    def noise_variance(self) -> np.ndarray:
-        e = np.array([float(b) for b in self.budgets])
-        if self.variance_model == "continuous":
-            with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
-        return discrete_laplace_variance(e)
-
-    def _queries(self, j: int) -> list[np.ndarray]:
-        s = self.workload.sets[j]
-        return [np.asarray(self.workload.query_matrix(a, k), dtype=float) for a, k in zip(s, self.workload.types(j))]
 
     @cached_property
     def _entry_variances(self) -> tuple[np.ndarray, ...]:
@@ -86,14 +71,6 @@ class UnionPIdentityPlan(MatrixPurePlan):
                 q = reduce(np.kron, qs, np.ones((1, 1)))
                 out.append(np.einsum("ij,jk,ik->i", q, cov, q).reshape(self._entry_shape(j)))
         return tuple(out)
-
-    def total_variance(self) -> float:
-        return float(sum(self.workload.weights[j] * self._entry_variances[j].sum()
-                         for j in range(len(self.workload)) if self.workload.weights[j] > 0))
-
-    def max_variance(self) -> float:
-        return float(max(self._entry_variances[j].max() for j in range(len(self.workload))
-                         if self.workload.weights[j] > 0))
 
 
 def _product_rows(factors) -> tuple[np.ndarray, list[Fraction]]:

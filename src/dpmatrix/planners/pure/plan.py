@@ -39,6 +39,7 @@ from ...errors import PlanError
 from ...mechanisms.laplace import discrete_laplace_variance, round_budgets
 from ...mechanisms.linear import LinearMechanism
 from ...reconstruct.estimator import EntryAnswer, Estimator
+from ...reconstruct.labels import cell_labels
 from ...reconstruct.measurements import axis_labels
 from ...solvers.budget_split import cube_root_split, uniform_split
 from ...workload import Workload
@@ -374,11 +375,7 @@ class PureEstimator(Estimator):
         dom = self.plan.domain
         names = dom.names_of(key)
         if wk.is_plain:
-            labels = []
-            for a in key:
-                attr = dom.attributes[a]
-                shown = attr.labels is not None or getattr(attr, "bins", None) is not None
-                labels.append([attr.label(c) for c in range(attr.size)] if shown else None)
+            labels = cell_labels(dom, key)
             return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
         mats = self.plan._query_mats(i)
         est = self.estimate(key)

@@ -181,6 +181,22 @@ def _fourier_form(sub):
     return LatticeQuery.of((K,)), _flatten, post
 
 
+def _subset_sum(sizes, attrs: tuple[int, ...], term, power: int) -> np.ndarray:
+    """``Σ_{S⊆attrs} term(S) / Π_{j∈attrs∖S} n_j^power`` on the cells of ``attrs``: each
+    ``term(S)`` (the cells of ``S`` in any shape, or None for a subset not measured) is broadcast
+    along the attributes it lacks. ``power=1`` spreads a residual's estimate evenly over the
+    dropped attributes (the combined estimate); ``power=2`` scales its variance alike."""
+    out = np.zeros(tuple(sizes[a] for a in attrs))
+    for k in range(len(attrs) + 1):
+        for S in itertools.combinations(attrs, k):
+            t = term(S)
+            if t is None:
+                continue
+            t = np.asarray(t).reshape(tuple(sizes[a] if a in S else 1 for a in attrs))
+            out = out + t / math.prod(sizes[a] for a in attrs if a not in S) ** power
+    return out
+
+
 class QSEstimator(Estimator):
     """Estimates of a QuerySmasher plan from ``noisy[A'] = ω_{A'}`` (module docstring)."""
 
@@ -202,16 +218,7 @@ class QSEstimator(Estimator):
 
     def combined(self, attrs: tuple[int, ...]) -> np.ndarray:
         """``x̂_A = Σ_{A'⊆A} r_{A'} / Π n_dropped`` (unbiased for the workload's queries on A)."""
-        sizes = self.plan.domain.sizes
-        out = np.zeros(tuple(sizes[a] for a in attrs))
-        for k in range(len(attrs) + 1):
-            for sub in itertools.combinations(attrs, k):
-                est = self.residual(sub)
-                if est is None:
-                    continue
-                scale = math.prod(sizes[a] for a in attrs if a not in sub)
-                out = out + est.reshape(tuple(sizes[a] if a in sub else 1 for a in attrs)) / scale
-        return out
+        return _subset_sum(self.plan.domain.sizes, attrs, self.residual, 1)
 
     def group_answer(self, i: int) -> np.ndarray:
         """Answers to the queries of group ``i``; NaN for a query with a component in an
@@ -339,15 +346,12 @@ class QSEstimator(Estimator):
             return np.asarray(self.plan.group_variance(i))
         self._cell_check(key)
         sizes = self.plan.domain.sizes
-        out = np.zeros(tuple(sizes[a] for a in key))
-        for k in range(len(key) + 1):
-            for S in itertools.combinations(key, k):
-                space = self._space(S)
-                if space is None:
-                    continue
-                s2, mech = space
-                n = math.prod(sizes[a] for a in S)
-                d = np.asarray(mech.var_dense(np.eye(n)), dtype=float).reshape(
-                    tuple(sizes[a] if a in S else 1 for a in key))
-                out = out + s2 * d / math.prod(sizes[a] for a in key if a not in S) ** 2
-        return out
+
+        def term(S):
+            space = self._space(S)
+            if space is None:
+                return None
+            s2, mech = space
+            return s2 * np.asarray(mech.var_dense(np.eye(math.prod(sizes[a] for a in S))), dtype=float)
+
+        return _subset_sum(sizes, key, term, 2)
