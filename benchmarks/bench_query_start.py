@@ -22,25 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_report import SIZE, make_data  # noqa: E402  (same data as the report benchmark)
-
-
-def run(argv: list[str], env: dict) -> float:
-    t = time.perf_counter()
-    r = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{r.stderr[-3000:]}")
-    return wall
+from bench_report import SIZE, make_data, run  # noqa: E402  (same data and timing as the report benchmark)
 
 
 def main() -> None:

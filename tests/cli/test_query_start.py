@@ -31,13 +31,8 @@ HEAVY = ("pandas", "scipy", "duckdb", "pyspark", "jax", "matplotlib", "cvxpy", "
 #: dpmatrix's measuring engines, solvers and report: not needed to answer from a release
 UNUSED = ("dpmatrix.measure", "dpmatrix.solvers", "dpmatrix.engines", "dpmatrix.report", "dpmatrix.postprocess")
 
-QUERY = (
-    "import json, sys\n"
-    "from dpmatrix.cli import main\n"
-    "rc = main(sys.argv[1:])\n"
-    "assert rc == 0, rc\n"
-    "print(json.dumps(sorted(sys.modules)))\n"
-)
+#: runs the CLI in a fresh interpreter and prints the modules it loaded (shared with test_cli_imports)
+from cli.test_cli_imports import QUERY  # noqa: E402
 
 
 def _run(*args: str) -> tuple[str, set[str]]:
