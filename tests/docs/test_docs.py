@@ -97,9 +97,9 @@ def run_python(block: Block, ns: dict, where: str) -> str:
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             if isinstance(node, ast.Expr):
-                value = eval(compile(ast.Expression(node.value), where, "eval"), ns)
+                value = eval(compile(ast.Expression(node.value), where, "eval", dont_inherit=True), ns)
             else:
-                exec(compile(ast.Module([node], []), where, "exec"), ns)
+                exec(compile(ast.Module([node], []), where, "exec", dont_inherit=True), ns)
                 value = None
         stdout.write(buf.getvalue())
         if check:
@@ -206,6 +206,9 @@ def test_page_blocks_run_as_shown(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DPMATRIX_LEDGER", str(tmp_path / ".ledger.sqlite3"))
     monkeypatch.syspath_prepend(str(ROOT / "src"))
+    from dpmatrix.ledger import Ledger
+
+    Ledger(tmp_path / ".ledger.sqlite3")  # dm.publish in a python block charges the page's ledger
     run_page(page, tmp_path)
 
 
