@@ -281,6 +281,11 @@ class QueryWorkload:
     def n_queries(self) -> int:
         return int(sum(g.n_queries for g in self.groups))
 
+    @property
+    def cells(self) -> list[int]:
+        """Cells of each group's marginal (the counts its queries read), in group order."""
+        return [g.n_cells for g in self.groups]
+
     def __repr__(self) -> str:
         return f"QueryWorkload({len(self.groups)} groups, {self.n_queries} queries on {len(self.domain)} attributes)"
 

@@ -235,3 +235,23 @@ def test_measure_release_load_same_answers(plans, esoph, tmp_path, name):
         np.testing.assert_allclose(got["estimate"], want["estimate"], rtol=0, atol=1e-9)
         np.testing.assert_allclose(got["variance"], want["variance"], rtol=1e-12)
         np.testing.assert_allclose(want["variance"], np.asarray(meas.plan.query_variance(attrs)).reshape(-1), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_publish_with_secure_noise(plans, esoph, tmp_path, name):
+    """Every plan, a newly registered planner's included, goes through the library's release
+    workflow with the default secure noise: charged once to the ledger, and the release states at
+    most the plan's budget (ρ for zCDP plans, ε for pure ones)."""
+    plan = plans[name]
+    _, records = esoph
+    led = dm.Ledger(tmp_path / "ledger.sqlite3")
+    done = dm.publish(plan, records, tmp_path / "rel", dataset="esoph", ledger=led, encoding="codes", report=False)
+    (row,) = led.rows()
+    assert row["status"] == "completed"
+    rel = dm.load_release(done.path)
+    if plan.budget.is_pure:
+        assert led.spent("esoph").epsilon == pytest.approx(plan.budget.pure_epsilon, rel=1e-12)
+    else:
+        assert led.spent("esoph").rho == pytest.approx(plan.budget.rho, rel=1e-12)
+        assert rel.privacy["rho"] <= plan.budget.rho * (1 + 1e-9)
+    assert rel.measurements.provenance.in_ledger

@@ -49,7 +49,7 @@ from ..mechanisms.lattice import (
     max_exponent,
 )
 from ..mechanisms.samplers import rational_upper_bound
-from ..protocols import HasSubMechanisms
+from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
@@ -79,7 +79,11 @@ def _integer_plan(plan) -> bool:
     if _is_qs(plan):
         return all(plan.solutions[r.structure].marginal_factors() is not None
                    for r in plan.residuals.values() if math.isfinite(r.sigma2))
-    return all(b.is_identity for b in plan.bases)
+    if isinstance(plan, HasSecureNoise):
+        return plan.secure_noise == "discrete_gaussian"
+    if isinstance(plan, HasClosure):
+        return all(b.is_identity for b in plan.bases)
+    return False  # a plan that only lists its mechanisms: the lattice sampler takes any matrix
 
 
 def resolve_noise(plan, noise: str = "auto", rng=None) -> str:
