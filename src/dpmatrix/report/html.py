@@ -757,42 +757,37 @@ def _marginal_block(t: TableView, level: float, pct_text: str) -> str:
         side = f.width <= 560
         fig = _img(f)
     table = ""
+    n = len(t.estimate)
     if t.show_table:
-        head = "".join(f"<th>{lab(a)}</th>" for a in t.attributes)
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{lab(v)}</td>" for v in t.labels[r])
-            + f'<td class="n">{num(t.estimate[r], src=(t.source, r, "estimate"))}</td>'
-            + f'<td class="n">{num(t.lower[r], src=(t.source, r, "lower"))}</td>'
-            + f'<td class="n">{num(t.upper[r], src=(t.source, r, "upper"))}</td></tr>'
-            for r in range(len(t.estimate))
-        )
-        n = len(t.estimate)
         open_attr = " open" if n <= 14 else ""
         table = (
             f"<details{open_attr}><summary>Table ({num(n, derive=['rows', t.index])} rows)</summary>"
-            f'<table><tr>{head}<th class="n">estimate</th><th class="n">lower</th>'
-            f'<th class="n">upper</th></tr>{rows}</table></details>'
+            f"{_cell_table(t, range(n))}</details>"
         )
     elif t.top:
-        head = "".join(f"<th>{lab(a)}</th>" for a in t.attributes)
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{lab(v)}</td>" for v in t.labels[r])
-            + f'<td class="n">{num(t.estimate[r], src=(t.source, r, "estimate"))}</td>'
-            + f'<td class="n">{num(t.lower[r], src=(t.source, r, "lower"))}</td>'
-            + f'<td class="n">{num(t.upper[r], src=(t.source, r, "upper"))}</td></tr>'
-            for r in t.top
-        )
-        n = len(t.estimate)
         table = (
             f"<details open><summary>The {num(len(t.top), derive=['top', t.index])} largest of "
-            f"{num(n, derive=['rows', t.index])} cells</summary>"
-            f'<table><tr>{head}<th class="n">estimate</th><th class="n">lower</th>'
-            f'<th class="n">upper</th></tr>{rows}</table></details>'
+            f"{num(n, derive=['rows', t.index])} cells</summary>{_cell_table(t, t.top)}</details>"
         )
     else:
         table = '<p class="note">The table is too long to print here: see its files.</p>'
     parts.append(f'<div class="mbody{" side" if side else ""}">{fig}<div class="mtable">{table}</div></div></div>')
     return "".join(parts)
+
+
+def _cell_table(t, rows) -> str:
+    """The HTML table of a marginal's cells ``rows`` (all of them, or its largest): labels,
+    estimate and interval, each number linked to its source cell."""
+    head = "".join(f"<th>{lab(a)}</th>" for a in t.attributes)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{lab(v)}</td>" for v in t.labels[r])
+        + f'<td class="n">{num(t.estimate[r], src=(t.source, r, "estimate"))}</td>'
+        + f'<td class="n">{num(t.lower[r], src=(t.source, r, "lower"))}</td>'
+        + f'<td class="n">{num(t.upper[r], src=(t.source, r, "upper"))}</td></tr>'
+        for r in rows
+    )
+    return (f'<table><tr>{head}<th class="n">estimate</th><th class="n">lower</th>'
+            f'<th class="n">upper</th></tr>{body}</table>')
 
 
 # -- footer ------------------------------------------------------------------------------------------
