@@ -168,13 +168,20 @@ def query_vectors(domain, where: Where | None = None, by: Sequence[str] | str | 
 
     queries, groups = [], []
     for combo in itertools.product(*[range(domain.sizes[a]) for a in by_key]):
-        g = {a: np.eye(domain.sizes[a])[c] for a, c in zip(by_key, combo)}
+        g = {a: _one_hot(domain.sizes[a], c) for a, c in zip(by_key, combo)}
         q = side(sides[0], g)
         if contrast is not None:
             q = q - side(sides[1], g)
         queries.append(q)
         groups.append(tuple(_group_label(domain.attributes[a], c) for a, c in zip(by_key, combo)))
     return _sum_out(key, np.array(queries), by_key) + (groups,)
+
+
+def _one_hot(n: int, c: int) -> np.ndarray:
+    """The indicator of value ``c`` among ``n`` (a row of the identity, without building it)."""
+    e = np.zeros(n)
+    e[c] = 1.0
+    return e
 
 
 def _group_label(attr, code: int):
