@@ -577,8 +577,8 @@ class Workload:
         for i, s in enumerate(self.sets):
             n = 1.0
             for a, t in zip(s, self.types(i)):
-                if (a, t) not in rows:
-                    rows[a, t] = self.query_matrix(a, t).shape[0]
+                if (a, t) not in rows:  # a plain attribute's n rows: no identity matrix built
+                    rows[a, t] = self.domain.sizes[a] if t == IDENTITY else self.query_matrix(a, t).shape[0]
                 n *= rows[a, t]
             out[i] = n
         return out

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import NotMeasuredError
 from ..linalg.kron import kron_apply
+from ..linalg.structured import Identity
 from .broadcast import plain_estimate, plain_variance
 from .estimator import EntryAnswer, Estimator
 from .labels import cell_labels, query_labels
@@ -129,7 +130,8 @@ class ResidualEstimator(Estimator):
             labels = cell_labels(dom, key)
             return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
         cells = self.combine(key)
-        mats = tuple(wk.query_matrix(a, t) for a, t in zip(key, types))
+        # a plain attribute's queries are its cells: the structured identity, never expanded
+        mats = tuple(Identity(dom.sizes[a]) if t == "identity" else wk.query_matrix(a, t) for a, t in zip(key, types))
         est = kron_apply(mats, cells) if key else cells
         labels = [query_labels(dom.attributes[a], t, M) for a, t, M in zip(key, types, mats)]
         return EntryAnswer(names, names, labels, est, self.plan.query_variance(key))

@@ -207,7 +207,7 @@ class Release:
             attr = self.domain.attributes[a]
             if pa.types.is_integer(t.schema.field(attr.name).type):
                 continue
-            cats = query_labels(attr, qt, wk.query_matrix(a, qt))
+            cats = query_labels(attr, qt, None if qt == "identity" else wk.query_matrix(a, qt))
             df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
         return df
 
