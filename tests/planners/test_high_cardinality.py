@@ -21,11 +21,11 @@ from functools import reduce
 from pathlib import Path
 
 import numpy as np
-import oracle
 import pandas as pd
 import pytest
 
 import dpmatrix as dm
+import oracle
 from dpmatrix.linalg.structured import StructuredMatrix
 from dpmatrix.planners.residual.plan import Plan
 
