@@ -187,6 +187,7 @@ BIG = textwrap.dedent(
     one = meas.marginal(("big",))  # a sub-marginal
     q = meas.query({"big": (10, 40_000), "g": "y"})
     c = meas.count({"big": (0, 99)}, contrast=({"g": "x"}, {"g": "z"}))
+    per_value = meas.count({"g": "y"}, by="big")  # n groups, answered together
     table = plan.marginal_table()
     rc = [main([str(a) for a in argv]) for argv in (
         ["release", folder + "/big.csv", "--domain", folder + "/dom.json", "-w", "big;big,g", "--rho", "1",
@@ -197,7 +198,8 @@ BIG = textwrap.dedent(
     )]
     _, peak = tracemalloc.get_traced_memory()
     print(json.dumps({"peak": peak, "rc": rc, "cells": len(cells), "one": float(one["estimate"].sum()),
-                      "q_var": q.variance, "c_var": c.variance, "facts": facts, "rows": rows,
+                      "q_var": q.variance, "c_var": c.variance,
+                      "groups": len(per_value.answers), "facts": facts, "rows": rows,
                       "max_var": float(table["max_variance"].max())}))
     """
 )
@@ -213,7 +215,8 @@ def run_big(n: int, folder: Path, src: Path = SRC, limit_gb: float = 6.0) -> sub
 
 @pytest.mark.slow
 def test_a_release_at_n_50000_never_builds_an_n_by_n_array(tmp_path):
-    """Plan, secure measurement, reconstruction, sub-marginal, counts, plan save/load, and the CLI
+    """Plan, secure measurement, reconstruction, sub-marginal, counts (one per value of ``big``
+    too), plan save/load, and the CLI
     release/query/report of ``{big (50,000 values)} + {big × g (3 values)}``: run with 6 GB of
     address space (one 50,000² float array is 18.6 GiB: the dense basis fails here with
     MemoryError), and numpy's traced peak stays below 2 % of ``n² · 8`` bytes."""
@@ -223,7 +226,7 @@ def test_a_release_at_n_50000_never_builds_an_n_by_n_array(tmp_path):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["rc"] == [0, 0, 0, 0]
     assert out["peak"] < 0.02 * n * n * 8, out["peak"]
-    assert out["cells"] == 3 * n
+    assert out["cells"] == 3 * n and out["groups"] == n
     # the stated accuracy is Theorem 4.4's closed form: one-way cell variance with σ² of the
     # residuals, and the total of the one-way table is within a few std of the row count
     assert abs(out["one"] - out["rows"]) < 10 * np.sqrt(out["facts"][2] * n)
@@ -271,3 +274,47 @@ def test_real_high_cardinality_column_released_and_queried_through_the_cli(tmp_p
     ans = json.loads(out)
     true = int(((df["price"] <= 1000) & (df["cut"] == "Ideal")).sum())
     assert abs(ans["estimate"] - true) <= 6 * ans["std"]
+
+
+# ---------------------------------------------------------------------------------------------
+# count(..., by=...): all groups at once
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("where, by, contrast", [
+    ({"a1": (1, 2)}, "a0", None),
+    (None, "a0", None),
+    (None, ["a2", "a0"], None),  # groups named in the domain's order (got.by)
+    (None, "a2", ({"a1": 0}, {"a1": 2})),
+    ({"a0": (0, 3)}, "a0", None),  # a condition on the by attribute: one query per group
+])
+def test_grouped_counts_equal_one_query_per_group_and_least_squares(where, by, contrast):
+    sizes = (5, 3, 2)
+    wk = _workload(sizes, [(0, 1), (0, 2), (1, 2)])
+    plan = dm.plan(wk, rho=1.5)
+    rng = np.random.default_rng(9)
+    df = pd.DataFrame({f"a{i}": rng.integers(0, n, 200) for i, n in enumerate(sizes)})
+    meas = dm.measure(plan, df, rng=rng, noise="gaussian")
+    got = meas.count(where, by=by, contrast=contrast)
+    msets, B, Sigma = _stack(meas.plan)
+    omega = np.concatenate([np.asarray(meas.noisy[s], dtype=float).reshape(-1) for s in msets])
+    by_idx = [int(a[1:]) for a in got.by]
+    for g, ans in zip(got.groups, got.answers):
+        # the group's question written out on the full data vector: indicator of the record set
+        full = np.ones(sizes)
+        grid = np.indices(sizes)
+        for a, v in zip(by_idx, g):
+            full = full * (grid[a] == int(v))
+
+        def cond(spec):
+            m = np.ones(sizes)
+            for name, sel in (spec or {}).items():
+                a = int(name[1:])
+                lo, hi = (sel, sel) if not isinstance(sel, tuple) else sel
+                m = m * ((grid[a] >= lo) & (grid[a] <= hi))
+            return m
+
+        w = full * cond(where)
+        if contrast is not None:
+            w = w * (cond(contrast[0]) - cond(contrast[1]))
+        w = w.reshape(1, -1)
+        assert ans.estimate == pytest.approx(float(oracle.gls_estimate(w, B, Sigma, omega)[0]), rel=1e-9, abs=1e-9)
+        assert ans.variance == pytest.approx(float(oracle.gls_covariance(w, B, Sigma)[0, 0]), rel=1e-9, abs=1e-12)

@@ -254,6 +254,9 @@ def count(meas, where: Where | None = None, *, by=None, contrast=None, level: fl
     [2.0, 2.0]
     """
     dom = meas.plan.domain
+    grouped = _grouped(meas, where, by, contrast, level)
+    if grouped is not None:
+        return grouped
     key, queries, groups = query_vectors(dom, where, by, contrast)
     answers = []
     for q in queries:
@@ -270,6 +273,45 @@ def count(meas, where: Where | None = None, *, by=None, contrast=None, level: fl
         return answers[0]
     by_names = dom.names_of(dom.resolve([by] if isinstance(by, str) else list(by)))
     return GroupedAnswer(tuple(by_names), tuple(groups), tuple(answers))
+
+
+def _grouped(meas, where, by, contrast, level: float):
+    """``count(..., by=...)`` when no condition names a ``by`` attribute: every group's query is
+    ``e_g ⊗ w`` with one ``w`` on the other attributes, answered for all groups at once by the
+    estimator (:meth:`~dpmatrix.reconstruct.estimator.Estimator.grouped_queries`: O(cells) for
+    plain plans instead of one query vector per group). ``None`` when a condition constrains a
+    ``by`` attribute (the general path builds one query per group)."""
+    if by is None:
+        return None
+    dom = meas.plan.domain
+    by_key = dom.resolve([by] if isinstance(by, str) else list(by))
+    named = set(dom.resolve(list(dict(where or {})))) if where else set()
+    for side in contrast or ():
+        named |= set(dom.resolve(list(dict(side)))) if side else set()
+    if named & set(by_key):
+        return None
+    rest_key, ws, _ = query_vectors(dom, where, None, contrast)
+    key = tuple(sorted(set(rest_key) | set(by_key)))
+    by_pos = tuple(key.index(a) for a in by_key)
+    shape = tuple(dom.sizes[a] for a in key)
+    try:
+        est, var = meas._estimator.grouped_queries(key, tuple(sorted(by_pos)), shape, np.asarray(ws[0], dtype=float))
+    except NotMeasuredError as exc:
+        raise NotMeasuredError(
+            f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
+            f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
+            "of the workload's closure answers), or plan a workload that contains this marginal"
+        ) from None
+    from .measurements import QueryAnswer
+
+    order = np.argsort(np.argsort(by_pos))  # by_key order -> axes of the result (key order)
+    est = np.transpose(est, order) if est.ndim > 1 else est
+    var = np.transpose(var, order) if var.ndim > 1 else var
+    answers, groups = [], []
+    for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key]):
+        answers.append(QueryAnswer(float(est[combo]), float(var[combo])).at_level(level))
+        groups.append(tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo)))
+    return GroupedAnswer(tuple(dom.names_of(by_key)), tuple(groups), tuple(answers))
 
 
 def naive_cell_sum_variance(meas, key, q: np.ndarray) -> float:
