@@ -188,6 +188,12 @@ BIG = textwrap.dedent(
     q = meas.query({"big": (10, 40_000), "g": "y"})
     c = meas.count({"big": (0, 99)}, contrast=({"g": "x"}, {"g": "z"}))
     per_value = meas.count({"g": "y"}, by="big")  # n groups, answered together
+    # ResidualPlanner+ (prefix queries on a small attribute) with the secure lattice sampler
+    mixed = dm.plan(dm.Workload(dm.Domain({"big": n, "age": 6}), [("big",), ("big", "age")],
+                                query_types={"age": "prefix"}), rho=1.0)
+    ages = pd.DataFrame({"big": df["big"], "age": rng.integers(0, 6, len(df))})
+    mixed_meas = dm.measure(mixed, ages)
+    mixed_q = mixed_meas.query({"big": (0, 999), "age": (0, 2)})
     table = plan.marginal_table()
     rc = [main([str(a) for a in argv]) for argv in (
         ["release", folder + "/big.csv", "--domain", folder + "/dom.json", "-w", "big;big,g", "--rho", "1",
@@ -199,7 +205,8 @@ BIG = textwrap.dedent(
     _, peak = tracemalloc.get_traced_memory()
     print(json.dumps({"peak": peak, "rc": rc, "cells": len(cells), "one": float(one["estimate"].sum()),
                       "q_var": q.variance, "c_var": c.variance,
-                      "groups": len(per_value.answers), "facts": facts, "rows": rows,
+                      "groups": len(per_value.answers), "mixed_noise": mixed_meas.noise,
+                      "mixed_var": mixed_q.variance, "facts": facts, "rows": rows,
                       "max_var": float(table["max_variance"].max())}))
     """
 )
@@ -216,7 +223,8 @@ def run_big(n: int, folder: Path, src: Path = SRC, limit_gb: float = 6.0) -> sub
 @pytest.mark.slow
 def test_a_release_at_n_50000_never_builds_an_n_by_n_array(tmp_path):
     """Plan, secure measurement, reconstruction, sub-marginal, counts (one per value of ``big``
-    too), plan save/load, and the CLI
+    too), plan save/load, a ResidualPlanner+ plan measured with the secure lattice sampler, and
+    the CLI
     release/query/report of ``{big (50,000 values)} + {big × g (3 values)}``: run with 6 GB of
     address space (one 50,000² float array is 18.6 GiB: the dense basis fails here with
     MemoryError), and numpy's traced peak stays below 2 % of ``n² · 8`` bytes."""
@@ -227,6 +235,7 @@ def test_a_release_at_n_50000_never_builds_an_n_by_n_array(tmp_path):
     assert out["rc"] == [0, 0, 0, 0]
     assert out["peak"] < 0.02 * n * n * 8, out["peak"]
     assert out["cells"] == 3 * n and out["groups"] == n
+    assert out["mixed_noise"] == "lattice_gaussian" and out["mixed_var"] > 0
     # the stated accuracy is Theorem 4.4's closed form: one-way cell variance with σ² of the
     # residuals, and the total of the one-way table is within a few std of the row count
     assert abs(out["one"] - out["rows"]) < 10 * np.sqrt(out["facts"][2] * n)
@@ -318,3 +327,58 @@ def test_grouped_counts_equal_one_query_per_group_and_least_squares(where, by, c
         w = w.reshape(1, -1)
         assert ans.estimate == pytest.approx(float(oracle.gls_estimate(w, B, Sigma, omega)[0]), rel=1e-9, abs=1e-9)
         assert ans.variance == pytest.approx(float(oracle.gls_covariance(w, B, Sigma)[0, 0]), rel=1e-9, abs=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# the lattice sampler with a plain attribute's structured integer query n I - 11ᵀ
+# ---------------------------------------------------------------------------------------------
+def test_structured_integer_centring_gives_the_dense_lattice_query_bit_for_bit():
+    """Sensitivity, support, ρ and the snapped integers (including ties, resolved exactly, and
+    values near 2⁶⁰) of ``(n I − 11ᵀ) ⊗ C`` equal those of the dense matrix, and the exact
+    integer reference."""
+    from fractions import Fraction
+
+    from dpmatrix.linalg.structured import IntegerCentring
+    from dpmatrix.mechanisms.lattice import LatticeQuery, lattice_rho, snap, snap_exact
+
+    rng = np.random.default_rng(0)
+    others = (np.array([[0.3, 0.7, -0.1], [1.0, 0.5, 0.25]]), np.array([[1.0, -1.0]]),
+              np.array([[0.5, 0.5]]), None)
+    for n in (1, 2, 3, 5):
+        for other in others:
+            H = n * np.eye(n) - np.ones((n, n))
+            qd = LatticeQuery.of([H] + ([other] if other is not None else []))
+            qs = LatticeQuery.of([IntegerCentring(n)] + ([other] if other is not None else []))
+            assert qs.sensitivity_squared == qd.sensitivity_squared
+            assert qs.max_support == qd.max_support and qs.is_integer == qd.is_integer
+            for f in (0, 3, 20, 40):
+                assert lattice_rho(qs, Fraction(7, 3), f) == lattice_rho(qd, Fraction(7, 3), f)
+                for top in (5, 10**6, 2**40, 2**60):
+                    x = rng.integers(0, top, qd.shape, dtype=np.int64)
+                    got = np.asarray(snap(qs, x, f), dtype=object)
+                    assert np.array_equal(got, np.asarray(snap(qd, x, f), dtype=object))
+                    assert np.array_equal(got, snap_exact(qd, x, f))
+
+
+def test_rpplus_plan_with_a_plain_attribute_keeps_its_explicit_privacy_cost_on_the_lattice():
+    """A plain attribute next to a prefix-query attribute: the secure default (lattice) path uses
+    the structured ``n I − 11ᵀ``; the re-scored plan's privacy cost is the largest diagonal of
+    ``Bᵀ Σ⁻¹ B`` of the explicit mechanism it states, and not above the planned one."""
+    sizes = (4, 3)
+    wk = dm.Workload(dm.Domain({"a0": 4, "a1": 3}), [("a0",), ("a0", "a1")], query_types={"a1": "prefix"})
+    plan = dm.plan(wk, rho=1.0, construction="centred")
+    df = pd.DataFrame({"a0": [0, 1, 3, 3, 2], "a1": [2, 0, 1, 1, 0]})
+    meas = dm.measure(plan, df)
+    assert meas.noise == "lattice_gaussian"
+    mp = meas.plan
+    subs = [np.asarray(b.Sub, dtype=float) for b in mp.bases]
+    gammas = [np.asarray(b.Gamma, dtype=float) for b in mp.bases]
+    Bs, Ss = [], []
+    for key, s2 in zip(mp.closure.sets, mp.sigma2):
+        if np.isfinite(s2):
+            Bs.append(oracle.residual_matrix_plus(sizes, key, subs))
+            Ss.append(s2 * oracle.residual_cov_plus(sizes, key, gammas))
+    from scipy.linalg import block_diag
+
+    assert mp.pcost == pytest.approx(oracle.pcost(np.vstack(Bs), block_diag(*Ss)), rel=1e-9)
+    assert mp.pcost <= plan.pcost * (1 + 1e-9)

@@ -42,6 +42,7 @@ __all__ = [
     "AxisOperator",
     "Centring",
     "Identity",
+    "IntegerCentring",
     "StructuredMatrix",
     "Subtraction",
     "SubtractionPinv",
@@ -290,6 +291,93 @@ class Centring(StructuredMatrix):
 
     def __repr__(self) -> str:
         return f"Centring({self.n})"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class IntegerCentring(StructuredMatrix):
+    """``H_n = n I − 11ᵀ = n K_n`` (symmetric): ``n x − Σ x``, exact on integer tensors (``int64``
+    and Python-integer ``object`` arrays keep their dtype). The integer query of ResidualPlanner's
+    discrete mechanism (Algorithm 3); the facts exact integer arithmetic needs are closed forms:
+    every column has squared norm ``(n−1)² + (n−1) = n(n−1)`` and ``n`` non-zeros (``n ≥ 2``),
+    every row absolute sum ``2(n−1)``, the largest entry ``n−1``."""
+
+    n: int
+
+    @property
+    def shape(self) -> tuple[int, int]:  # type: ignore[override]
+        return (self.n, self.n)
+
+    @property
+    def T(self) -> StructuredMatrix:
+        return self
+
+    def apply(self, tensor: Any, axis: int = 0) -> np.ndarray:
+        x = np.asarray(tensor)
+        if x.dtype.kind == "b":
+            x = x.astype(np.int64)
+        return self._apply(x, _check_axis(self, x, axis))
+
+    def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
+        return x * self.n - x.sum(axis=axis, keepdims=True)
+
+    def toarray(self) -> np.ndarray:
+        return self.n * np.eye(self.n) - 1.0
+
+    def diagonal(self) -> np.ndarray:
+        return np.full(self.n, float(self.n - 1))
+
+    def max_column_norm_squared(self) -> int:
+        return self.n * (self.n - 1)
+
+    def max_column_support(self) -> int:
+        return self.n if self.n > 1 else 0
+
+    def max_abs_entry(self) -> int:
+        return self.n - 1
+
+    def max_row_abs_sum(self) -> int:
+        return 2 * (self.n - 1)
+
+    def row(self, r: int) -> np.ndarray:
+        """Row ``r`` as Python integers (an ``object`` array: exact in any product)."""
+        out = np.full(self.n, -1, dtype=object)
+        out[r] = self.n - 1
+        return out
+
+    def abs(self) -> _AbsIntegerCentring:
+        """``|H_n|`` entrywise: ``n − 1`` on the diagonal, ``1`` elsewhere."""
+        return _AbsIntegerCentring(self.n)
+
+    def __repr__(self) -> str:
+        return f"IntegerCentring({self.n})"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class _AbsIntegerCentring(StructuredMatrix):
+    """``|n I − 11ᵀ|``: ``(n − 2) x + Σ x`` (exact on integers)."""
+
+    n: int
+
+    @property
+    def shape(self) -> tuple[int, int]:  # type: ignore[override]
+        return (self.n, self.n)
+
+    @property
+    def T(self) -> StructuredMatrix:
+        return self
+
+    def apply(self, tensor: Any, axis: int = 0) -> np.ndarray:
+        x = np.asarray(tensor)
+        return self._apply(x, _check_axis(self, x, axis))
+
+    def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
+        return x * (self.n - 2) + x.sum(axis=axis, keepdims=True)
+
+    def toarray(self) -> np.ndarray:
+        return np.abs(self.n * np.eye(self.n) - 1.0)
+
+    def __repr__(self) -> str:
+        return f"|IntegerCentring({self.n})|"
 
 
 @dataclass(frozen=True, eq=True, repr=False)

@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError, PlanError
 from ..linalg.kron import kron_apply
+from ..linalg.structured import IntegerCentring
 from ..mechanisms.lattice import (
     DEFAULT_LATTICE_TOL,
     LatticeQuery,
@@ -53,7 +54,7 @@ from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
 from .counting import count_batches
-from .discrete import InsecureRandomnessWarning, centering_matrix, discrete_randomness
+from .discrete import InsecureRandomnessWarning, discrete_randomness
 
 __all__ = [
     "NOISES",
@@ -144,9 +145,9 @@ def residual_lattice_form(bases) -> tuple[LatticeQuery, tuple[np.ndarray, ...], 
     of a residual mechanism with per-attribute ``bases`` (see the module docstring)."""
     C, P, scale = [], [], 1
     for b in bases:
-        if b.is_identity:
-            C.append(centering_matrix(b.n).astype(float))
-            P.append(np.asarray(b.Sub, dtype=float) / b.n)
+        if b.is_identity:  # n I − 11ᵀ and Sub_n / n, structured: O(n) per fibre, never n × n
+            C.append(IntegerCentring(b.n))
+            P.append(b.Sub / b.n)
             scale *= b.n
         else:
             G = np.asarray(b.Gamma)
