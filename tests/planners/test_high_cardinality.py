@@ -382,3 +382,15 @@ def test_rpplus_plan_with_a_plain_attribute_keeps_its_explicit_privacy_cost_on_t
 
     assert mp.pcost == pytest.approx(oracle.pcost(np.vstack(Bs), block_diag(*Ss)), rel=1e-9)
     assert mp.pcost <= plan.pcost * (1 + 1e-9)
+
+
+def test_asking_for_the_identity_strategy_gives_the_structured_one_and_the_same_plan():
+    wk = dm.Workload(dm.Domain({"a0": 4, "a1": 3}), [("a0",), ("a0", "a1")], query_types={"a1": "prefix"})
+    for ask in ("identity", "auto"):
+        plan = dm.plan(wk, rho=1.0, strategies={"a0": ask}, construction="centred")
+        dense = dm.plan(wk, rho=1.0, strategies={"a0": np.eye(4)}, construction="centred")
+        assert isinstance(plan.strategies[0], StructuredMatrix)
+        assert not isinstance(dense.strategies[0], StructuredMatrix)
+        np.testing.assert_allclose(plan.sigma2, dense.sigma2, rtol=1e-12)
+        assert plan.pcost == pytest.approx(dense.pcost, rel=1e-12)
+        np.testing.assert_allclose(plan.variance((0, 1)), dense.variance((0, 1)), rtol=1e-12)

@@ -469,7 +469,9 @@ def choose_strategies(
     for a, (name, n) in enumerate(zip(dom.names, dom.sizes)):
         types = workload.types_by_attribute[a]
         choice = strategies.get(name)
-        if choice is None and (not types or types == ("identity",)):
+        plain_choice = choice is None or (isinstance(choice, str) and choice.lower() in ("auto", "identity"))
+        if plain_choice and (not types or types == ("identity",)) or (
+                isinstance(choice, str) and choice.lower() == "identity"):
             out.append(Identity(n))  # structured: no n x n array for a plain attribute
             continue
         from ...solvers.strategy1d import strategy_matrix  # its optimizer only when planning
