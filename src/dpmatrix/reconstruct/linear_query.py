@@ -292,25 +292,18 @@ def _grouped(meas, where, by, contrast, level: float):
         return None
     rest_key, ws, _ = query_vectors(dom, where, None, contrast)
     key = tuple(sorted(set(rest_key) | set(by_key)))
-    by_pos = tuple(key.index(a) for a in by_key)
+    by_pos = tuple(key.index(a) for a in by_key)  # ascending: by_key is in domain order
     shape = tuple(dom.sizes[a] for a in key)
     try:
-        est, var = meas._estimator.grouped_queries(key, tuple(sorted(by_pos)), shape, np.asarray(ws[0], dtype=float))
+        answers = meas.grouped_answers(key, by_pos, shape, np.asarray(ws[0], dtype=float), level)
     except NotMeasuredError as exc:
         raise NotMeasuredError(
             f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
             f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
             "of the workload's closure answers), or plan a workload that contains this marginal"
         ) from None
-    from .measurements import QueryAnswer
-
-    order = np.argsort(np.argsort(by_pos))  # by_key order -> axes of the result (key order)
-    est = np.transpose(est, order) if est.ndim > 1 else est
-    var = np.transpose(var, order) if var.ndim > 1 else var
-    answers, groups = [], []
-    for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key]):
-        answers.append(QueryAnswer(float(est[combo]), float(var[combo])).at_level(level))
-        groups.append(tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo)))
+    groups = [tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo))
+              for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key])]
     return GroupedAnswer(tuple(dom.names_of(by_key)), tuple(groups), tuple(answers))
 
 

@@ -252,6 +252,16 @@ class Measurements:
         q = q.reshape(shape)
         return QueryAnswer(*self._estimator.query_vector(key, q))
 
+    def grouped_answers(self, key: AttrSet, by: tuple[int, ...], shape: tuple[int, ...], w: np.ndarray,
+                        level: float = 0.95) -> list[QueryAnswer]:
+        """Answers to the queries ``e_g ⊗ w`` over the table on ``key`` (``shape``), one per cell
+        ``g`` of the axes ``by`` (ascending positions within ``key``), in C order of those axes;
+        ``w`` weights the other axes. All groups at once (the estimator's
+        :meth:`~dpmatrix.reconstruct.estimator.Estimator.grouped_queries`)."""
+        _z(level)
+        est, var = self._estimator.grouped_queries(tuple(key), tuple(by), tuple(shape), np.asarray(w, dtype=float))
+        return [QueryAnswer(float(e), float(v), level) for e, v in zip(np.ravel(est), np.ravel(var))]
+
     def query(self, spec: Mapping[str, object], level: float = 0.95) -> QueryAnswer:
         """One counting query given per attribute; unnamed attributes are summed over.
 
