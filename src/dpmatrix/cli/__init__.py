@@ -63,7 +63,7 @@ from ._output import (
 )
 from ._parser import build_parser
 from ._plan import _print_pure_plan, _write_plan_report, cmd_plan
-from ._query import _marginal_header, _marginal_names, _print_saved, _print_table, cmd_query
+from ._query import _marginal_header, _marginal_names, _print_columns, _print_saved, cmd_query
 from ._release import _check_options, _dataset_name, cmd_release, run_release
 from ._report import cmd_report, write_release_report_into
 from ._synth import cmd_synth

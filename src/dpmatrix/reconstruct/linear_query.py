@@ -204,6 +204,16 @@ class GroupedAnswer:
     groups: tuple[tuple[str, ...], ...]
     answers: tuple
 
+    def columns(self):
+        """The columns of :meth:`to_frame` as ``(columns, kinds, values)`` lists, without pandas
+        (group labels as text, the statistics as floats; :mod:`dpmatrix.table_text`)."""
+        stats = ("estimate", "variance", "std", "lower", "upper", "level")
+        cols = tuple(self.by) + stats
+        kinds = ("text",) * len(self.by) + ("float",) * len(stats)
+        values = tuple([str(g[i]) for g in self.groups] for i in range(len(self.by)))
+        values += tuple([float(getattr(a, c)) for a in self.answers] for c in stats)
+        return cols, kinds, values
+
     def to_frame(self):
         """Tidy table: the ``by`` columns, then ``estimate, variance, std, lower, upper, level``."""
         import pandas as pd

@@ -233,6 +233,19 @@ class Release:
                 return self.measurements.marginal(key, lv)
         return self.measurements.marginal(key, lv)
 
+    def marginal_columns(self, attrs: Iterable[str] | str, level: float | None = None):
+        """The table :meth:`marginal` gives, as ``(columns, kinds, values)`` lists built without
+        pandas (what ``dpmatrix query`` prints through :mod:`dpmatrix.table_text`)."""
+        key = self.domain.resolve(attrs)
+        lv = self.level if level is None else float(level)
+        meas = self.measurements
+        if not isinstance(self.plan, HasClosure):  # as marginal(): the workload entry's answers first
+            try:
+                return meas.answer_columns(key, lv)
+            except DPMatrixError:
+                pass
+        return meas.marginal_columns(key, lv)
+
     def count(self, where=None, *, by=None, contrast=None, level: float | None = None):
         """A count, range, sum or difference of counts from the saved measurements, with the
         exact variance of the reconstruction (never a sum of cell variances) and its interval.
