@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from ..jsonfile import loads_strict
 from ._common import CLIError
@@ -94,7 +95,7 @@ def _answer_row(ans) -> dict[str, float]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ..release import load_release, read_saved_table
+    from ..release import load_release, read_checked_manifest, read_saved_table
 
     say = Out(args.quiet or args.format != "table")
     if args.level is not None and not (math.isfinite(args.level) and 0 < args.level < 1):
@@ -114,17 +115,18 @@ def cmd_query(args: argparse.Namespace) -> int:
             if "estimate" in saved.columns:
                 _say_negatives(sum(1 for v in saved.column("estimate") if v < 0), say)
             return 0
-    rel = load_release(args.release, verify=verify)
-    p = rel.privacy
-    if names is None:
-        say(f"{rel.path}: dpmatrix {rel.manifest['library']['version']} release created {rel.manifest['created']}")
-        say(fmt_privacy(p))
-        entries = rel.manifest["marginals"]
+    if names is None:  # the listing: from the checked manifest, without the plan
+        m = read_checked_manifest(args.release, verify=verify)
+        say(f"{Path(args.release)}: dpmatrix {m['library']['version']} release created {m['created']}")
+        say(fmt_privacy(m["privacy"]))
+        entries = m["marginals"]
         say(f"{len(entries)} saved marginals (any marginal of their closure can be queried):")
         _print_columns(("marginal", "cells", "max_variance"), ("text", "int", "float"),
                        ([",".join(e["attributes"]) or "total" for e in entries], [e["cells"] for e in entries],
                         [e["max_variance"] for e in entries]), args.format)
         return 0
+    rel = load_release(args.release, verify=verify)
+    p = rel.privacy
     key = rel.domain.resolve(names)
     level = rel.level if args.level is None else args.level
     # reconstructed from the measurements (not saved at this level), printed without pandas

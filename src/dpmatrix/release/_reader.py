@@ -415,6 +415,30 @@ class SavedTable:
         )
 
 
+def read_checked_manifest(folder: str | Path, *, verify: bool = True) -> dict:
+    """A release's manifest with the checks :func:`read_saved_table` makes (the manifest's own
+    digest; without digests, the stated privacy against the plan's noise scales), without
+    building the plan when the digests vouch for it: what listing a release needs.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The release folder.
+    verify : bool, default True
+        Check the SHA-256 digests (``False``: the plan is built and its privacy checked).
+
+    Returns
+    -------
+    dict
+        The parsed ``manifest.json``.
+    """
+    folder = _existing_folder(Path(folder))
+    manifest = _read_manifest(folder, verify)
+    if not (verify and isinstance(manifest.get("files"), dict)):
+        _checked_plan(manifest, folder)
+    return manifest
+
+
 def read_saved_table(
     folder: str | Path, attrs: Iterable[str] | str, *, verify: bool = True, level: float | None = None
 ) -> SavedTable | None:
