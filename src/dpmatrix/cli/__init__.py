@@ -75,7 +75,9 @@ from ._synth import cmd_synth
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    _check_option_names(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
+    given = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    _check_command_name(parser, given)
+    _check_option_names(parser, given)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unknown_options(parser, args, extras)
@@ -100,6 +102,26 @@ def _subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argpa
                 break
         else:
             return target, pos
+
+
+def _check_command_name(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse a misspelt command with the nearest command names (``dpmatrix releas``: did you
+    mean ``release``?) rather than argparse's list of every choice alone."""
+    import difflib
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return
+    choices = list(subs[0].choices)
+    for tok in argv:
+        if tok.startswith("-"):  # the top-level options take no value
+            continue
+        if tok in choices:
+            return
+        close = difflib.get_close_matches(tok, choices, n=2, cutoff=0.6)
+        if close:
+            parser.error(f"unknown command {tok!r} (did you mean {' or '.join(close)}?)")
+        return
 
 
 def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
