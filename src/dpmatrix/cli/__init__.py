@@ -107,8 +107,6 @@ def _subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argpa
 def _check_command_name(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse a misspelt command with the nearest command names (``dpmatrix releas``: did you
     mean ``release``?) rather than argparse's list of every choice alone."""
-    import difflib
-
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subs:
         return
@@ -118,6 +116,8 @@ def _check_command_name(parser: argparse.ArgumentParser, argv: list[str]) -> Non
             continue
         if tok in choices:
             return
+        import difflib  # a misspelt command only
+
         close = difflib.get_close_matches(tok, choices, n=2, cutoff=0.6)
         if close:
             parser.error(f"unknown command {tok!r} (did you mean {' or '.join(close)}?)")
@@ -128,8 +128,6 @@ def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> Non
     """Refuse an unknown ``--option`` of a subcommand before anything else is checked (argparse
     would first complain about a missing required option), with the subcommand's usage and the
     nearest option names."""
-    import difflib
-
     target, pos = _subcommand(parser, argv)
     if target is parser:
         return
@@ -142,6 +140,8 @@ def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> Non
         name = tok.split("=", 1)[0]
         if name in options or any(o.startswith(name) for o in options):
             continue
+        import difflib  # an unknown option only
+
         close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         target.error(f"unrecognized option {name}{hint}")
