@@ -250,7 +250,7 @@ class Closure:
         sizes = self.sizes
         out = {}
         bounds = np.searchsorted(sizes, np.arange(int(sizes.max()) + 2)) if len(sizes) else []
-        for k in np.unique(sizes).tolist():
+        for k in sorted(set(sizes.tolist())):  # not np.unique: it imports numpy.ma
             idx = np.arange(bounds[k], bounds[k + 1], dtype=np.int64)  # sorted by size first
             if self.keys.dtype == object:
                 rows = np.asarray([self.sets[i] for i in idx], dtype=np.int64).reshape(len(idx), k)
@@ -285,7 +285,7 @@ def _group_positions(marginals) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     flat = np.fromiter(itertools.chain.from_iterable(marginals), dtype=np.int64, count=total)
     starts = np.cumsum(lengths) - lengths
     out = {}
-    for k in np.unique(lengths).tolist():
+    for k in sorted(set(lengths.tolist())):  # not np.unique: it imports numpy.ma (slow start)
         pos = np.flatnonzero(lengths == k)
         rows = flat[starts[pos][:, None] + np.arange(k, dtype=np.int64)] if k else np.zeros(
             (len(pos), 0), dtype=np.int64

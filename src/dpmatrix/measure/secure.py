@@ -35,9 +35,7 @@ import warnings
 from fractions import Fraction
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError, PlanError
 from ..linalg.kron import kron_apply
 from ..linalg.structured import IntegerCentring
@@ -53,7 +51,6 @@ from ..mechanisms.samplers import rational_upper_bound
 from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.store import MeasurementStore
-from .counting import count_batches
 from .discrete import InsecureRandomnessWarning, discrete_randomness
 
 __all__ = [
@@ -242,6 +239,11 @@ def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None
     carrying the re-scored plan, ``noise="lattice_gaussian"``. ``progress=True`` shows a bar of
     the maximal marginals measured (on stderr), as the other measurement paths do.
     """
+    from tqdm.auto import tqdm  # the counting path only: reading a plan needs none of it
+
+    from ..engines import engine_for, maximal_sets, project
+    from .counting import count_batches
+
     randomness = discrete_randomness(rng)
     closure, measured = plan.closure, plan.measured
     forms, sbar = {}, {}

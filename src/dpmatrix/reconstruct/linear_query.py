@@ -211,6 +211,17 @@ class GroupedAnswer:
     groups: tuple[tuple[str, ...], ...]
     answers: tuple
 
+    def columns(self):
+        """The columns of :meth:`to_frame` as ``(columns, kinds, values)`` lists, without pandas
+        (group labels as text, the statistics as floats; :mod:`dpmatrix.table_text`)."""
+        stats = ("estimate", "variance", "std", "lower", "upper", "level")
+        groups = tuple([g[i] for g in self.groups] for i in range(len(self.by)))
+        # a coded attribute's groups are integers (an integer column), a labelled one's text
+        kinds = tuple("int" if all(isinstance(v, (int, np.integer)) for v in col) else "text" for col in groups)
+        values = tuple(col if k == "int" else [str(v) for v in col] for col, k in zip(groups, kinds))
+        values += tuple([float(getattr(a, c)) for a in self.answers] for c in stats)
+        return tuple(self.by) + stats, kinds + ("float",) * len(stats), values
+
     def to_frame(self):
         """Tidy table: the ``by`` columns, then ``estimate, variance, std, lower, upper, level``."""
         import pandas as pd
