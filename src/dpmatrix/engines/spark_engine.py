@@ -399,6 +399,32 @@ def _number(c: Any, cls: str) -> Any:
     return F.when(bad, F.lit(None).cast("double")).otherwise(x)
 
 
+def _day(c: Any, cls: str, fmt: str) -> Any:
+    """Days since 1970-01-01 of the date a value stands for (NULL when not a date): the Spark
+    twin of :func:`dpmatrix.dates.day_of` — text by the same regular expression (the attribute's
+    format, else ISO), the date built from its three groups; a typed date or timestamp by its
+    date (a timestamp in the session's time zone: set ``spark.sql.session.timeZone=UTC`` for the
+    UTC date the other engines use)."""
+    from pyspark.sql import functions as F
+
+    from ..dates import ISO_FORMAT, date_pattern, group_order
+
+    epoch = F.lit("1970-01-01").cast("date")
+    if cls == "other":
+        return F.datediff(c.cast("date"), epoch)
+    text = c.cast("string")
+
+    def one(f: str) -> Any:
+        anchored = f"^(?:{date_pattern(f)})$"
+        order = group_order(f)
+        g = {k: F.regexp_extract(text, anchored, order.index(k) + 1) for k in "ymd"}
+        iso = F.concat_ws("-", F.lpad(g["y"], 4, "0"), F.lpad(g["m"], 2, "0"), F.lpad(g["d"], 2, "0"))
+        day = F.to_date(F.try_to_timestamp(iso, F.lit("yyyy-MM-dd")))
+        return F.when(text.rlike(anchored), F.datediff(day, epoch))
+
+    return one(fmt) if fmt == ISO_FORMAT else F.coalesce(one(fmt), one(ISO_FORMAT))
+
+
 def _missing(c: Any, cls: str, na_values: Sequence[str] = ()) -> Any:
     """Spark twin of :func:`dpmatrix.values.is_missing` (NULL, NaN, blank text, markers)."""
     from pyspark.sql import functions as F
@@ -463,6 +489,17 @@ def encode_column(
             for f, i in sorted(nums.items(), key=lambda kv: -kv[1]):
                 by_number = F.when(v == F.lit(f), F.lit(i)).otherwise(by_number)
             base = F.coalesce(base, by_number)
+    elif kind == "dates":
+        dates = attr.dates
+        assert dates is not None
+        v = _day(c, cls, dates.fmt)
+        e = dates.edges
+        k = len(e) - 1
+        base = F.when(v.isNull() | (v < e[0]) | (v >= e[-1]), null_int)
+        for i in range(k - 1):
+            base = base.when(v < e[i + 1], F.lit(i))
+        base = base.otherwise(F.lit(k - 1))
+        clip = F.when(v < e[0], F.lit(0)).when(v >= e[-1], F.lit(k - 1)).otherwise(base)
     else:
         v = _number(c, cls)
         if kind == "bins":
