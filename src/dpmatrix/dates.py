@@ -140,7 +140,7 @@ def day_of(value: Any, fmt: str = ISO_FORMAT) -> int | None:
         return int(value.astype("datetime64[D]").astype("int64"))
     if isinstance(value, _dt.datetime):  # pandas.Timestamp too
         if value.tzinfo is not None:
-            value = value.astimezone(_dt.timezone.utc)
+            value = value.astimezone(_dt.UTC)
         return value.date().toordinal() - _EPOCH
     if isinstance(value, _dt.date):
         return value.toordinal() - _EPOCH

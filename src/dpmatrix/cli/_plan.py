@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import DPMatrixError
 from ..protocols import HasComparison
-from ..statement import privacy_summary, pure_summary
+from ..statement import privacy_summary
 from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta, check_out_file
 from ._options import _add_budget, _add_privacy_unit, _add_targets, _add_workload
 from ._output import (

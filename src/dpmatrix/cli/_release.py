@@ -21,11 +21,11 @@ from ._common import (
     CLIError,
     _budget_kwargs,
     _is_pure,
-    unit_of_args,
     _plan_from_targets,
     _read_domain,
     _report_delta,
     _workload,
+    unit_of_args,
 )
 from ._engine import _missing, _na_values, _on_unknown
 from ._options import (
