@@ -199,7 +199,7 @@ def period_edges(first_day: int, last_day: int, period: str) -> tuple[int, ...]:
 
     Examples
     --------
-    >>> [day_text(e) for e in period_edges(16770, 16800, "month")]
+    >>> [day_text(e) for e in period_edges(16770, 16810, "month")]  # 2015-12-01 .. 2016-01-10
     ['2015-12-01', '2016-01-01', '2016-02-01']
     """
     edges = [period_start(first_day, period)]
