@@ -155,6 +155,24 @@ def test_dates_outside_the_periods_are_an_error_or_clipped_on_request():
     assert [r[0] for r in duckdb.connect().execute(f"SELECT {enc.code} FROM frame").fetchall()] == [0, 0, 1, 1]
 
 
+@pytest.mark.parametrize("period", PERIODS)
+def test_dates_just_outside_consecutive_periods_are_outside_in_every_encoder(period):
+    first = period_start(16770, period)  # the period holding 2015-12-01
+    edges = period_edges(first, first + 400, period)  # at least two periods
+    attr = dm.Domain.from_dict({"d": {"period": period, "bins": [day_text(e) for e in edges]}})["d"]
+    days = [first - 3, first - 1, first, edges[-1] - 1, edges[-1], edges[-1] + 3]
+    want = [None, None, 0, len(edges) - 2, None, None]
+    s = pd.Series([day_text(d) for d in days], dtype=object)
+    codes, problems, _, _ = encode_column(s, attr, policy="clip")
+    assert codes.tolist() == [0, 0, 0, len(edges) - 2, len(edges) - 2, len(edges) - 2]
+    frame = pd.DataFrame({"d": s})  # noqa: F841
+    con = duckdb.connect()
+    plain = sql_encode(attr, '"d"', "VARCHAR").code
+    assert [r[0] for r in con.execute(f"SELECT {plain} FROM frame").fetchall()] == want
+    clip = sql_encode(attr, '"d"', "VARCHAR", policy="clip").code
+    assert [r[0] for r in con.execute(f"SELECT {clip} FROM frame").fetchall()] == codes.tolist()
+
+
 def test_code_of_takes_period_labels_and_dates_and_names_the_periods():
     attr = _month_domain()["d"]
     assert [code_of(attr, v) for v in ["2015-12", "2016-01", "1/15/2016", "2016-01-31", "12/1/2015"]] == [0, 1, 1, 1, 0]

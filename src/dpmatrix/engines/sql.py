@@ -76,20 +76,18 @@ def sql_missing(column_sql: str, column_type: str, na_values: Sequence[str] = ()
     return f"({column_sql} IS NULL)"
 
 
-def sql_day(column_sql: str, column_type: str, fmt: str) -> str:
-    """Days since 1970-01-01 (INTEGER, NULL when not a date) of the date a value stands for: the
-    SQL twin of :func:`dpmatrix.dates.day_of` — text by the same regular expression (the
-    attribute's format, else ISO), the date built from its three groups (``TRY_CAST`` refuses a
-    day that does not exist); a typed DATE/TIMESTAMP by its date, a TIMESTAMP WITH TIME ZONE by
-    its UTC date."""
+def sql_date(column_sql: str, column_type: str, fmt: str) -> str:
+    """The DATE a value stands for (NULL when not a date): the SQL twin of
+    :func:`dpmatrix.dates.day_of` — text by the same regular expression (the attribute's format,
+    else ISO), the date built from its three groups (``TRY_CAST`` refuses a day that does not
+    exist); a typed DATE/TIMESTAMP by its date, a TIMESTAMP WITH TIME ZONE by its UTC date."""
     from ..dates import ISO_FORMAT, date_pattern, group_order
 
     t = column_type.upper()
-    epoch = "DATE '1970-01-01'"
     if t in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"):
-        return f"date_diff('day', {epoch}, CAST(timezone('UTC', {column_sql}) AS DATE))"
+        return f"CAST(timezone('UTC', {column_sql}) AS DATE)"
     if t == "DATE" or t.startswith("TIMESTAMP"):
-        return f"date_diff('day', {epoch}, CAST({column_sql} AS DATE))"
+        return f"CAST({column_sql} AS DATE)"
     text = f"CAST({column_sql} AS VARCHAR)"
 
     def one(f: str) -> str:
@@ -98,10 +96,34 @@ def sql_day(column_sql: str, column_type: str, fmt: str) -> str:
         order = group_order(f)
         g = {c: f"regexp_extract({text}, {anchored}, {order.index(c) + 1})" for c in "ymd"}
         iso = f"concat(lpad({g['y']}, 4, '0'), '-', lpad({g['m']}, 2, '0'), '-', lpad({g['d']}, 2, '0'))"
-        return (f"(CASE WHEN regexp_full_match({text}, {pat}) THEN "
-                f"date_diff('day', {epoch}, TRY_CAST({iso} AS DATE)) END)")
+        return f"(CASE WHEN regexp_full_match({text}, {pat}) THEN TRY_CAST({iso} AS DATE) END)"
 
     return one(fmt) if fmt == ISO_FORMAT else f"COALESCE({one(fmt)}, {one(ISO_FORMAT)})"
+
+
+def sql_day(column_sql: str, column_type: str, fmt: str) -> str:
+    """Days since 1970-01-01 (NULL when not a date) of :func:`sql_date`."""
+    return f"date_diff('day', DATE '1970-01-01', {sql_date(column_sql, column_type, fmt)})"
+
+
+def _sql_period_index(attr: Attribute, column_sql: str, column_type: str) -> str | None:
+    """The bin of a date as one subtraction when the bins are consecutive whole periods (as
+    infer-domain writes them): ``date_diff(period, first start, date)`` (weeks: days // 7), so
+    the date is parsed once per row, not once per bin; ``None`` for other edges."""
+    from ..dates import day_text, period_edges, period_start
+
+    dates = attr.dates
+    assert dates is not None
+    e = dates.edges
+    if period_start(e[0], dates.period) != e[0] or period_edges(e[0], e[-1] - 1, dates.period) != e:
+        return None
+    d = sql_date(column_sql, column_type, dates.fmt)
+    first = f"DATE '{day_text(e[0])}'"
+    if dates.period in ("year", "quarter", "month"):
+        return f"date_diff('{dates.period}', {first}, {d})"
+    if dates.period == "week":  # floor, not truncation: a day before the first week is bin -1
+        return f"CAST(floor(date_diff('day', {first}, {d}) / 7) AS BIGINT)"
+    return f"date_diff('day', {first}, {d})"
 
 
 def sql_label_key(column_sql: str, column_type: str) -> str:
@@ -164,18 +186,18 @@ def sql_encode(
     elif kind == "dates":
         dates = attr.dates
         assert dates is not None
-        v = sql_day(column_sql, column_type, dates.fmt)
         e = dates.edges
         k = len(e) - 1
-        steps = {b - a for a, b in zip(e, e[1:])}
-        if len(steps) == 1:  # days or weeks: equal steps, the bin by arithmetic
-            step = steps.pop()
-            base = f"(CASE WHEN {v} >= {e[0]} AND {v} < {e[-1]} THEN CAST(({v} - {e[0]}) // {step} AS INTEGER) END)"
+        idx = _sql_period_index(attr, column_sql, column_type)
+        if idx is not None:  # consecutive periods: the bin by one subtraction
+            base = f"(CASE WHEN {idx} >= 0 AND {idx} < {k} THEN CAST({idx} AS INTEGER) END)"
+            clip_expr = f"(CASE WHEN {idx} < 0 THEN 0 WHEN {idx} >= {k} THEN {k - 1} ELSE {base} END)"
         else:
+            v = sql_day(column_sql, column_type, dates.fmt)
             parts = [f"WHEN {v} IS NULL OR {v} < {e[0]} OR {v} >= {e[-1]} THEN NULL"]
             parts += [f"WHEN {v} < {e[i + 1]} THEN {i}" for i in range(k - 1)]
             base = f"(CASE {' '.join(parts)} ELSE {k - 1} END)"
-        clip_expr = f"(CASE WHEN {v} < {e[0]} THEN 0 WHEN {v} >= {e[-1]} THEN {k - 1} ELSE {base} END)"
+            clip_expr = f"(CASE WHEN {v} < {e[0]} THEN 0 WHEN {v} >= {e[-1]} THEN {k - 1} ELSE {base} END)"
     else:
         v = sql_number(column_sql, column_type)
         if kind == "bins":
