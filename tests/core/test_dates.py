@@ -259,3 +259,45 @@ def test_encode_frame_refuses_dates_the_domain_cannot_hold():
 
     with pytest.raises(DataError, match=r"column 'd': 1 row with a value that is not a date \(%m/%d/%Y or YYYY-MM-DD\)"):
         encode_frame(pd.DataFrame({"d": ["7/4/2016"]}), _month_domain())
+
+
+@pytest.mark.slow
+def test_spark_puts_real_dates_and_edge_days_in_the_same_periods():
+    from pyspark.sql import functions as F
+
+    from dpmatrix.engines.spark_engine import encode_column as spark_encode
+    from dpmatrix.engines.spark_engine import spark_session
+
+    spark, owned = spark_session("local[1]", {"spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
+                                              "spark.sql.shuffle.partitions": "1"})  # fmt: skip
+    try:
+        for name in ("techstocks", "birds"):
+            s, fmt, _ = _real(name)
+            for period in ("year", "quarter", "month", "week"):
+                present = s.dropna()
+                days = [day_of(v, fmt) for v in present]
+                edges = period_edges(min(days), max(days), period)
+                half = edges[:: 2] if len(edges) > 3 else edges  # non-consecutive edges too
+                for e in (edges, half if half[-1] == edges[-1] else (*half, edges[-1])):
+                    attr = dm.Domain.from_dict({"d": {"period": period, "date_format": fmt, "missing": "category",
+                                                      "bins": [day_text(x) for x in e]}})["d"]  # fmt: skip
+                    want, problems, _, _ = encode_column(s, attr)
+                    assert problems == []
+                    df = spark.createDataFrame(pd.DataFrame({"d": s.astype(object).where(s.notna(), None)}))
+                    code = spark_encode(attr, F.col("d"), "str", "error")[0]
+                    got = [r[0] for r in df.select(code.alias("c")).collect()]
+                    assert got == want.tolist(), (name, period, len(e))
+        for period in PERIODS:  # the days around consecutive periods, clipped
+            first = period_start(16770, period)
+            edges = period_edges(first, first + 400, period)
+            attr = dm.Domain.from_dict({"d": {"period": period, "bins": [day_text(x) for x in edges]}})["d"]
+            days = [first - 3, first - 1, first, edges[-1] - 1, edges[-1], edges[-1] + 3]
+            df = spark.createDataFrame(pd.DataFrame({"d": [day_text(d) for d in days]}))
+            plain, _, _, _ = spark_encode(attr, F.col("d"), "str", "error")
+            clip, _, _, _ = spark_encode(attr, F.col("d"), "str", "clip")
+            k = len(edges) - 2
+            assert [r[0] for r in df.select(plain).collect()] == [None, None, 0, k, None, None], period
+            assert [r[0] for r in df.select(clip).collect()] == [0, 0, 0, k, k, k], period
+    finally:
+        if owned:
+            spark.stop()
