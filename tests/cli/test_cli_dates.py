@@ -75,6 +75,35 @@ def test_non_iso_dates_round_trip_on_numpy_and_duckdb_alike(stocks, capsys):
     assert _run("query", str(folder / "rel-duckdb"), "--where", "Date=2019-01") == 2
     assert "not a value of 'Date'" in capsys.readouterr().err
 
+    # the library's count and meas.query read dates by the same rule
+    rel = dm.load_release(folder / "rel-duckdb")
+    by_label = rel.count({"Date": ("2016-01", "2016-06")})
+    by_dates = rel.count({"Date": ("1/4/2016", "2016-06-30")})
+    assert (by_label.estimate, by_label.variance) == (by_dates.estimate, by_dates.variance)
+    assert rel.measurements.query({"Date": "3/15/2016"}).estimate == rel.count({"Date": "2016-03"}).estimate
+
+
+def test_a_date_count_from_the_command_line_loads_no_pandas(stocks):
+    """``query --where`` on a date attribute stays on the light path (no pandas, no engines)."""
+    import os
+    import subprocess
+    import sys
+
+    from cli.test_cli_imports import QUERY
+
+    folder, _ = stocks
+    assert _run("infer-domain", str(folder / "stocks.csv"), "--out", str(folder / "light.json"), "--date-period",
+                "month", "--columns", "Date,AAPL", "-q") == 0  # fmt: skip
+    assert _release(folder, "stocks.csv", "light.json", "rel-light", "--workload", "Date", "--rho", "1") == 0
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = dict(os.environ, PYTHONPATH=str(src))
+    r = subprocess.run([sys.executable, "-c", QUERY, "query", str(folder / "rel-light"), "--where",
+                        "Date=2016-01..3/31/2016", "--format", "json"], env=env, capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    mods = set(json.loads(r.stdout.rstrip("\n").split("\n")[-1]))
+    assert not {m for m in mods if m == "pandas" or m.startswith(("pandas.", "duckdb", "dpmatrix.engines"))}
+
 
 def test_without_a_period_dates_are_left_out_naming_the_option(stocks, capsys):
     folder, _ = stocks
