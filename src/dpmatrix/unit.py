@@ -255,7 +255,8 @@ def _keyed_ranks(ids: pd.Series, rows: pd.DataFrame, key: bytes) -> np.ndarray:
 
 
 def bound_contributions(
-    df: pd.DataFrame, unit: Unit, columns: Sequence[str] | None = None, *, key: bytes | None = None
+    df: pd.DataFrame, unit: Unit, columns: Sequence[str] | None = None, *, key: bytes | None = None,
+    na_values: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Keep at most ``unit.max_records`` records per identifier (module docstring: which ones).
 
@@ -269,6 +270,8 @@ def bound_contributions(
     key : bytes, optional
         Secret HMAC key; default 32 bytes from the OS (:func:`secrets.token_bytes`). Give one
         only to reproduce a selection in tests.
+    na_values : sequence of str, optional
+        Text markers that also mean a missing identifier (as for the attributes' values).
 
     Returns
     -------
@@ -290,7 +293,7 @@ def bound_contributions(
     if unit.id_column not in df.columns:
         raise DataError("privacy unit: " + missing_columns_message([unit.id_column], [str(c) for c in df.columns]))
     ids = df[unit.id_column]
-    miss = missing_mask(ids)
+    miss = missing_mask(ids, na_values)
     if miss.any():
         if unit.missing_ids == "error":
             raise DataError(

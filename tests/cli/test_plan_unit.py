@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import dpmatrix as dm
@@ -171,3 +172,23 @@ def test_stating_a_unit_does_not_import_pandas():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_a_declared_missing_marker_is_a_missing_identifier_too(males, capsys, tmp_path):
+    """``--na-values NA`` makes ``NA`` in the identifier column a missing id (refused by default,
+    left out with ``--missing-ids drop``), as it does in the attributes, on the command line and in
+    ``dm.measure``."""
+    df = pd.read_csv(males / "males.csv")
+    df["nr"] = df["nr"].astype(str)
+    df.loc[df.index[:10], "nr"] = "NA"
+    df.to_csv(tmp_path / "males.csv", index=False)
+    (tmp_path / "domain.json").write_text((males / "domain.json").read_text())
+    args = ["release", str(tmp_path / "males.csv"), "--domain", str(tmp_path / "domain.json"), "-w", "union",
+            "--rho", "0.5", "--privacy-id", "nr", "--max-records", "2", "--no-ledger", "--no-report"]  # fmt: skip
+    assert main([*args, "--na-values", "NA", "--out", str(tmp_path / "r1")]) == 2
+    assert "10 record(s) have no identifier in column 'nr'" in capsys.readouterr().err
+    assert main([*args, "--na-values", "NA", "--missing-ids", "drop", "--out", str(tmp_path / "r2"), "-q"]) == 0
+    plan = dm.plan(dm.Workload(dm.Domain.from_json(tmp_path / "domain.json"), [("union",)]), rho=0.5,
+                   privacy_unit=dm.Unit("nr", 2))  # fmt: skip
+    with pytest.raises(dm.DataError, match="10 record"):
+        dm.measure(plan, str(tmp_path / "males.csv"), na_values=["NA"])
