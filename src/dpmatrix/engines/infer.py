@@ -18,6 +18,11 @@ Per column (:class:`ColumnStats` gathers the facts, :func:`decide` turns them in
 * text (or booleans): categorical labels, sorted, when at most ``max_categories`` distinct
   values; a column with more (identifiers, dates, free text, mixed units) is left out with a
   message naming it — unless the caller listed it in ``columns``, then it is an error;
+* dates (text in one of :data:`dpmatrix.dates.DATE_FORMATS`, typed dates and timestamps): with
+  ``date_period`` an ordinal attribute of whole periods from the first to the last date, the
+  detected text form recorded as ``date_format`` (a column that reads both as month/day and
+  day/month is refused: give ``date_format``); without it, treated as text (left out when they
+  have many values, with a message naming ``date_period``);
 * a column with a single value and no missing value carries no information and is left out.
 
 The inferred domain is derived from the private data and is not covered by the privacy
