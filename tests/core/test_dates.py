@@ -301,3 +301,28 @@ def test_spark_puts_real_dates_and_edge_days_in_the_same_periods():
     finally:
         if owned:
             spark.stop()
+
+
+@pytest.mark.parametrize(
+    ("period", "bins"),
+    [
+        ("month", ["2015-12-01", "2016-03-01", "2016-04-01", "2017-01-01"]),  # period starts, uneven
+        ("week", ["2015-11-30", "2015-12-14", "2016-01-04"]),  # Mondays, uneven
+        ("day", ["2015-12-15", "2016-01-10", "2016-03-01"]),  # any days
+        ("month", ["2015-12-15", "2016-01-10", "2016-03-01"]),  # not period starts
+    ],
+)
+def test_uneven_date_bins_agree_between_numpy_and_duckdb_day_by_day(period, bins):
+    attr = dm.Domain.from_dict({"d": {"period": period, "bins": bins}})["d"]
+    lo, hi = attr.dates.edges[0] - 40, attr.dates.edges[-1] + 40
+    s = pd.Series([day_text(d) for d in range(lo, hi)], dtype=object)
+    want = [attr.dates.bin_of_day(d) for d in range(lo, hi)]  # bisect over the edges
+    frame = pd.DataFrame({"d": s})  # noqa: F841
+    con = duckdb.connect()
+    plain = sql_encode(attr, '"d"', "VARCHAR").code
+    assert [r[0] for r in con.execute(f"SELECT {plain} FROM frame").fetchall()] == want
+    clipped, problems, _, _ = encode_column(s, attr, policy="clip")
+    k = attr.dates.n_bins - 1
+    assert clipped.tolist() == [0 if d < attr.dates.edges[0] else k if w is None else w for d, w in zip(range(lo, hi), want)]
+    clip = sql_encode(attr, '"d"', "VARCHAR", policy="clip").code
+    assert [r[0] for r in con.execute(f"SELECT {clip} FROM frame").fetchall()] == clipped.tolist()

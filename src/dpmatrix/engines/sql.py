@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..domain import Attribute
 from ..encode import mapping_kind
 from ..values import NUMBER_PATTERN, LabelIndex
@@ -106,24 +108,43 @@ def sql_day(column_sql: str, column_type: str, fmt: str) -> str:
     return f"date_diff('day', DATE '1970-01-01', {sql_date(column_sql, column_type, fmt)})"
 
 
-def _sql_period_index(attr: Attribute, column_sql: str, column_type: str) -> str | None:
-    """The bin of a date as one subtraction when the bins are consecutive whole periods (as
-    infer-domain writes them): ``date_diff(period, first start, date)`` (weeks: days // 7), so
-    the date is parsed once per row, not once per bin; ``None`` for other edges."""
+#: Longest day-by-day lookup list for date bins whose edges are not period starts.
+MAX_DAY_TABLE = 200_000
+
+
+def _sql_period_index(attr: Attribute, column_sql: str, column_type: str) -> tuple[str, list[int] | None] | None:
+    """``(index, table)`` for a date attribute: ``index`` counts whole periods (or days) from the
+    first edge in one ``date_diff`` of the date, so the value is parsed once per row, not once
+    per bin; ``table`` maps that count to the bin (``None`` when the bins are the consecutive
+    periods themselves, as infer-domain writes them). ``None`` when the edges span more than
+    :data:`MAX_DAY_TABLE` days without being period starts (then one comparison per bin)."""
     from ..dates import day_text, period_edges, period_start
 
     dates = attr.dates
     assert dates is not None
-    e = dates.edges
-    if period_start(e[0], dates.period) != e[0] or period_edges(e[0], e[-1] - 1, dates.period) != e:
-        return None
+    e, p = dates.edges, dates.period
     d = sql_date(column_sql, column_type, dates.fmt)
     first = f"DATE '{day_text(e[0])}'"
-    if dates.period in ("year", "quarter", "month"):
-        return f"date_diff('{dates.period}', {first}, {d})"
-    if dates.period == "week":  # floor, not truncation: a day before the first week is bin -1
-        return f"CAST(floor(date_diff('day', {first}, {d}) / 7) AS BIGINT)"
-    return f"date_diff('day', {first}, {d})"
+    if all(period_start(x, p) == x for x in e):
+        steps = period_edges(e[0], e[-1] - 1, p)  # every period start from the first edge to the last
+        if p in ("year", "quarter", "month"):
+            idx = f"date_diff('{p}', {first}, {d})"
+        elif p == "week":  # floor, not truncation: a day before the first week is -1
+            idx = f"CAST(floor(date_diff('day', {first}, {d}) / 7) AS BIGINT)"
+        else:
+            idx = f"date_diff('day', {first}, {d})"
+        if steps == e:
+            return idx, None
+        pos = {x: i for i, x in enumerate(e)}
+        table, b = [], -1
+        for x in steps[:-1]:
+            b = pos.get(x, b)
+            table.append(b)
+        return idx, table
+    if e[-1] - e[0] > MAX_DAY_TABLE:
+        return None
+    table = [int(np.searchsorted(e, x, side="right")) - 1 for x in range(e[0], e[-1])]
+    return f"date_diff('day', {first}, {d})", table
 
 
 def sql_label_key(column_sql: str, column_type: str) -> str:
@@ -188,10 +209,15 @@ def sql_encode(
         assert dates is not None
         e = dates.edges
         k = len(e) - 1
-        idx = _sql_period_index(attr, column_sql, column_type)
-        if idx is not None:  # consecutive periods: the bin by one subtraction
-            base = f"(CASE WHEN {idx} >= 0 AND {idx} < {k} THEN CAST({idx} AS INTEGER) END)"
-            clip_expr = f"(CASE WHEN {idx} < 0 THEN 0 WHEN {idx} >= {k} THEN {k - 1} ELSE {base} END)"
+        found = _sql_period_index(attr, column_sql, column_type)
+        if found is not None:  # the date parsed once, the bin by a subtraction (and a lookup)
+            idx, table = found
+            n = k if table is None else len(table)
+            got = "CAST(i AS INTEGER)" if table is None else f"list_extract([{', '.join(map(str, table))}], i + 1)"
+            # one evaluation of the index per row: a single-element list and a lambda over it
+            base = f"list_extract(list_transform([{idx}], lambda i: CASE WHEN i >= 0 AND i < {n} THEN {got} END), 1)"
+            clip_expr = (f"list_extract(list_transform([{idx}], lambda i: CASE WHEN i < 0 THEN 0 WHEN i >= {n} THEN {k - 1} "
+                         f"ELSE {got} END), 1)")
         else:
             v = sql_day(column_sql, column_type, dates.fmt)
             parts = [f"WHEN {v} IS NULL OR {v} < {e[0]} OR {v} >= {e[-1]} THEN NULL"]
