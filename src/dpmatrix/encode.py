@@ -203,6 +203,15 @@ def warn_remapped(messages: Sequence[str], stacklevel: int = 3) -> None:
 
 
 # -- pandas path ---------------------------------------------------------------------------------
+def _label_codes(s: pd.Series, attr: Attribute) -> np.ndarray:
+    """Code of the label each value matches (:class:`dpmatrix.values.LabelIndex`), -1 when none."""
+    fcodes, uniques = pd.factorize(s, use_na_sentinel=True)
+    index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
+    umap = [index.code(u) for u in uniques]
+    umap_arr = np.array([-1 if c is None else c for c in umap] + [-1], dtype=np.int64)
+    return umap_arr[fcodes]  # sentinel -1 indexes the trailing -1
+
+
 def encode_column(
     values: Any,
     attr: Attribute,
@@ -225,19 +234,16 @@ def encode_column(
     low = high = np.zeros(n, dtype=bool)
     top = attr.n_values - 1
     if kind == "labels":
-        fcodes, uniques = pd.factorize(s, use_na_sentinel=True)
-        index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
-        umap = [index.code(u) for u in uniques]
-        umap_arr = np.array([-1 if c is None else c for c in umap] + [-1], dtype=np.int64)
-        base = umap_arr[fcodes]  # sentinel -1 indexes the trailing -1
-    elif kind == "dates":
+        base = _label_codes(s, attr)
+    elif kind == "dates":  # a period label ("2015-12") first, else the period holding the date
+        by_label = _label_codes(s, attr)
         e = np.asarray(attr.dates.edges, dtype=np.float64)  # type: ignore[union-attr]
-        v = date_days(s, attr.dates.fmt)  # type: ignore[union-attr]
+        v = np.where(by_label >= 0, np.nan, date_days(s, attr.dates.fmt))  # type: ignore[union-attr]
         num = ~np.isnan(v)
         with np.errstate(invalid="ignore"):
             inside = num & (v >= e[0]) & (v < e[-1])
             low, high = num & (v < e[0]), num & (v >= e[-1])
-        base = np.where(inside, np.searchsorted(e, np.where(inside, v, e[0]), side="right") - 1, -1)
+        base = np.where(inside, np.searchsorted(e, np.where(inside, v, e[0]), side="right") - 1, by_label)
         top = len(e) - 2
     else:
         v = numbers(s)

@@ -326,3 +326,26 @@ def test_uneven_date_bins_agree_between_numpy_and_duckdb_day_by_day(period, bins
     assert clipped.tolist() == [0 if d < attr.dates.edges[0] else k if w is None else w for d, w in zip(range(lo, hi), want)]
     clip = sql_encode(attr, '"d"', "VARCHAR", policy="clip").code
     assert [r[0] for r in con.execute(f"SELECT {clip} FROM frame").fetchall()] == clipped.tolist()
+
+
+def test_period_labels_in_the_data_match_like_dates_in_every_encoder():
+    """A value that is a period label (as ``dpmatrix synth`` writes, or a month column "2015-12")
+    gets that period's code, as in queries (the one rule of :func:`code_of`)."""
+    attr = _month_domain()["d"]
+    s = pd.Series(["2015-12", "2016-01", "12/5/2015", "2016-01-31", "2016", "2016-02"], dtype=object)
+    want = [0, 1, 0, 1, None, None]
+    assert [code_of(attr, v) if w is not None else None for v, w in zip(s, want)] == want
+    codes, problems, _, _ = encode_column(s.iloc[:4], attr)
+    assert problems == [] and codes.tolist() == want[:4]
+    _, problems, _, _ = encode_column(s, attr)
+    assert "'2016' (1 row), '2016-02' (1 row)" in problems[0]
+    frame = pd.DataFrame({"d": s})  # noqa: F841
+    plain = sql_encode(attr, '"d"', "VARCHAR").code
+    assert [r[0] for r in duckdb.connect().execute(f"SELECT {plain} FROM frame").fetchall()] == want
+    year = dm.Domain.from_dict({"y": {"period": "year", "bins": ["2014-01-01", "2015-01-01", "2016-01-01"]}})["y"]
+    ints = pd.Series([2014, 2015, 2015], dtype="int64")  # a year column of numbers matches the labels
+    codes, problems, _, _ = encode_column(ints, year)
+    assert problems == [] and codes.tolist() == [0, 1, 1]
+    frame = pd.DataFrame({"y": ints})  # noqa: F841
+    plain = sql_encode(year, '"y"', "BIGINT").code
+    assert [r[0] for r in duckdb.connect().execute(f"SELECT {plain} FROM frame").fetchall()] == [0, 1, 1]

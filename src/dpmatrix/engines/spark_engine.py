@@ -494,6 +494,24 @@ def _label_key(c: Any, cls: str) -> Any:
     return c.cast("string")
 
 
+def _label_code(attr: Attribute, c: Any, cls: str) -> Any:
+    """The code of the label a value matches (by text, then by the number a label stands for:
+    3.0 and "3.0" match label "3"), NULL when none."""
+    from pyspark.sql import functions as F
+
+    labels = F.array(*[F.lit(lab) for lab in attr.labels])  # type: ignore[union-attr]
+    pos = F.array_position(labels, _label_key(c, cls))
+    base = F.when(pos > 0, (pos - 1).cast("int"))
+    nums = LabelIndex.of(attr.labels).numeric  # type: ignore[arg-type]
+    if nums:
+        v = _number(c, cls)
+        by_number = F.lit(None).cast("int")
+        for f, i in sorted(nums.items(), key=lambda kv: -kv[1]):
+            by_number = F.when(v == F.lit(f), F.lit(i)).otherwise(by_number)
+        base = F.coalesce(base, by_number)
+    return base
+
+
 def encode_column(
     attr: Attribute, c: Any, cls: str, policy: str, na_values: Sequence[str] = ()
 ) -> tuple[Any, Any, Any, Any]:
@@ -509,18 +527,11 @@ def encode_column(
     null_int = F.lit(None).cast("int")
     clip = None
     if kind == "labels":
-        labels = F.array(*[F.lit(lab) for lab in attr.labels])  # type: ignore[union-attr]
-        pos = F.array_position(labels, _label_key(c, cls))
-        base = F.when(pos > 0, (pos - 1).cast("int"))
-        nums = LabelIndex.of(attr.labels).numeric  # type: ignore[arg-type]
-        if nums:  # then by the number a label stands for: 3.0 and "3.0" match label "3"
-            v = _number(c, cls)
-            by_number = F.lit(None).cast("int")
-            for f, i in sorted(nums.items(), key=lambda kv: -kv[1]):
-                by_number = F.when(v == F.lit(f), F.lit(i)).otherwise(by_number)
-            base = F.coalesce(base, by_number)
-    elif kind == "dates":
+        base = _label_code(attr, c, cls)
+    elif kind == "dates":  # a period label ("2015-12") first, else the period holding the date
         base, clip = _date_bin(attr, c, cls)
+        label = _label_code(attr, c, cls)
+        base, clip = F.coalesce(label, base), F.coalesce(label, clip)
     else:
         v = _number(c, cls)
         if kind == "bins":

@@ -181,6 +181,20 @@ def _sql_double_list(xs: Sequence[float | None]) -> str:
     return "[" + ", ".join("NULL" if x is None else _sql_double(x) for x in xs) + "]::DOUBLE[]"
 
 
+def _sql_label_code(attr: Attribute, column_sql: str, column_type: str) -> str:
+    """The code of the label a value matches (by text, then by the number a label stands for:
+    :class:`dpmatrix.values.LabelIndex`), NULL when none."""
+    index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
+    labels = ", ".join(quote_str(lab) for lab in attr.labels)  # type: ignore[union-attr]
+    exact = f"list_position([{labels}]::VARCHAR[], {sql_label_key(column_sql, column_type)})"
+    nums = index.label_numbers()
+    if any(x is not None for x in nums):
+        v = sql_number(column_sql, column_type)
+        by_number = f"(CASE WHEN {v} IS NOT NULL THEN list_position({_sql_double_list(nums)}, {v}) END)"
+        return f"(COALESCE({exact}, {by_number}) - 1)"
+    return f"({exact} - 1)"
+
+
 def sql_encode(
     attr: Attribute,
     column_sql: str,
@@ -194,16 +208,7 @@ def sql_encode(
     missing = sql_missing(column_sql, column_type, na_values)
     clip_expr = None
     if kind == "labels":
-        index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
-        labels = ", ".join(quote_str(lab) for lab in attr.labels)  # type: ignore[union-attr]
-        exact = f"list_position([{labels}]::VARCHAR[], {sql_label_key(column_sql, column_type)})"
-        nums = index.label_numbers()
-        if any(x is not None for x in nums):
-            v = sql_number(column_sql, column_type)
-            by_number = f"(CASE WHEN {v} IS NOT NULL THEN list_position({_sql_double_list(nums)}, {v}) END)"
-            base = f"(COALESCE({exact}, {by_number}) - 1)"
-        else:
-            base = f"({exact} - 1)"
+        base = _sql_label_code(attr, column_sql, column_type)
     elif kind == "dates":
         dates = attr.dates
         assert dates is not None
@@ -224,6 +229,8 @@ def sql_encode(
             parts += [f"WHEN {v} < {e[i + 1]} THEN {i}" for i in range(k - 1)]
             base = f"(CASE {' '.join(parts)} ELSE {k - 1} END)"
             clip_expr = f"(CASE WHEN {v} < {e[0]} THEN 0 WHEN {v} >= {e[-1]} THEN {k - 1} ELSE {base} END)"
+        label = _sql_label_code(attr, column_sql, column_type)  # a period label ("2015-12") first
+        base, clip_expr = f"COALESCE({label}, {base})", f"COALESCE({label}, {clip_expr})"
     else:
         v = sql_number(column_sql, column_type)
         if kind == "bins":
