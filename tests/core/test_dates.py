@@ -298,6 +298,10 @@ def test_spark_puts_real_dates_and_edge_days_in_the_same_periods():
             k = len(edges) - 2
             assert [r[0] for r in df.select(plain).collect()] == [None, None, 0, k, None, None], period
             assert [r[0] for r in df.select(clip).collect()] == [0, 0, 0, k, k, k], period
+        attr = _month_domain()["d"]  # period labels in the data, as in the other encoders
+        df = spark.createDataFrame(pd.DataFrame({"d": ["2015-12", "2016-01", "12/5/2015", "2016"]}))
+        plain, _, _, _ = spark_encode(attr, F.col("d"), "str", "error")
+        assert [r[0] for r in df.select(plain).collect()] == [0, 1, 0, None]
     finally:
         if owned:
             spark.stop()
