@@ -222,6 +222,9 @@ def test_infer_detects_the_format_and_covers_the_range_on_a_real_table(tmp_path)
                                "2017-Q3", "2017-Q4")  # 12/1/2015 .. 12/1/2017 (checked below)
     truth = pd.to_datetime(stocks["Date"], format="%m/%d/%Y")
     assert (truth.min(), truth.max()) == (pd.Timestamp("2015-12-01"), pd.Timestamp("2017-12-01"))
+    with warnings.catch_warnings():  # the package's name for it
+        warnings.simplefilter("ignore")
+        assert dm.infer_domain(stocks, date_period="year")["Date"].labels == ("2015", "2016", "2017")
     # without a period: left out, and the message names the option
     found = _infer(str(path))
     assert "Date" not in found.domain and "--date-period" in found.left_out["Date"]
