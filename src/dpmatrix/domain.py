@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .dates import DateBins
 from .errors import DomainError, UnknownAttributeError, WorkloadError
 from .jsonfile import read_json
 
@@ -43,6 +44,10 @@ class Attribute:
     value ``v`` gets code ``i`` when ``e_i <= v < e_{i+1}`` (the last bin is closed). ``size`` is
     ``k``, or ``k + 1`` when the extra last code is a catch-all labelled ``"other"``.
 
+    ``dates`` (date attributes, :class:`~dpmatrix.dates.DateBins`): bins of whole calendar
+    periods; a date value gets the code of the period holding it (:mod:`dpmatrix.dates`); the
+    labels name the periods (``"2015-12"``), ``bins`` is ``None``.
+
     ``missing`` (see :data:`MISSING_POLICIES`): with ``"category"`` the last code
     (``size - 1``) holds the missing values; ``size`` and ``labels`` include it (its label is
     :data:`MISSING_LABEL`), bins do not.
@@ -55,6 +60,7 @@ class Attribute:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     bins: tuple[float, ...] | None = None
     missing: str = "error"
+    dates: DateBins | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -100,6 +106,19 @@ class Attribute:
             object.__setattr__(self, "labels", labels)
         if self.bins is not None:
             self._check_bins(size)
+        if self.dates is not None:
+            self._check_dates(size)
+
+    def _check_dates(self, size: int) -> None:
+        if not isinstance(self.dates, DateBins):
+            raise DomainError(f"attribute {self.name!r}: dates must be a DateBins, got {self.dates!r}")
+        if self.bins is not None:
+            raise DomainError(f"attribute {self.name!r}: a date attribute has date bins, not numeric bins")
+        k = self.dates.n_bins
+        if size - (self.missing == "category") != k:
+            raise DomainError(f"attribute {self.name!r}: {k + 1} date bin edges define {k} periods but size is {size}")
+        if self.labels is None:
+            raise DomainError(f"attribute {self.name!r}: a date attribute needs labels (its periods)")
 
     def _check_bins(self, size: int) -> None:
         try:
@@ -212,7 +231,11 @@ class Domain:
         The rich form maps each name to an object with ``size`` (or ``labels``, or ``bins``),
         and optionally ``kind`` (``categorical``/``ordinal``), ``labels`` and numeric ``bins``
         (edges used to discretize raw values; ``size`` defaults to ``len(bins) - 1``); other keys
-        are kept in ``Attribute.extra``.
+        are kept in ``Attribute.extra``. A date attribute has ``period`` (year, quarter, month,
+        week or day), ``date_format`` (how its data write dates, e.g. ``"%m/%d/%Y"``) and
+        ``bins`` written as dates ``"YYYY-MM-DD"`` (period starts, then the start of the period
+        after the last; every bin half-open); its labels default to the period names
+        (:mod:`dpmatrix.dates`).
         """
         if not isinstance(spec, Mapping) or not spec:
             raise DomainError("a domain specification must be a non-empty JSON object")
@@ -224,6 +247,12 @@ class Domain:
                 bins = value.pop("bins", None)
                 size = value.pop("size", None)
                 missing = value.pop("missing", "error")
+                dates = None
+                if "period" in value or "date_format" in value:  # bins of calendar periods
+                    dates = DateBins.from_spec(name, value.pop("period", None), value.pop("date_format", None), bins)
+                    bins = None
+                    if labels is None:
+                        labels = list(dates.labels())
                 if labels is not None and (not isinstance(labels, Sequence) or isinstance(labels, str)):
                     raise DomainError(f"attribute {name!r}: labels must be a list of strings")
                 if missing == "category" and labels is not None:
@@ -233,14 +262,17 @@ class Domain:
                 extra_code = 1 if missing == "category" else 0
                 if size is None and labels is not None:
                     size = len(labels)
+                if size is None and dates is not None:
+                    size = dates.n_bins + extra_code
                 if size is None and bins is not None:
                     if not isinstance(bins, Sequence) or isinstance(bins, str):
                         raise DomainError(f"attribute {name!r}: bins must be a list of numbers")
                     size = len(bins) - 1 + extra_code
                 if size is None:
                     raise DomainError(f"attribute {name!r}: give 'size', 'labels' or 'bins'")
-                kind = value.pop("kind", "ordinal" if bins is not None else "categorical")
-                attrs.append(Attribute(name, size, kind, labels, value, bins=bins, missing=missing))
+                ordered = bins is not None or dates is not None
+                kind = value.pop("kind", "ordinal" if ordered else "categorical")
+                attrs.append(Attribute(name, size, kind, labels, value, bins=bins, missing=missing, dates=dates))
             else:
                 attrs.append(Attribute(name, value))
         return cls(attrs)
@@ -265,6 +297,8 @@ class Domain:
                 entry["labels"] = list(a.labels)
             if a.bins is not None:
                 entry["bins"] = [int(e) if e.is_integer() else e for e in a.bins]
+            if a.dates is not None:
+                entry.update(a.dates.to_spec())
             if a.missing != "error":
                 entry["missing"] = a.missing
             entry.update(a.extra)
@@ -401,5 +435,5 @@ def with_missing(domain: Domain, missing: str | Mapping[str, str]) -> Domain:
         labels = a.labels
         if labels is not None:
             labels = tuple(labels[:-1] if had else labels) + ((MISSING_LABEL,) if has else ())
-        attrs.append(Attribute(a.name, size, a.kind, labels, a.extra, bins=a.bins, missing=p))
+        attrs.append(Attribute(a.name, size, a.kind, labels, a.extra, bins=a.bins, missing=p, dates=a.dates))
     return Domain(attrs)

@@ -41,7 +41,7 @@ import pandas as pd
 
 from .domain import MISSING_LABEL, OTHER_LABEL, Attribute, Domain, fmt_edge
 from .errors import DataError
-from .values import LabelIndex, missing_mask, numbers, value_key
+from .values import LabelIndex, date_days, missing_mask, numbers, value_key
 
 #: How many offending values an error message shows.
 MAX_SHOWN = 5
@@ -87,7 +87,9 @@ def resolve_policies(
 
 
 def mapping_kind(attr: Attribute) -> str:
-    """``"bins"``, ``"labels"`` or ``"codes"``: how raw values of ``attr`` become codes."""
+    """``"dates"``, ``"bins"``, ``"labels"`` or ``"codes"``: how raw values of ``attr`` become codes."""
+    if attr.dates is not None:
+        return "dates"
     if attr.bins is not None:
         return "bins"
     if attr.labels is not None:
@@ -106,6 +108,9 @@ def _valid_values(attr: Attribute, kind: str) -> str:
         return f"the labels are {shown}" + (f", ... ({len(labs)} labels)" if len(labs) > 12 else "")
     if kind == "bins":
         return "the bin edges are " + ", ".join(fmt_edge(e) for e in attr.bins)  # type: ignore[union-attr]
+    if kind == "dates":
+        labs = attr.labels[: attr.dates.n_bins]  # type: ignore[union-attr,index]
+        return f"the periods are {labs[0]} .. {labs[-1]}: {attr.dates.describe()}"  # type: ignore[union-attr]
     return f"its values are the integer codes 0..{attr.n_values - 1}"
 
 
@@ -113,6 +118,10 @@ def _unknown_fix(attr: Attribute, kind: str) -> str:
     if kind == "labels":
         return (f"fix: add the values to the labels of {attr.name!r} in the domain, or send "
                 f"them to a label {OTHER_LABEL!r} with on_unknown='other' (CLI --on-unknown {attr.name}=other)")
+    if kind == "dates":
+        return (f"fix: add periods to the bins of {attr.name!r} in the domain (or infer it again), clip "
+                f"dates outside with on_unknown='clip' (CLI --on-unknown {attr.name}=clip), or write the "
+                f"dates as {attr.dates.fmt} or YYYY-MM-DD; text that marks a missing date needs na_values")  # type: ignore[union-attr]
     if kind == "bins":
         return (f"fix: widen the bins of {attr.name!r}, or clip with on_unknown='clip' "
                 f"(CLI --on-unknown {attr.name}=clip); text that is no number needs a label "
@@ -126,6 +135,8 @@ def _unknown_message(attr: Attribute, kind: str, n: int, values: Sequence[Any], 
     elif kind == "bins":
         lo, hi = attr.bins[0], attr.bins[-1]  # type: ignore[index]
         what = f"a value that is not a number inside the bins [{fmt_edge(lo)}, {fmt_edge(hi)}]"
+    elif kind == "dates":
+        what = f"a value that is not a date ({attr.dates.fmt} or YYYY-MM-DD) inside the periods"  # type: ignore[union-attr]
     else:
         what = f"a value that is not an integer code 0..{attr.n_values - 1}"
     return (
@@ -147,6 +158,8 @@ def missing_message(attr: Attribute, n: int) -> str:
 def _policy_note(attr: Attribute, kind: str, policy: str) -> str:
     if policy == "clip" and kind == "labels":
         return " (on_unknown='clip' does not apply: values are matched by label)"
+    if policy == "clip" and kind == "dates":
+        return " (only dates before/after the periods can be clipped)"
     if policy == "clip":
         return " (only numeric values below/above the range can be clipped)"
     if policy == "other" and attr.other_code is None:
@@ -190,6 +203,15 @@ def warn_remapped(messages: Sequence[str], stacklevel: int = 3) -> None:
 
 
 # -- pandas path ---------------------------------------------------------------------------------
+def _label_codes(s: pd.Series, attr: Attribute) -> np.ndarray:
+    """Code of the label each value matches (:class:`dpmatrix.values.LabelIndex`), -1 when none."""
+    fcodes, uniques = pd.factorize(s, use_na_sentinel=True)
+    index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
+    umap = [index.code(u) for u in uniques]
+    umap_arr = np.array([-1 if c is None else c for c in umap] + [-1], dtype=np.int64)
+    return umap_arr[fcodes]  # sentinel -1 indexes the trailing -1
+
+
 def encode_column(
     values: Any,
     attr: Attribute,
@@ -212,11 +234,17 @@ def encode_column(
     low = high = np.zeros(n, dtype=bool)
     top = attr.n_values - 1
     if kind == "labels":
-        fcodes, uniques = pd.factorize(s, use_na_sentinel=True)
-        index = LabelIndex.of(attr.labels)  # type: ignore[arg-type]
-        umap = [index.code(u) for u in uniques]
-        umap_arr = np.array([-1 if c is None else c for c in umap] + [-1], dtype=np.int64)
-        base = umap_arr[fcodes]  # sentinel -1 indexes the trailing -1
+        base = _label_codes(s, attr)
+    elif kind == "dates":  # a period label ("2015-12") first, else the period holding the date
+        by_label = _label_codes(s, attr)
+        e = np.asarray(attr.dates.edges, dtype=np.float64)  # type: ignore[union-attr]
+        v = np.where(by_label >= 0, np.nan, date_days(s, attr.dates.fmt))  # type: ignore[union-attr]
+        num = ~np.isnan(v)
+        with np.errstate(invalid="ignore"):
+            inside = num & (v >= e[0]) & (v < e[-1])
+            low, high = num & (v < e[0]), num & (v >= e[-1])
+        base = np.where(inside, np.searchsorted(e, np.where(inside, v, e[0]), side="right") - 1, by_label)
+        top = len(e) - 2
     else:
         v = numbers(s)
         num = ~np.isnan(v)

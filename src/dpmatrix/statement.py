@@ -201,8 +201,9 @@ def privacy_line(privacy: dict) -> str:
     unit = privacy.get("unit")
     if isinstance(unit, dict) and isinstance(unit.get("per_person"), dict):  # a person, not a record
         who = str(unit.get("description", "one person"))
-        record = ({"pure_epsilon": privacy.get("pure_epsilon")} if privacy.get("pure_epsilon") is not None
-                  else {"rho": privacy.get("rho")})  # fmt: skip
+        rec = privacy["record"] if isinstance(privacy.get("record"), dict) else privacy  # a plan's per-person form
+        record = ({"pure_epsilon": rec.get("pure_epsilon")} if rec.get("pure_epsilon") is not None
+                  else {"rho": rec.get("rho")})  # fmt: skip
         person = {**unit["per_person"], "reproducible": privacy.get("reproducible")}
         per_record = ", ".join(f"{k} = {v:.6g}" for k, v in record.items() if v is not None)
         return privacy_line(person).replace("one record", who) + f" (per record: {per_record})"

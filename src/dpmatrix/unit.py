@@ -39,17 +39,20 @@ import hmac
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from .encode import missing_columns_message
 from .errors import BudgetError, DataError
 from .privacy import Budget
 from .statement import privacy_summary, pure_summary
-from .values import missing_mask
 
-__all__ = ["Unit", "bound_contributions", "person_budget", "record_budget", "unit_privacy"]
+if TYPE_CHECKING:  # pandas is imported where records are bounded, not to state a unit
+    import pandas as pd
+
+__all__ = [
+    "Unit", "bound_contributions", "person_budget", "record_budget", "unit_from_spec", "unit_privacy", "unit_spec",
+]  # fmt: skip
 
 MISSING_IDS = ("error", "drop")
 
@@ -129,6 +132,71 @@ def person_budget(budget: Budget, unit: Unit) -> Budget:
     return Budget(budget.pcost * k * k)
 
 
+def _budget_numbers(budget: Budget) -> dict:
+    if budget.is_pure:
+        return {"epsilon": budget.pure_epsilon}
+    return {"rho": budget.rho, "pcost": budget.pcost}
+
+
+def unit_spec(unit: Unit, budget: Budget) -> dict:
+    """The ``privacy_unit`` entry of a saved plan: the unit, and the budget it implies.
+
+    ``budget`` is the plan's own (per-record) budget; ``per_record`` repeats it and
+    ``per_person`` is :func:`person_budget` of it (ρ·k², ε·k), which a release of the plan states
+    and charges. :func:`unit_from_spec` reads the entry back and checks the two agree.
+
+    Examples
+    --------
+    >>> unit_spec(Unit("person", 3), Budget.zcdp(0.1))["per_person"]["rho"]
+    0.9000000000000001
+    """
+    return {
+        **unit.to_dict(),
+        "description": unit.describe(),
+        "per_record": _budget_numbers(budget),
+        "per_person": _budget_numbers(person_budget(budget, unit)),
+    }
+
+
+def unit_from_spec(spec: object, budget: Budget, what: str = "plan") -> Unit:
+    """The :class:`Unit` of a saved plan's ``privacy_unit`` entry (see :func:`unit_spec`).
+
+    Raises :class:`~dpmatrix.errors.DataError` when the entry is malformed, and when its stated
+    per-person budget is not ``person_budget(budget, unit)`` (relative tolerance 1e-9) for the
+    plan's budget ``budget``: an edited ``max_records`` would otherwise change what a release
+    charges and states without changing the noise.
+
+    Examples
+    --------
+    >>> spec = unit_spec(Unit("person", 2), Budget.zcdp(0.25))
+    >>> unit_from_spec(spec, Budget.zcdp(0.25)).describe()
+    'a person (column person) with up to 2 records'
+    """
+    import math
+
+    if not isinstance(spec, dict):
+        raise DataError(f"{what}: privacy_unit must be an object with id_column and max_records, got {spec!r}")
+    try:
+        unit = Unit(str(spec["id_column"]), spec["max_records"], missing_ids=str(spec.get("missing_ids", "error")))
+    except KeyError as exc:
+        raise DataError(f"{what}: privacy_unit has no {exc.args[0]!r}") from None
+    stated = spec.get("per_person")
+    want = _budget_numbers(person_budget(budget, unit))
+    key = "epsilon" if "epsilon" in want else "rho"
+    try:
+        ok = isinstance(stated, dict) and math.isclose(float(stated[key]), want[key], rel_tol=1e-9)
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise DataError(
+            f"{what}: privacy_unit states a per-person {key} of "
+            f"{stated.get(key) if isinstance(stated, dict) else None!r}, but the plan's noise with up to "
+            f"{unit.max_records} records per person spends {key} = {want[key]:.6g}: the file was edited after "
+            "it was planned; refusing it (plan again with --privacy-id/--max-records)"
+        )
+    return unit
+
+
 @dataclass(frozen=True)
 class _Spend:
     """The numbers a privacy statement is rendered from (see :mod:`dpmatrix.statement`)."""
@@ -187,7 +255,8 @@ def _keyed_ranks(ids: pd.Series, rows: pd.DataFrame, key: bytes) -> np.ndarray:
 
 
 def bound_contributions(
-    df: pd.DataFrame, unit: Unit, columns: Sequence[str] | None = None, *, key: bytes | None = None
+    df: pd.DataFrame, unit: Unit, columns: Sequence[str] | None = None, *, key: bytes | None = None,
+    na_values: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Keep at most ``unit.max_records`` records per identifier (module docstring: which ones).
 
@@ -201,6 +270,8 @@ def bound_contributions(
     key : bytes, optional
         Secret HMAC key; default 32 bytes from the OS (:func:`secrets.token_bytes`). Give one
         only to reproduce a selection in tests.
+    na_values : sequence of str, optional
+        Text markers that also mean a missing identifier (as for the attributes' values).
 
     Returns
     -------
@@ -209,20 +280,26 @@ def bound_contributions(
 
     Examples
     --------
+    >>> import pandas as pd
     >>> df = pd.DataFrame({"id": [1, 1, 1, 2], "x": ["a", "b", "c", "d"]})
     >>> len(bound_contributions(df, Unit("id", 2)))
     3
     """
+    import pandas as pd
+
+    from .encode import missing_columns_message
+    from .values import missing_mask
+
     if unit.id_column not in df.columns:
         raise DataError("privacy unit: " + missing_columns_message([unit.id_column], [str(c) for c in df.columns]))
     ids = df[unit.id_column]
-    miss = missing_mask(ids)
+    miss = missing_mask(ids, na_values)
     if miss.any():
         if unit.missing_ids == "error":
             raise DataError(
                 f"privacy unit: {int(miss.sum())} record(s) have no identifier in column "
                 f"{unit.id_column!r}; fix: fill them in, or leave them out with missing_ids='drop' "
-                "(stated with the unit)"
+                "(CLI --missing-ids drop; stated with the unit)"
             )
         df, ids = df[~miss], ids[~miss]
     cols = [c for c in (columns if columns is not None else df.columns) if c != unit.id_column]

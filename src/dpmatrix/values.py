@@ -149,6 +149,27 @@ def missing_mask(values: pd.Series, na_values: Iterable[str] = ()) -> np.ndarray
     return miss
 
 
+def date_days(values: pd.Series, fmt: str) -> np.ndarray:
+    """Vectorized :func:`dpmatrix.dates.day_of`: float64 days since 1970-01-01, NaN where a
+    value is not a date (text in ``fmt`` or ISO, typed dates and timestamps; a timestamp with a
+    time zone by its UTC date)."""
+    import pandas as pd
+
+    from .dates import day_of
+
+    s = values
+    if isinstance(s.dtype, pd.DatetimeTZDtype):
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    if pd.api.types.is_datetime64_any_dtype(s.dtype):
+        v = s.to_numpy(dtype="datetime64[ns]")
+        out = v.astype("datetime64[D]").astype(np.int64).astype(np.float64)
+        return np.where(np.isnat(v), np.nan, out)
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    days = [day_of(u, fmt) for u in uniques.tolist()] if len(uniques) else []
+    table = np.array([np.nan if d is None else float(d) for d in days] + [np.nan], dtype=np.float64)
+    return table[codes]
+
+
 def numbers(values: pd.Series) -> np.ndarray:
     """Vectorized :func:`parse_number`: float64, NaN where a value is not a number."""
     import pandas as pd
@@ -236,6 +257,30 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+def _date_code(attr: Attribute, value: Any) -> int:
+    """A date attribute's code: a period label (``"2015-12"``, or ``2015`` for a year), else the
+    period holding a date (text in the attribute's format or ISO, or a typed date)."""
+    from .dates import day_of, day_text
+
+    assert attr.dates is not None and attr.labels is not None
+    c = LabelIndex.of(attr.labels).code(value)
+    if c is not None:
+        return c
+    day = day_of(value, attr.dates.fmt)
+    if day is not None:
+        i = attr.dates.bin_of_day(day)
+        if i is not None:
+            return i
+        raise WorkloadError(
+            f"{value!r} ({day_text(day)}) is outside the periods of {attr.name!r} "
+            f"({attr.labels[0]} .. {attr.labels[attr.dates.n_bins - 1]}: {attr.dates.describe()})"
+        )
+    raise WorkloadError(
+        f"{value!r} is not a value of {attr.name!r}: give a period label ({_shown_labels(attr)}) or a date "
+        f"({attr.dates.fmt} or YYYY-MM-DD), or codes explicitly with dpmatrix.codes(...)"
+    )
+
+
 def code_of(attr: Attribute, value: Any) -> int:
     """The code a single value of the data or of a query addresses (see the module docstring).
 
@@ -268,6 +313,8 @@ def code_of(attr: Attribute, value: Any) -> int:
     """
     from .domain import MISSING_LABEL
 
+    if attr.dates is not None:
+        return _date_code(attr, value)
     if attr.bins is not None:
         f = parse_number(value)
         if f is not None:

@@ -664,7 +664,8 @@ def publish(
             }  # fmt: skip
             if unit is not None:  # bounded per person in memory, then counted by numpy (unit_records)
                 names = [plan.domain.names[i] for i in (opened["attributes"] or range(len(plan.domain)))]
-                bounded = bounded_records(data, names, unit, data_format=data_format, delimiter=delimiter)
+                bounded = bounded_records(data, names, unit, data_format=data_format, delimiter=delimiter,
+                                          na_values=na_values)  # fmt: skip
                 eng = open_source(bounded, plan.domain, **{**opened, "engine": "numpy"})
             elif engine == "spark":
                 # data a cluster holds (URIs, folders of part files, tables) are identified by the

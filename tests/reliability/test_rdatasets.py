@@ -55,3 +55,18 @@ def test_full_sample_round_trips_or_refuses_with_a_fix():
         assert o.status != "fail", o
         if o.status == "refused":
             assert any(w in o.cause for w in ACTIONABLE), o
+
+
+#: sample tables whose chosen columns hold dates (two of them written non-ISO)
+DATED = [("Stat2Data", "KeyWestWater"), ("openintro", "mn_police_use_of_force"), ("stevedata", "Arca")]
+
+
+def test_sample_tables_with_dates_round_trip_by_month():
+    """``infer-domain --date-period month`` on the sample's tables with date columns (KeyWestWater
+    ``10/3/2016 0:00``, Minneapolis police ``2016/01/01 00:47:36``, Arca ``2017-01-03``): each date's
+    first month is counted as pandas' own parser counts it."""
+    assert set(DATED) <= set(sweep.sample_ids())
+    for pkg, item in DATED:
+        with tempfile.TemporaryDirectory() as d:
+            o = sweep.run_one(pkg, item, Path(d), date_period="month")
+        assert o.status == "pass" and o.dates, o

@@ -122,14 +122,41 @@ def _workload(args: argparse.Namespace, domain: Domain):
     )
 
 
+def unit_of_args(args: argparse.Namespace):
+    """The :class:`~dpmatrix.unit.Unit` of ``--privacy-id COL --max-records K [--missing-ids]``,
+    or ``None`` when neither is given (``plan`` and ``release`` read the same options)."""
+    col, k = getattr(args, "privacy_id", None), getattr(args, "max_records", None)
+    missing_ids = getattr(args, "missing_ids", None)
+    if col is None and k is None:
+        if missing_ids is not None:
+            raise CLIError("--missing-ids applies to a privacy unit: give it with --privacy-id COL --max-records K")
+        return None
+    if col is None or k is None:
+        raise CLIError("--privacy-id COL and --max-records K go together (the identifier column and the "
+                       "number of records one person may contribute)")  # fmt: skip
+    if k <= 0:
+        raise CLIError(f"--max-records must be at least 1, got {k} (the records kept per person; 1 protects "
+                       "single records)")  # fmt: skip
+    from ..unit import Unit
+
+    try:
+        return Unit(col, int(k), missing_ids=missing_ids or "error")
+    except DPMatrixError as exc:
+        raise CLIError(str(exc)) from None
+
+
 def _make_plan(args: argparse.Namespace, domain: Domain):
     from ..planners.dispatch import plan as make_plan
 
+    unit = unit_of_args(args)
     wk = _workload(args, domain)
     if getattr(args, "target", None):
+        if unit is not None:
+            raise CLIError("--privacy-id plans for a person: give a per-person budget (--rho/--epsilon/--mu), "
+                           "not --target")  # fmt: skip
         return _plan_from_targets(args, wk)
     return make_plan(wk, objective=args.objective, construction=getattr(args, "construction", "auto"),
-                     **_budget_kwargs(args))
+                     privacy_unit=unit, **_budget_kwargs(args))  # fmt: skip
 
 
 def _plan_from_targets(args: argparse.Namespace, wk):

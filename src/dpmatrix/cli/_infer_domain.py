@@ -28,8 +28,9 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
     na_values = _na_values(args.na_values)
     found = infer_domain_report(str(path), cols, max_labels=args.max_labels, n_bins=args.bins,
                                 binning=args.binning, na_values=na_values,
-                                max_categories=args.max_categories,
-                                delimiter=args.delimiter)  # warns
+                                max_categories=args.max_categories, delimiter=args.delimiter,
+                                date_period=args.date_period,
+                                date_format=_date_format(args.date_format))  # warns
     dom = found.domain
     out = Path(args.out)
     try:
@@ -43,11 +44,33 @@ def cmd_infer_domain(args: argparse.Namespace) -> int:
         say(f"{a.name}: {a.size} {args.binning} bins, edges [{edges}] (more than {args.max_labels} "
             "distinct values or fractions; change with --bins, --binning width|quantile, "
             "--max-labels, or edit the edges)")
+    for a in dom.attributes:
+        if a.dates is not None:
+            first, last = a.labels[0], a.labels[a.dates.n_bins - 1]
+            say(f"{a.name}: {a.dates.n_bins} {a.dates.period} bins {first} .. {last} (dates written "
+                f"{a.dates.fmt}; a release reads that form and YYYY-MM-DD)")
     for line in found.messages():
         say(line)
-    say(f"wrote a domain of {len(dom)} attributes ({len(binned)} binned) to {args.out}: review it "
+    dated = sum(a.dates is not None for a in dom.attributes)
+    by_period = f", {dated} dates by {args.date_period}" if dated else ""
+    say(f"wrote a domain of {len(dom)} attributes ({len(binned)} binned{by_period}) to {args.out}: review it "
         "(and remove anything that reveals individual records) before using it with --domain")
     return 0
+
+
+def _date_format(text: str | None) -> str | dict[str, str] | None:
+    """``--date-format``: one format for every date column, or ``COL=FMT,COL2=FMT2``."""
+    if not text:
+        return None
+    if "=" not in text:
+        return text.strip()
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        col, eq, fmt = item.partition("=")
+        if not eq or not col.strip() or not fmt.strip():
+            raise CLIError(f"--date-format: bad entry {item!r}; write FORMAT or COLUMN=FORMAT, e.g. date=%d/%m/%Y")
+        out[col.strip()] = fmt.strip()
+    return out
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -72,6 +95,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--max-categories", type=int, default=100,
                    help="text columns with more distinct values (identifiers, dates, free text) are "
                    "left out with a message (default 100)")
+    i.add_argument("--date-period", choices=["year", "quarter", "month", "week", "day"],
+                   help="bin date columns by this calendar period (labels 2015, 2015-Q4, 2015-12, 2015-W49, "
+                   "2015-12-01), covering the first to the last date; without it, date columns with many "
+                   "values are left out with a message")
+    i.add_argument("--date-format", metavar="FMT|COL=FMT",
+                   help="how dates are written when the data cannot tell (day/month order): one of %%Y-%%m-%%d, "
+                   "%%m/%%d/%%Y, %%d/%%m/%%Y, %%d.%%m.%%Y, ..., for every date column or per column "
+                   "(date=%%d/%%m/%%Y); recorded in the domain file")
     i.add_argument("--delimiter", help="CSV field delimiter (default: detected)")
     i.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     _add_quiet(i)

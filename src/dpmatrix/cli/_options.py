@@ -25,6 +25,17 @@ def _add_round(p: argparse.ArgumentParser) -> None:
                    "the saved measurements stay exact)")
 
 
+def _add_privacy_unit(p: argparse.ArgumentParser) -> None:
+    """``--privacy-id COL --max-records K [--missing-ids error|drop]``: the person a plan or a
+    release protects (``release`` and ``plan`` take the same options)."""
+    p.add_argument("--privacy-id", metavar="COL",
+                   help="protect a person, not a record: the column identifying the person (with --max-records)")
+    p.add_argument("--max-records", type=int, metavar="K",
+                   help="records kept per person (a keyed pseudo-random choice); the budget is per person")
+    p.add_argument("--missing-ids", choices=["error", "drop"], default=None,
+                   help="records without an identifier: refuse the release (default) or leave them out (stated)")
+
+
 def _add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summaries")
 

@@ -71,7 +71,8 @@ def _per_person(privacy: dict, plan, noise: str, delta: float) -> dict:
         return privacy
     from ..unit import unit_privacy
 
-    return {**unit_privacy(privacy, unit, noise=noise, delta=delta)["unit"]["per_person"], "record": privacy}
+    stated = unit_privacy(privacy, unit, noise=noise, delta=delta)["unit"]
+    return {**stated["per_person"], "record": privacy, "unit": stated}  # printed per person, naming the unit
 
 
 def continuous_claim_line(plan, delta: float) -> str:
@@ -202,7 +203,7 @@ def _describe_plan(plan, say: Out, delta: float, describe_privacy: bool = True,
         say(f"workload: {len(wk)} marginals, {int(wk.cells.sum()):,} cells; pure epsilon-DP strategy "
             f"{plan.strategy!r} ({plan.budgeting} budgets), {len(plan.groups)} groups")
         if describe_privacy:
-            say(fmt_privacy(pure_summary(plan)))
+            say(fmt_privacy(plan_privacy(plan, 0.0)))
         say(f"accuracy (data-independent): RMSE {plan.rmse():.6g}, max cell variance "
             f"{plan.max_variance():.6g} (std {math.sqrt(plan.max_variance()):.6g})")
         return

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..errors import DPMatrixError
 from ..protocols import HasComparison
-from ..statement import privacy_summary, pure_summary
+from ..statement import privacy_summary
 from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta, check_out_file
-from ._options import _add_budget, _add_targets, _add_workload
+from ._options import _add_budget, _add_privacy_unit, _add_targets, _add_workload
 from ._output import (
     Out,
     _describe_plan,
@@ -49,7 +49,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.report:
         _write_plan_report(plan, args.report, delta)
     if args.format == "json":
-        out = plan.to_dict()
+        out = plan.saved_dict()
         out["privacy"].update(privacy)
         if privacy["mu"] is None:  # beside it, labelled: the continuous noise's claim
             out["privacy_if_continuous_noise"] = privacy_summary(plan, noise="gaussian", delta=delta)
@@ -88,12 +88,12 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
         _write_plan_report(plan, args.report, 0.0)
     if args.save:
         try:
-            Path(args.save).write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
+            Path(args.save).write_text(json.dumps(plan.saved_dict(), indent=1) + "\n")
         except OSError as exc:
             raise CLIError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
     if args.format == "json":
-        out = plan.to_dict()
-        out["privacy"] = pure_summary(plan)
+        out = plan.saved_dict()
+        out["privacy"] = plan_privacy(plan, 0.0)
         out["groups_table"] = json.loads(table.to_json(orient="records"))
         print(json.dumps(out, indent=1))
         return 0
@@ -131,7 +131,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _add_workload(p)
     _add_budget(p)
     _add_targets(p)
-    p.add_argument("--save", metavar="PLAN.json", help="also save the plan (for release --plan)")
+    _add_privacy_unit(p)
+    p.add_argument("--save", metavar="PLAN.json", help="also save the plan (for release --plan; it keeps the "
+                   "--privacy-id unit, which the release then uses)")
     p.add_argument("--report", metavar="PLAN.html",
                    help="also write an HTML report of the plan (privacy, accuracy, fairness, strategy)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --save or --report file")

@@ -25,12 +25,14 @@ from ._common import (
     _read_domain,
     _report_delta,
     _workload,
+    unit_of_args,
 )
 from ._engine import _missing, _na_values, _on_unknown
 from ._options import (
     _add_budget,
     _add_ledger,
     _add_noise,
+    _add_privacy_unit,
     _add_quiet,
     _add_round,
     _add_targets,
@@ -101,25 +103,45 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _privacy_unit(args: argparse.Namespace):
-    """The person a release protects (``--privacy-id COL --max-records K``), or ``None``."""
-    from ..unit import Unit
-
-    col, k = getattr(args, "privacy_id", None), getattr(args, "max_records", None)
-    if col is None and k is None:
-        return None
-    if col is None or k is None:
-        raise CLIError("--privacy-id COL and --max-records K go together (the identifier column and the "
-                       "number of records one person may contribute)")  # fmt: skip
-    if k <= 0:
-        raise CLIError(f"--max-records must be at least 1, got {k} (the records kept per person; 1 protects "
-                       "single records)")  # fmt: skip
-    if getattr(args, "plan", None) or getattr(args, "target", None):
+    """The person a release protects (``--privacy-id COL --max-records K``), or ``None``; with
+    ``--plan`` the plan file's unit is used and these options, if given, must name the same unit
+    (checked in :func:`_plan_of`)."""
+    unit = unit_of_args(args)
+    if unit is not None and getattr(args, "target", None):
         raise CLIError("--privacy-id plans the release for a person: give a workload and a per-person budget, "
-                       "not --plan or --target")  # fmt: skip
-    try:
-        return Unit(col, int(k), missing_ids=getattr(args, "missing_ids", "error"))
-    except DPMatrixError as exc:
-        raise CLIError(str(exc)) from None
+                       "not --target")  # fmt: skip
+    return unit
+
+
+def _plan_unit(plan: Any, asked: Any, plan_path: str) -> None:
+    """A saved plan is released for the unit it was planned for: refuse another one."""
+    have = plan.privacy_unit
+    if asked is None or asked == have:
+        return
+    if have is None:
+        raise CLIError(f"the plan {plan_path!r} protects single records (it was saved without --privacy-id); "
+                       f"plan again for {asked.describe()}: dpmatrix plan ... --privacy-id {asked.id_column} "
+                       f"--max-records {asked.max_records} --save PLAN.json")  # fmt: skip
+    raise CLIError(f"the plan {plan_path!r} protects {have.describe()}, but this release was given "
+                   f"{asked.describe()}; drop --privacy-id/--max-records/--missing-ids (the plan's unit is used) "
+                   "or plan again with the unit you want")  # fmt: skip
+
+
+def _reading_note(args: argparse.Namespace, unit: Any, plan: Any) -> str:
+    """What reading the data will do: the named engine counts it, except under a privacy unit,
+    where the used columns and the identifier are read into memory, bounded per person and
+    counted by numpy whatever engine was named (:mod:`dpmatrix.measure.unit_records`)."""
+    if unit is None:
+        return f"reading {args.data} with {args.engine} ..."
+    from ..measure.measure_plan import used_attributes
+
+    used = used_attributes(plan)
+    names = [plan.domain.names[i] for i in (used or range(len(plan.domain)))]
+    cols = ", ".join([*names, unit.id_column])
+    engine = "" if args.engine == "numpy" else f" (--engine {args.engine} is not used under a privacy unit)"
+    drop = "; records without an identifier are left out" if unit.missing_ids == "drop" else ""
+    return (f"reading columns {cols} of {args.data} into memory, keeping at most {unit.max_records} records per "
+            f"{unit.id_column}{drop}, then counting with numpy{engine} ...")
 
 
 def _dataset_name(data: str) -> str:
@@ -152,6 +174,7 @@ def _plan_of(args: argparse.Namespace, domain: Domain | None, opts: dict):
         plan = load_plan(args.plan)
         if domain is not None and domain != plan.domain:
             raise CLIError(f"the domain in {args.plan!r} differs from the --domain file")
+        _plan_unit(plan, opts.get("unit"), args.plan)
         return plan
     if domain is None:
         raise CLIError("give --domain D.json (or a saved --plan)")
@@ -212,7 +235,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     if _is_pure(plan) and noise == "discrete_gaussian":
         raise CLIError("--noise discrete_gaussian is a zCDP option: a pure epsilon-DP plan uses the "
                        "exact discrete Laplace")
-    say.note(f"reading {args.data} with {args.engine} ...")  # the Spark master is not echoed
+    say.note(_reading_note(args, opts.get("unit") or plan.privacy_unit, plan))  # the Spark master is not echoed
     with warnings.catch_warnings():
         if args.seed is not None:  # said once, in the command line's words
             warn_line(SEED_WARNING)
@@ -276,12 +299,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="parquet (default): every table in one Parquet dataset under DIR/tables/; add csv "
                    "(parquet,csv) for one CSV file per marginal as well, or csv alone")
     _add_round(r)
-    r.add_argument("--privacy-id", metavar="COL",
-                   help="protect a person, not a record: the column identifying the person (with --max-records)")
-    r.add_argument("--max-records", type=int, metavar="K",
-                   help="records kept per person (a keyed pseudo-random choice); the budget is per person")
-    r.add_argument("--missing-ids", choices=["error", "drop"], default="error",
-                   help="records without an identifier: refuse the release (default) or leave them out (stated)")
+    _add_privacy_unit(r)
     r.add_argument("--on-unknown", default="error", metavar="POLICY",
                    help="values the domain does not cover: error (default), clip (to the first/last "
                    "bin or code), other (to the code labelled 'other'); or per column: age=clip,race=other")

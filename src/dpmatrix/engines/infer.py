@@ -18,6 +18,11 @@ Per column (:class:`ColumnStats` gathers the facts, :func:`decide` turns them in
 * text (or booleans): categorical labels, sorted, when at most ``max_categories`` distinct
   values; a column with more (identifiers, dates, free text, mixed units) is left out with a
   message naming it — unless the caller listed it in ``columns``, then it is an error;
+* dates (text in one of :data:`dpmatrix.dates.DATE_FORMATS`, typed dates and timestamps): with
+  ``date_period`` an ordinal attribute of whole periods from the first to the last date, the
+  detected text form recorded as ``date_format`` (a column that reads both as month/day and
+  day/month is refused: give ``date_format``); without it, treated as text (left out when they
+  have many values, with a message naming ``date_period``);
 * a column with a single value and no missing value carries no information and is left out.
 
 The inferred domain is derived from the private data and is not covered by the privacy
@@ -26,9 +31,10 @@ guarantee: see :data:`INFER_WARNING`.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +42,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..dates import DATE_FORMATS, ISO_FORMAT, PERIODS, DateBins, check_format, group_order, period_edges
 from ..domain import MISSING_LABEL, OTHER_LABEL, Attribute, Domain
 from ..encode import InferredDomainWarning, missing_columns_message
 from ..errors import DataError, DomainError
-from ..values import missing_mask, numbers, value_key
+from ..values import date_days, missing_mask, numbers, value_key
 from .duckdb_engine import connect, describe, detect_format, source_sql
-from .sql import quote_ident, sql_label_key, sql_missing, sql_number, sql_type_class
+from .sql import quote_ident, sql_day, sql_label_key, sql_missing, sql_number, sql_type_class
 
 INFER_WARNING = (
     "infer_domain: this domain is derived from the private data. Which values occur (every label, "
@@ -80,6 +87,8 @@ class ColumnStats:
     texts: tuple[str, ...] | None  # distinct label keys when few
     quantiles: tuple[float, ...] | None
     date_like: bool = False
+    #: with a date period: ``(format, first day, last day)`` of a column of dates, or why not
+    dates: tuple[str, int, int] | str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,12 +131,23 @@ def _bin_edges(vmin: float, vmax: float, n_bins: int, integral: bool,
     return edges
 
 
-def decide(st: ColumnStats, max_labels: int, n_bins: int, max_categories: int) -> Attribute | str:
+def decide(st: ColumnStats, max_labels: int, n_bins: int, max_categories: int,
+           date_period: str | None = None) -> Attribute | str:
     """The attribute for one column, or the reason (with the fix) it is left out."""
     missing = "category" if st.n_missing else "error"
     extra = [MISSING_LABEL] if st.n_missing else []
     if st.n_present == 0:
         return "every value is missing"
+    if date_period is not None and isinstance(st.dates, tuple):
+        fmt, first, last = st.dates
+        bins = DateBins(date_period, fmt, period_edges(first, last, date_period))
+        if bins.n_bins + len(extra) < 2:
+            return (f"every date is in one {date_period} ({bins.labels()[0]}) and none is missing: it carries no "
+                    "information (choose a shorter --date-period)")
+        return Attribute(st.name, bins.n_bins + len(extra), "ordinal", bins.labels() + tuple(extra),
+                         missing=missing, dates=bins)  # fmt: skip
+    if date_period is not None and isinstance(st.dates, str):
+        return st.dates
     numeric = st.n_numbers == st.n_present and not st.leading_zero
     if numeric and st.integral and st.n_distinct_numbers <= max_labels:
         assert st.numbers is not None
@@ -147,12 +167,16 @@ def decide(st: ColumnStats, max_labels: int, n_bins: int, max_categories: int) -
         return Attribute(st.name, k + len(extra), "ordinal", bins=tuple(float(x) for x in edges),
                          missing=missing)  # fmt: skip
     if st.texts is None or st.n_distinct_text > max_categories:
-        kind = "dates" if st.date_like else "text values"
+        if st.date_like or isinstance(st.dates, tuple):
+            return (
+                f"{st.n_distinct_text} distinct dates (more than max_categories={max_categories}); bin them by a "
+                "calendar period with --date-period year|quarter|month|week|day (library: "
+                "date_period='month'), or write its labels or bins into the domain yourself"
+            )
         return (
-            f"{st.n_distinct_text} distinct {kind} (more than max_categories={max_categories}: an "
-            "identifier, dates or free text); write its labels or bins into the domain yourself, "
-            "raise max_categories (CLI --max-categories), or recode it (e.g. dates to a year or "
-            "month column) before the release"
+            f"{st.n_distinct_text} distinct text values (more than max_categories={max_categories}: an "
+            "identifier or free text); write its labels or bins into the domain yourself, "
+            "raise max_categories (CLI --max-categories), or recode it before the release"
         )
     labels = sorted(st.texts)
     if len(labels) + len(extra) < 2:
@@ -161,9 +185,105 @@ def decide(st: ColumnStats, max_labels: int, n_bins: int, max_categories: int) -
                      missing=missing)  # fmt: skip
 
 
+# -- dates ---------------------------------------------------------------------------------------
+def _ambiguous(name: str, formats: Sequence[str]) -> DomainError:
+    return DomainError(
+        f"column {name!r}: every date reads as {' and as '.join(formats)} (no day above 12), and the two "
+        f"readings differ: the day/month order cannot be told from the data; fix: give the format, "
+        f"CLI --date-format {name}={formats[0]} (or {formats[1]}), library date_format={{{name!r}: {formats[0]!r}}}"
+    )
+
+
+def _not_dates(name: str, fmt: str | None, n_bad: int, shown: Sequence[Any] = ()) -> str:
+    some = f" (e.g. {', '.join(repr(x) for x in list(shown)[:3])})" if len(shown) else ""
+    how = f"in the format {fmt}" if fmt else f"in one of the forms {', '.join(DATE_FORMATS)}"
+    return (f"{n_bad} value(s) are not dates {how} or YYYY-MM-DD{some}; recode them, declare markers of a "
+            f"missing date with --na-values, or give the format with --date-format {name}=FORMAT")
+
+
+def _candidates(name: str, date_format: str | Mapping[str, str] | None) -> list[str]:
+    given = date_format.get(name) if isinstance(date_format, Mapping) else date_format
+    return [check_format(given, f"date format of {name!r}")] if given else list(DATE_FORMATS)
+
+
+def _choose_format(name: str, fits: dict[str, tuple[int, int]], differ: Any) -> tuple[str, int, int] | None:
+    """The format every value reads in (ISO first); two that fit and read some value differently
+    (``differ(f, g)``) are refused."""
+    if not fits:
+        return None
+    if ISO_FORMAT in fits:
+        return (ISO_FORMAT, *fits[ISO_FORMAT])
+    names = list(fits)
+    for f in names:
+        for g in names:
+            if f < g and group_order(f) != group_order(g) and differ(f, g):
+                raise _ambiguous(name, [f, g] if group_order(f) == "mdy" else [g, f])
+    f = names[0]
+    return (f, *fits[f])
+
+
+def _dates_frame(name: str, present: pd.Series, date_format: str | Mapping[str, str] | None
+                 ) -> tuple[str, int, int] | str:
+    if pd.api.types.is_datetime64_any_dtype(present.dtype) or isinstance(present.dtype, pd.DatetimeTZDtype):
+        days = date_days(present, ISO_FORMAT)
+        return (ISO_FORMAT, int(np.nanmin(days)), int(np.nanmax(days))) if len(days) else "no dates"
+    uniq = pd.Series(pd.unique(present.to_numpy(dtype=object)), dtype=object)
+    fits: dict[str, tuple[int, int]] = {}
+    read: dict[str, np.ndarray] = {}
+    worst: tuple[str | None, int, list[Any]] = (None, len(uniq) + 1, [])
+    for fmt in _candidates(name, date_format):
+        days = date_days(uniq, fmt)
+        bad = np.isnan(days)
+        if not bad.any():
+            fits[fmt] = (int(days.min()), int(days.max()))
+            read[fmt] = days
+        elif int(bad.sum()) < worst[1]:
+            worst = (fmt, int(bad.sum()), uniq[bad].tolist()[:3])
+    got = _choose_format(name, fits, lambda f, g: bool((read[f] != read[g]).any()))
+    if got is None:
+        fmt, _, shown = worst
+        n_bad = int(np.isnan(date_days(present, fmt or ISO_FORMAT)).sum())
+        return _not_dates(name, fmt if date_format else None, n_bad, shown)
+    return got
+
+
+def _dates_sql(con, src: str, name: str, col_type: str, present: str,
+               date_format: str | Mapping[str, str] | None) -> tuple[str, int, int] | str:
+    q = quote_ident(name)
+    if sql_type_class(col_type) == "other" and col_type.upper().startswith(("DATE", "TIMESTAMP")):
+        day = sql_day(q, col_type, ISO_FORMAT)
+        lo, hi = con.execute(f"SELECT min({day}), max({day}) FROM {src} WHERE {present}").fetchone()
+        return "no dates" if lo is None else (ISO_FORMAT, int(lo), int(hi))
+    fits: dict[str, tuple[int, int]] = {}
+    worst: tuple[str | None, int, list[Any]] = (None, -1, [])
+    for fmt in _candidates(name, date_format):
+        day = sql_day(q, col_type, fmt)
+        n_bad, lo, hi = con.execute(
+            f"SELECT count(*) FILTER (WHERE {day} IS NULL), min({day}), max({day}) FROM {src} WHERE {present}"
+        ).fetchone()
+        if n_bad == 0 and lo is not None:
+            fits[fmt] = (int(lo), int(hi))
+        elif worst[0] is None or n_bad < worst[1]:
+            shown = [r[0] for r in con.execute(
+                f"SELECT DISTINCT CAST({q} AS VARCHAR) FROM {src} WHERE {present} AND {day} IS NULL LIMIT 3").fetchall()]
+            worst = (fmt, int(n_bad), shown)
+
+    def differ(f: str, g: str) -> bool:
+        (n,) = con.execute(f"SELECT count(*) FROM {src} WHERE {present} AND "
+                           f"{sql_day(q, col_type, f)} != {sql_day(q, col_type, g)}").fetchone()
+        return bool(n)
+
+    got = _choose_format(name, fits, differ)
+    if got is None:
+        fmt, n_bad, shown = worst
+        return _not_dates(name, fmt if date_format else None, n_bad, shown)
+    return got
+
+
 # -- gathering the facts -------------------------------------------------------------------------
 def _stats_frame(name: str, s: pd.Series, na_values: Sequence[str], probs: list[float],
-                 binning: str, limit: int) -> ColumnStats:
+                 binning: str, limit: int, date_period: str | None = None,
+                 date_format: str | Mapping[str, str] | None = None) -> ColumnStats:
     s = s.reset_index(drop=True)
     if isinstance(s.dtype, pd.CategoricalDtype):
         s = s.astype(object)
@@ -186,16 +306,24 @@ def _stats_frame(name: str, s: pd.Series, na_values: Sequence[str], probs: list[
     date_like = bool(len(text_vals)) and bool(
         np.mean([bool(_DATE.fullmatch(str(x))) for x in text_vals.to_numpy(dtype=object)[:1000]]) > 0.9
     )
+    typed = pd.api.types.is_datetime64_any_dtype(s.dtype) or (
+        len(present) > 0 and all(isinstance(x, (_dt.date, np.datetime64)) for x in present.to_numpy(dtype=object)[:1000])
+    )
+    dates: tuple[str, int, int] | str | None = None
+    if date_period is not None and len(present) and (typed or (date_like and n_num == 0)):
+        dates = _dates_frame(name, present, date_format)
+    date_like = date_like or typed
     return ColumnStats(
         name, len(s), int(miss.sum()), len(present), n_num, lead, integral,
         float(nums.min()) if len(nums) else None, float(nums.max()) if len(nums) else None,
         len(distinct_nums), tuple(distinct_nums.tolist()) if len(distinct_nums) <= limit else None,
-        len(keys), tuple(sorted(keys)) if len(keys) <= limit else None, qs, date_like,
+        len(keys), tuple(sorted(keys)) if len(keys) <= limit else None, qs, date_like, dates,
     )  # fmt: skip
 
 
 def _stats_sql(con, src: str, name: str, col_type: str, na_values: Sequence[str],
-               probs: list[float], binning: str, limit: int) -> ColumnStats:
+               probs: list[float], binning: str, limit: int, date_period: str | None = None,
+               date_format: str | Mapping[str, str] | None = None) -> ColumnStats:
     q = quote_ident(name)
     miss = sql_missing(q, col_type, na_values)
     x = sql_number(q, col_type)
@@ -233,10 +361,14 @@ def _stats_sql(con, src: str, name: str, col_type: str, na_values: Sequence[str]
             f"SELECT quantile_disc({x}, {probs!r}) FROM {src} WHERE {x} IS NOT NULL AND {present}"
         ).fetchone()
         qs = tuple(qs)
+    date_like = bool(date_v is not None and float(date_v) > 0.9)
+    dates: tuple[str, int, int] | str | None = None
+    if date_period is not None and int(n) > int(n_miss) and date_like and (int(n_num) == 0 or date == "1"):
+        dates = _dates_sql(con, src, name, col_type, present, date_format)
     return ColumnStats(
         name, int(n), int(n_miss), int(n) - int(n_miss), int(n_num), bool(lead_v), n_frac == 0,
         None if vmin is None else float(vmin), None if vmax is None else float(vmax),
-        int(nd_num), nums, int(nd_text), texts, qs, bool(date_v is not None and float(date_v) > 0.9),
+        int(nd_num), nums, int(nd_text), texts, qs, date_like, dates,
     )  # fmt: skip
 
 
@@ -251,6 +383,8 @@ def infer_domain_report(
     na_values: Sequence[str] = (),
     max_categories: int = MAX_CATEGORIES,
     delimiter: str | None = None,
+    date_period: str | None = None,
+    date_format: str | Mapping[str, str] | None = None,
 ) -> InferredDomain:
     """Infer a domain and say what was found: missing counts and the columns left out.
 
@@ -264,6 +398,13 @@ def infer_domain_report(
         raise DomainError(f"binning must be one of {', '.join(map(repr, BINNINGS))}, got {binning!r}")
     if int(n_bins) < 1:
         raise DomainError(f"n_bins must be at least 1, got {n_bins!r}")
+    if date_period is not None and date_period not in PERIODS:
+        raise DomainError(f"date_period must be one of {', '.join(PERIODS)}, got {date_period!r}")
+    if isinstance(date_format, str):
+        check_format(date_format, "date_format")
+    elif isinstance(date_format, Mapping):
+        for col, f in date_format.items():
+            check_format(f, f"date format of {col!r}")
     probs = [i / n_bins for i in range(1, n_bins)]
     limit = max(int(max_labels), int(max_categories))
     warnings.warn(INFER_WARNING, InferredDomainWarning, stacklevel=3)
@@ -273,7 +414,7 @@ def infer_domain_report(
         for c in cols:
             if c not in data.columns:
                 raise DataError(missing_columns_message([c], [str(x) for x in data.columns]))
-            stats.append(_stats_frame(c, data[c], na_values, probs, binning, limit))
+            stats.append(_stats_frame(c, data[c], na_values, probs, binning, limit, date_period, date_format))
     else:
         con = connect(None)
         try:
@@ -289,13 +430,14 @@ def infer_domain_report(
             if missing:
                 raise DataError(missing_columns_message(missing, list(types)))
             for c in cols:
-                stats.append(_stats_sql(con, src, c, types[c], na_values, probs, binning, limit))
+                stats.append(_stats_sql(con, src, c, types[c], na_values, probs, binning, limit, date_period,
+                                        date_format))
         finally:
             con.close()
     attrs: list[Attribute] = []
     left_out: dict[str, str] = {}
     for st in stats:
-        got = decide(st, max_labels, n_bins, max_categories)
+        got = decide(st, max_labels, n_bins, max_categories, date_period)
         if isinstance(got, str):
             if columns is not None:
                 raise DomainError(f"column {st.name!r} cannot be inferred: {got}")
@@ -322,6 +464,8 @@ def infer_domain(
     na_values: Sequence[str] = (),
     max_categories: int = MAX_CATEGORIES,
     delimiter: str | None = None,
+    date_period: str | None = None,
+    date_format: str | Mapping[str, str] | None = None,
 ) -> Domain:
     """Derive a domain from data — an explicit opt-in that weakens privacy (see the warning).
 
@@ -336,6 +480,15 @@ def infer_domain(
     NULL, ``na_values``) get ``missing="category"``. Files (CSV/Parquet) are scanned by DuckDB,
     never loaded into pandas. Always emits an :class:`InferredDomainWarning`.
 
+    Dates (text in one of :data:`dpmatrix.dates.DATE_FORMATS`, or typed dates/timestamps) are
+    left out with a message unless ``date_period`` (``"year"``, ``"quarter"``, ``"month"``,
+    ``"week"`` or ``"day"``) is given: then a date column becomes an ordinal attribute of whole
+    periods covering its first to last date, labelled ``"2015"``, ``"2015-Q4"``, ``"2015-12"``,
+    ``"2015-W49"`` or ``"2015-12-01"``, with the text form detected (``"%m/%d/%Y"`` ...) recorded
+    as its ``date_format`` so a release reads the same dates (:mod:`dpmatrix.dates`). A column
+    whose every value reads both as month/day and day/month is refused: give ``date_format``
+    (one format, or ``{column: format}``).
+
     Examples
     --------
     >>> import warnings, pandas as pd
@@ -347,5 +500,6 @@ def infer_domain(
     """
     return infer_domain_report(
         data, columns, max_labels=max_labels, n_bins=n_bins, binning=binning, format=format,
-        na_values=na_values, max_categories=max_categories, delimiter=delimiter,
+        na_values=na_values, max_categories=max_categories, delimiter=delimiter, date_period=date_period,
+        date_format=date_format,
     ).domain  # fmt: skip

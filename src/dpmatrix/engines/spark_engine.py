@@ -399,6 +399,62 @@ def _number(c: Any, cls: str) -> Any:
     return F.when(bad, F.lit(None).cast("double")).otherwise(x)
 
 
+def _date(c: Any, cls: str, fmt: str) -> Any:
+    """The date a value stands for (NULL when not a date): the Spark twin of
+    :func:`dpmatrix.dates.day_of` — text by the same regular expression (the attribute's format,
+    else ISO), the date built from its three groups; a typed date or timestamp by its date (a
+    timestamp in the session's time zone: set ``spark.sql.session.timeZone=UTC`` for the UTC date
+    the other engines use)."""
+    from pyspark.sql import functions as F
+
+    from ..dates import ISO_FORMAT, date_pattern, group_order
+
+    if cls == "other":
+        return c.cast("date")
+    text = c.cast("string")
+
+    def one(f: str) -> Any:
+        anchored = f"^(?:{date_pattern(f)})$"
+        order = group_order(f)
+        g = {k: F.regexp_extract(text, anchored, order.index(k) + 1) for k in "ymd"}
+        iso = F.concat_ws("-", F.lpad(g["y"], 4, "0"), F.lpad(g["m"], 2, "0"), F.lpad(g["d"], 2, "0"))
+        return F.when(text.rlike(anchored), F.to_date(F.try_to_timestamp(iso, F.lit("yyyy-MM-dd"))))
+
+    return one(fmt) if fmt == ISO_FORMAT else F.coalesce(one(fmt), one(ISO_FORMAT))
+
+
+def _date_bin(attr: Attribute, c: Any, cls: str) -> tuple[Any, Any]:
+    """``(base, clip)`` Spark columns of a date attribute's bin (the twin of
+    :func:`dpmatrix.engines.sql.sql_encode`'s): consecutive whole periods by one subtraction
+    (months: ``12·Δyear + Δmonth``), other edges by comparisons with the day number."""
+    from pyspark.sql import functions as F
+
+    from ..dates import day_text, period_edges, period_start
+
+    dates = attr.dates
+    assert dates is not None
+    e, k, p = dates.edges, dates.n_bins, dates.period
+    d = _date(c, cls, dates.fmt)
+    null_int = F.lit(None).cast("int")
+    if period_start(e[0], p) == e[0] and period_edges(e[0], e[-1] - 1, p) == e:
+        first = F.lit(day_text(e[0])).cast("date")
+        if p in ("year", "quarter", "month"):
+            months = (F.year(d) - F.year(first)) * 12 + (F.month(d) - F.month(first))
+            idx = F.floor(months / {"year": 12, "quarter": 3, "month": 1}[p])
+        else:
+            idx = F.floor(F.datediff(d, first) / (7 if p == "week" else 1))
+        base = F.when((idx >= 0) & (idx < k), idx.cast("int")).otherwise(null_int)
+        clip = F.when(idx < 0, F.lit(0)).when(idx >= k, F.lit(k - 1)).otherwise(base)
+        return base, clip
+    v = F.datediff(d, F.lit("1970-01-01").cast("date"))
+    base = F.when(v.isNull() | (v < e[0]) | (v >= e[-1]), null_int)
+    for i in range(k - 1):
+        base = base.when(v < e[i + 1], F.lit(i))
+    base = base.otherwise(F.lit(k - 1))
+    clip = F.when(v < e[0], F.lit(0)).when(v >= e[-1], F.lit(k - 1)).otherwise(base)
+    return base, clip
+
+
 def _missing(c: Any, cls: str, na_values: Sequence[str] = ()) -> Any:
     """Spark twin of :func:`dpmatrix.values.is_missing` (NULL, NaN, blank text, markers)."""
     from pyspark.sql import functions as F
@@ -438,6 +494,24 @@ def _label_key(c: Any, cls: str) -> Any:
     return c.cast("string")
 
 
+def _label_code(attr: Attribute, c: Any, cls: str) -> Any:
+    """The code of the label a value matches (by text, then by the number a label stands for:
+    3.0 and "3.0" match label "3"), NULL when none."""
+    from pyspark.sql import functions as F
+
+    labels = F.array(*[F.lit(lab) for lab in attr.labels])  # type: ignore[union-attr]
+    pos = F.array_position(labels, _label_key(c, cls))
+    base = F.when(pos > 0, (pos - 1).cast("int"))
+    nums = LabelIndex.of(attr.labels).numeric  # type: ignore[arg-type]
+    if nums:
+        v = _number(c, cls)
+        by_number = F.lit(None).cast("int")
+        for f, i in sorted(nums.items(), key=lambda kv: -kv[1]):
+            by_number = F.when(v == F.lit(f), F.lit(i)).otherwise(by_number)
+        base = F.coalesce(base, by_number)
+    return base
+
+
 def encode_column(
     attr: Attribute, c: Any, cls: str, policy: str, na_values: Sequence[str] = ()
 ) -> tuple[Any, Any, Any, Any]:
@@ -453,16 +527,11 @@ def encode_column(
     null_int = F.lit(None).cast("int")
     clip = None
     if kind == "labels":
-        labels = F.array(*[F.lit(lab) for lab in attr.labels])  # type: ignore[union-attr]
-        pos = F.array_position(labels, _label_key(c, cls))
-        base = F.when(pos > 0, (pos - 1).cast("int"))
-        nums = LabelIndex.of(attr.labels).numeric  # type: ignore[arg-type]
-        if nums:  # then by the number a label stands for: 3.0 and "3.0" match label "3"
-            v = _number(c, cls)
-            by_number = F.lit(None).cast("int")
-            for f, i in sorted(nums.items(), key=lambda kv: -kv[1]):
-                by_number = F.when(v == F.lit(f), F.lit(i)).otherwise(by_number)
-            base = F.coalesce(base, by_number)
+        base = _label_code(attr, c, cls)
+    elif kind == "dates":  # a period label ("2015-12") first, else the period holding the date
+        base, clip = _date_bin(attr, c, cls)
+        label = _label_code(attr, c, cls)
+        base, clip = F.coalesce(label, base), F.coalesce(label, clip)
     else:
         v = _number(c, cls)
         if kind == "bins":

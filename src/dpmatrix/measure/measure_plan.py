@@ -219,7 +219,8 @@ def measure(
             raise DataError("a privacy unit bounds the records before counting: give the records (a DataFrame or "
                             "a file path), not an engine")  # fmt: skip
         names = [plan.domain.names[i] for i in (used_attributes(plan) or range(len(plan.domain)))]
-        meas = measure(plan, bounded_records(data, names, unit), rng=rng, progress=progress, noise=noise,
+        meas = measure(plan, bounded_records(data, names, unit, na_values=na_values), rng=rng, progress=progress,
+                       noise=noise,
                        rel_var_tol=rel_var_tol, store=store, encoding=encoding, on_unknown=on_unknown,
                        na_values=na_values, privacy_unit=False)  # counted in memory
         meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too

@@ -73,6 +73,7 @@ def bounded_records(
     data_format: str | None = None,
     delimiter: str | None = None,
     key: bytes | None = None,
+    na_values: Sequence[str] = (),
 ) -> pd.DataFrame:
     """The records to count under ``unit``: at most ``unit.max_records`` per identifier.
 
@@ -87,6 +88,8 @@ def bounded_records(
         For a file path (default: from the suffix; ``,``).
     key : bytes, optional
         The selection's HMAC key (default: fresh from the OS); tests only.
+    na_values : sequence of str, optional
+        Text markers that also mean a missing identifier.
 
     Returns
     -------
@@ -118,4 +121,5 @@ def bounded_records(
         from ..encode import missing_columns_message
 
         raise DataError(missing_columns_message(missing, [str(c) for c in df.columns]))
-    return bound_contributions(df[[c for c in cols if c in df.columns]], unit, columns=list(names), key=key)
+    return bound_contributions(df[[c for c in cols if c in df.columns]], unit, columns=list(names), key=key,
+                               na_values=na_values)  # fmt: skip

@@ -308,6 +308,13 @@ class PlanBase(ABC):
                 raise PlanError(f"privacy.asked.accounting {budget.accounting!r} is not one of "
                                 f"{sorted(set(NOISE_ACCOUNTING.values()))}")
             object.__setattr__(plan, "planned_budget", budget)
+        if spec.get("privacy_unit") is not None:  # a plan saved for a person (see :meth:`saved_dict`)
+            from ..unit import unit_from_spec
+
+            try:
+                plan.with_privacy_unit(unit_from_spec(spec["privacy_unit"], plan.budget))
+            except DPMatrixError as exc:
+                raise PlanError(str(exc)) from None
         return plan
 
     def _privacy_spec(self) -> dict[str, Any]:
@@ -321,9 +328,22 @@ class PlanBase(ABC):
             out["asked"] = {"epsilon": b.asked[0], "delta": b.asked[1], "accounting": b.accounting}
         return out
 
+    def saved_dict(self) -> dict[str, Any]:
+        """What a plan file holds: :meth:`to_dict`, and for a plan that protects a person
+        (:attr:`privacy_unit`) a ``"privacy_unit"`` entry — the unit and the budget it implies
+        (:func:`~dpmatrix.unit.unit_spec`) — which :meth:`from_dict` reads back, so a release of
+        the saved plan protects the same person. Plans without a unit load as per-record."""
+        out = self.to_dict()
+        unit = self.privacy_unit
+        if unit is not None:
+            from ..unit import unit_spec
+
+            out["privacy_unit"] = unit_spec(unit, self.budget)
+        return out
+
     def to_json(self, path: str | Path | None = None) -> str:
-        """:meth:`to_dict` as JSON text, also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=1)
+        """:meth:`saved_dict` as JSON text, also written to ``path`` when given."""
+        text = json.dumps(self.saved_dict(), indent=1)
         if path is not None:
             Path(path).write_text(text)
         return text
@@ -391,7 +411,8 @@ class PlanBase(ABC):
 
         A plan made with ``dm.plan(..., privacy_unit=unit)`` spends the record-level budget
         :func:`~dpmatrix.unit.record_budget` of the person-level one asked for; measuring it bounds
-        every identifier to ``unit.max_records`` records first. Not kept by ``to_dict``.
+        every identifier to ``unit.max_records`` records first. Kept in a plan file by
+        :meth:`saved_dict` / :meth:`to_json` (not by ``to_dict``, which a manifest embeds).
         """
         return self.__dict__.get("_privacy_unit")
 
