@@ -9,6 +9,7 @@ the maximal table, and measured right away, so at most one maximal table is aliv
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -224,21 +225,39 @@ def measure(
                        na_values=na_values, privacy_unit=False)  # counted in memory
         meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too
         return meas
+    _check_arguments(plan, rng, store)  # before an engine (e.g. a Spark session) is started
     owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
     if owned:
         engine = engine_for(
             data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown,
             na_values=na_values, attributes=used_attributes(plan),
         )  # fmt: skip
+    try:
+        return _measure_with(plan, data, engine, rng=rng, progress=progress, noise=noise,
+                             rel_var_tol=rel_var_tol, store=store)  # fmt: skip
+    finally:
+        if owned and isinstance(engine, Closable):  # e.g. a Spark session, on every path
+            engine.close()
+
+
+def _check_arguments(plan, rng, store) -> None:
+    """The argument errors :func:`measure` can tell before reading any data."""
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise DataError(
+            f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    if store is not None and not isinstance(store, (bool, str, os.PathLike)):
+        raise DataError(f"store must be a folder path or True (a temporary folder), got {type(store).__name__}")
+    if store is not None and store is not False and not _is_residual_plan(plan) and _lists_mechanisms(plan):
+        raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
+
+
+def _measure_with(plan, data, engine, *, rng, progress, noise, rel_var_tol, store):
+    """:func:`measure` once the arguments are checked and the counting ``engine`` exists (the
+    caller closes it)."""
     if not _is_residual_plan(plan):
         if _lists_mechanisms(plan):
-            if store is not None and store is not False:
-                raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
-            if rng is not None and not isinstance(rng, np.random.Generator):
-                raise DataError(
-                    f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
-                    f"got {type(rng).__name__}"
-                )
             if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
                 # QuerySmasher: secure by default — exact discrete Gaussian where every
                 # space has integer factors, the lattice sampler otherwise; float only on request
@@ -248,19 +267,10 @@ def measure(
                 noise = "gaussian" if rng is not None else plan.secure_noise
                 if rng is not None:
                     warn_seeded_float()
-            try:
-                return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
-            finally:
-                if owned and isinstance(engine, Closable):
-                    engine.close()
+            return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
         raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
     if noise is None:
         noise = "auto"
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        raise DataError(
-            f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
-            f"got {type(rng).__name__}"
-        )
     noise = resolve_noise(plan, noise, rng)  # secure by default
     if noise == "lattice_gaussian":
         return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
@@ -281,25 +291,21 @@ def measure(
         noisy: dict[AttrSet, np.ndarray] | MeasurementStore = StackedAnswers(plan.closure)
     else:
         noisy = MeasurementStore(plan, store)
-    try:
-        done: set[AttrSet] = set()
-        bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-        for batch, tables in count_batches(plan.domain, top, eng):
-            if sigma_bar is None:
-                _measure_batch(plan, batch, tables, done, rng, noisy)
-            else:  # the batch's residuals at once: one exact sampler call per noise scale and shape
-                items = [(sub, m) for m in batch for sub in _subsets_to_measure(plan, m, done)]
-                outs = discrete_measure_many(
-                    [plan.mechanism(sub) for sub, _ in items], [project(tables[m], m, sub) for sub, m in items],
-                    [sigma_bar[plan.closure.index(sub)] for sub, _ in items], rng,
-                )  # fmt: skip
-                for (sub, _), w in zip(items, outs):
-                    noisy[sub] = w
-            bar.update(len(batch))
-        bar.close()
-    finally:
-        if owned and isinstance(eng, Closable):  # an engine made here (e.g. a Spark session), on every path
-            eng.close()
+    done: set[AttrSet] = set()
+    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
+    for batch, tables in count_batches(plan.domain, top, eng):
+        if sigma_bar is None:
+            _measure_batch(plan, batch, tables, done, rng, noisy)
+        else:  # the batch's residuals at once: one exact sampler call per noise scale and shape
+            items = [(sub, m) for m in batch for sub in _subsets_to_measure(plan, m, done)]
+            outs = discrete_measure_many(
+                [plan.mechanism(sub) for sub, _ in items], [project(tables[m], m, sub) for sub, m in items],
+                [sigma_bar[plan.closure.index(sub)] for sub, _ in items], rng,
+            )  # fmt: skip
+            for (sub, _), w in zip(items, outs):
+                noisy[sub] = w
+        bar.update(len(batch))
+    bar.close()
     if isinstance(noisy, MeasurementStore):
         noisy.seal({"noise": noise, "randomness": randomness})
     return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
