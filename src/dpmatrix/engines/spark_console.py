@@ -16,8 +16,8 @@ nothing they can act on:
 * Hadoop's ``NativeCodeLoader`` warning that no native library is installed (Spark falls back
   to its Java code).
 
-:func:`launch_gateway` starts the JVM with its standard error on a pipe read by a daemon thread
-that copies every line to this process's standard error (file descriptor 2, where the JVM wrote
+:func:`launch_gateway` starts the JVM (without a Python ``preexec_fn``, see :func:`start_jvm`)
+with its standard error on a pipe read by a daemon thread that copies every line to this process's standard error (file descriptor 2, where the JVM wrote
 before) except the lines :func:`is_startup_noise` recognizes. Errors of the JVM, of
 ``spark-submit`` (e.g. no Java) and log lines at the configured level pass unchanged; when the
 JVM fails to start, its last words are shown before PySpark's exception.
@@ -27,7 +27,12 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
+import subprocess
+import tempfile
 import threading
+import time
 from typing import Any
 
 #: log4j2 settings of a session dpmatrix starts: only FATAL reaches the console (Spark's errors
@@ -90,22 +95,79 @@ def forward(read_fd: int, write_fd: int = 2) -> threading.Thread:
 
 
 def launch_gateway(conf: Any) -> Any:
-    """PySpark's driver JVM (``pyspark.java_gateway.launch_gateway``) with its standard error
-    filtered by :func:`forward`; ``conf`` is the ``SparkConf`` passed to ``spark-submit``."""
+    """PySpark's driver JVM gateway, the JVM started here (see :func:`start_jvm`) and handed to
+    ``pyspark.java_gateway.launch_gateway`` through PySpark's own protocol for a JVM started by
+    someone else (``PYSPARK_GATEWAY_PORT`` / ``PYSPARK_GATEWAY_SECRET``, as ``spark-submit``
+    does for a Python application); ``conf`` is the ``SparkConf`` passed to ``spark-submit``."""
     from pyspark.java_gateway import launch_gateway as pyspark_launch
 
-    read_fd, write_fd = os.pipe()
-    thread = forward(read_fd)
+    if "PYSPARK_GATEWAY_PORT" in os.environ or os.name != "posix":  # a JVM is given, or Windows
+        return pyspark_launch(conf)
+    proc, port, secret = start_jvm(conf)
+    os.environ["PYSPARK_GATEWAY_PORT"], os.environ["PYSPARK_GATEWAY_SECRET"] = str(port), secret
     try:
-        return pyspark_launch(conf, popen_kwargs={"stderr": write_fd})
+        gateway = pyspark_launch(conf)
     except BaseException:
-        os.close(write_fd)
-        write_fd = -1
-        thread.join(timeout=5.0)  # the failed JVM's own words first
+        proc.kill()
+        _reap(proc)
         raise
     finally:
-        if write_fd >= 0:
+        del os.environ["PYSPARK_GATEWAY_PORT"], os.environ["PYSPARK_GATEWAY_SECRET"]
+    gateway.proc = proc  # as PySpark keeps it; the JVM exits when this process closes its stdin
+    return gateway
+
+
+def start_jvm(conf: Any, poll: float = 0.1) -> tuple[subprocess.Popen, int, str]:
+    """Start ``spark-submit … pyspark-shell`` as PySpark does, and return the process and the
+    gateway's port and secret (which the JVM writes to a file named by
+    ``_PYSPARK_DRIVER_CONN_INFO_PATH``).
+
+    Two differences from PySpark's own start: the JVM's standard error goes through
+    :func:`forward`; and the JVM runs in a session of its own (``setsid`` in the C code of
+    ``subprocess``) instead of resetting ``SIGINT`` in a Python ``preexec_fn``. Either keeps the
+    terminal's Ctrl-C away from the JVM (dpmatrix cancels the running job itself), but a
+    ``preexec_fn`` makes CPython fork and run Python code in the child, which is unsafe in a
+    multithreaded process: JAX (used by dpmatrix's reconstruction) warns "os.fork() was
+    called … this will likely lead to a deadlock" for every Spark session started after it.
+    """
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.find_spark_home import _find_spark_home
+    from pyspark.serializers import UTF8Deserializer, read_int
+
+    command = [os.path.join(_find_spark_home(), "bin", "spark-submit")]
+    for k, v in conf.getAll():
+        command += ["--conf", f"{k}={v}"]
+    command += shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell"))
+    folder = tempfile.mkdtemp(prefix="dpmatrix-spark-")
+    try:
+        info = os.path.join(folder, "conn-info")
+        env = dict(os.environ, SPARK_CONNECT_MODE="0", _PYSPARK_DRIVER_CONN_INFO_PATH=info)
+        read_fd, write_fd = os.pipe()
+        thread = forward(read_fd)
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=write_fd, env=env,
+                                    start_new_session=True)  # fmt: skip
+        finally:
             os.close(write_fd)  # the JVM holds its own copy
+        while proc.poll() is None and not os.path.isfile(info):
+            time.sleep(poll)
+        if not os.path.isfile(info):
+            _reap(proc)
+            thread.join(timeout=5.0)  # the failed JVM's own words before the exception
+            raise PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+        with open(info, "rb") as f:
+            port = read_int(f)
+            secret = UTF8Deserializer().loads(f)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return proc, port, secret
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    """Close our end of a finished (or killed) JVM's stdin and collect its exit status."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.wait()
 
 
 def start_session(options: dict[str, str]) -> Any:
