@@ -62,9 +62,10 @@ def digest(tables: dict) -> str:
     return h.hexdigest()
 
 
-def tree_cpu(pids: list[int]) -> float:
+def tree_cpu(pids: list[int], python_only: bool = False) -> float:
     """CPU seconds (user + system, including reaped children) of the processes ``pids`` and all
-    their descendants, from /proc: the executors' JVMs and their Python workers."""
+    their descendants, from /proc: the executors' JVMs and their Python workers (only the
+    Python workers, ``pyspark.daemon``, with ``python_only``)."""
     tick = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     times: dict[int, float] = {}
@@ -84,7 +85,16 @@ def tree_cpu(pids: list[int]) -> float:
             continue
         seen.add(p)
         todo.extend(c for c, q in parent.items() if q == p)
+    if python_only:
+        seen = {p for p in seen if _is_python_worker(p)}
     return sum(times[p] for p in seen)
+
+
+def _is_python_worker(pid: int) -> bool:
+    try:
+        return b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def run_duckdb(glob: str, domain, sets) -> dict:
@@ -112,15 +122,17 @@ def run_spark(spark, glob: str, domain, sets, workers: list[int]) -> dict:
     eng = SparkEngine(glob, domain, spark=spark)
     build_jobs = eng.jobs
     (d1, e1), t1 = cpu(), time.perf_counter()
+    p1 = tree_cpu(workers, python_only=True)
     got = eng.count(sets)
     (d2, e2), t2 = cpu(), time.perf_counter()
+    p2 = tree_cpu(workers, python_only=True)
     count_jobs = eng.jobs - build_jobs
     executors = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
     eng.close()
     return {
         "build_s": t1 - t0, "count_s": t2 - t1, "digest": digest(got),
         "build_cpu_s": (d1 - d0) + (e1 - e0), "count_cpu_s": (d2 - d1) + (e2 - e1),
-        "count_driver_cpu_s": d2 - d1, "count_executor_cpu_s": e2 - e1,
+        "count_driver_cpu_s": d2 - d1, "count_executor_cpu_s": e2 - e1, "count_python_cpu_s": p2 - p1,
         "build_jobs": build_jobs, "count_jobs": count_jobs, "executors": executors,
     }  # fmt: skip
 
@@ -182,7 +194,8 @@ def main() -> None:
                     print(f"rep {r + 1}: {order[0]} first, load {load0:.1f}->{got['load_end']:.1f}; "
                           f"count DuckDB {got['duckdb']['count_s']:.1f} s (CPU {got['duckdb']['count_cpu_s']:.1f}), "
                           f"Spark {got['spark']['count_s']:.1f} s (CPU {got['spark']['count_cpu_s']:.1f}: driver "
-                          f"{got['spark']['count_driver_cpu_s']:.1f} + executors {got['spark']['count_executor_cpu_s']:.1f}); "
+                          f"{got['spark']['count_driver_cpu_s']:.1f} + executors {got['spark']['count_executor_cpu_s']:.1f}, of which "
+                          f"Python workers {got['spark']['count_python_cpu_s']:.1f}); "
                           f"ratio {got['count_ratio']:.2f}x", flush=True)  # fmt: skip
             finally:
                 session.stop()
