@@ -111,8 +111,9 @@ JAVA_HINT = (
     "openjdk@17) or set JAVA_HOME"
 )
 
-# Spark's own log (start-up chatter, executors' task failures with Java frames) is silenced:
-# dpmatrix reports failures itself, one line each (spark_error); fatal JVM errors still show.
+# Spark's own log (start-up chatter, executors' task failures with Java frames) is silenced by
+# spark_console.LOG4J2: dpmatrix reports failures itself, one line each (spark_error); fatal JVM
+# errors still show.
 
 
 # -- session --------------------------------------------------------------------------------------
