@@ -62,42 +62,78 @@ def digest(tables: dict) -> str:
     return h.hexdigest()
 
 
+def tree_cpu(pids: list[int], python_only: bool = False) -> float:
+    """CPU seconds (user + system, including reaped children) of the processes ``pids`` and all
+    their descendants, from /proc: the executors' JVMs and their Python workers (only the
+    Python workers, ``pyspark.daemon``, with ``python_only``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d.name)] = int(f[1])
+        times[int(d.name)] = sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+    todo, seen = list(pids), set()
+    while todo:
+        p = todo.pop()
+        if p in seen or p not in times:
+            continue
+        seen.add(p)
+        todo.extend(c for c, q in parent.items() if q == p)
+    if python_only:
+        seen = {p for p in seen if _is_python_worker(p)}
+    return sum(times[p] for p in seen)
+
+
+def _is_python_worker(pid: int) -> bool:
+    try:
+        return b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def run_duckdb(glob: str, domain, sets) -> dict:
     from dpmatrix.engines.duckdb_engine import DuckDBEngine
 
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     eng = DuckDBEngine(glob, domain)
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     got = eng.count(sets)
-    t2 = time.perf_counter()
+    c2, t2 = time.process_time(), time.perf_counter()
     eng.close()
-    return {"build_s": t1 - t0, "count_s": t2 - t1, "digest": digest(got), "scans": 1}
+    return {"build_s": t1 - t0, "count_s": t2 - t1, "build_cpu_s": c1 - c0, "count_cpu_s": c2 - c1,
+            "digest": digest(got), "scans": 1}  # fmt: skip
 
 
-def run_spark(url: str, glob: str, domain, sets, conf: dict[str, str]) -> dict:
-    from dpmatrix.engines.spark_engine import SparkEngine, spark_session
+def run_spark(spark, glob: str, domain, sets, workers: list[int]) -> dict:
+    """One build + count on an open session; CPU = this driver process + the worker daemons'
+    process trees (executor JVMs, Python workers)."""
+    from dpmatrix.engines.spark_engine import SparkEngine
 
-    t0 = time.perf_counter()
-    spark, _ = spark_session(url, conf)
-    t1 = time.perf_counter()
-    try:
-        eng = SparkEngine(glob, domain, spark=spark)
-        build_jobs = eng.jobs
-        t2 = time.perf_counter()
-        got = eng.count(sets)
-        t3 = time.perf_counter()
-        count_jobs = eng.jobs - build_jobs
-        sc = spark.sparkContext
-        executors = [
-            (e.host(), e.numRunningTasks())
-            for e in sc._jsc.sc().statusTracker().getExecutorInfos()
-        ]
-        eng.close()
-    finally:
-        spark.stop()
+    def cpu() -> tuple[float, float]:
+        return time.process_time(), tree_cpu(workers)
+
+    (d0, e0), t0 = cpu(), time.perf_counter()
+    eng = SparkEngine(glob, domain, spark=spark)
+    build_jobs = eng.jobs
+    (d1, e1), t1 = cpu(), time.perf_counter()
+    p1 = tree_cpu(workers, python_only=True)
+    got = eng.count(sets)
+    (d2, e2), t2 = cpu(), time.perf_counter()
+    p2 = tree_cpu(workers, python_only=True)
+    count_jobs = eng.jobs - build_jobs
+    executors = len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1
+    eng.close()
     return {
-        "session_s": t1 - t0, "build_s": t2 - t1, "count_s": t3 - t2, "digest": digest(got),
-        "build_jobs": build_jobs, "count_jobs": count_jobs, "executors": len(executors) - 1,
+        "build_s": t1 - t0, "count_s": t2 - t1, "digest": digest(got),
+        "build_cpu_s": (d1 - d0) + (e1 - e0), "count_cpu_s": (d2 - d1) + (e2 - e1),
+        "count_driver_cpu_s": d2 - d1, "count_executor_cpu_s": e2 - e1, "count_python_cpu_s": p2 - p1,
+        "build_jobs": build_jobs, "count_jobs": count_jobs, "executors": executors,
     }  # fmt: skip
 
 
@@ -111,6 +147,8 @@ def main() -> None:
     ap.add_argument("--memory", default="2g", help="memory per worker (executor gets it all)")
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append the result as one JSON line")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions, DuckDB and Spark alternating")
+    ap.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark setting")
     args = ap.parse_args()
 
     from dpmatrix.domain import Domain
@@ -123,7 +161,6 @@ def main() -> None:
         if not lake.exists():
             write_lake(lake, args.rows, args.parts)
         glob = str(lake / "*.parquet")
-        duck = run_duckdb(glob, domain, sets)
         mem = args.memory
         conf = {
             "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
@@ -133,22 +170,63 @@ def main() -> None:
             "spark.sql.shuffle.partitions": str(args.workers * args.cores),
             "spark.pyspark.python": sys.executable, "spark.driver.memory": "1g",
         }  # fmt: skip
+        conf.update(kv.split("=", 1) for kv in args.conf)
+        from dpmatrix.engines.spark_engine import spark_session
+
+        reps = []
         with StandaloneCluster(Path(tmp) / "cluster", args.workers, args.cores, mem) as cluster:
-            spark = run_spark(cluster.url, glob, domain, sets, conf)
-    assert spark["digest"] == duck["digest"], "Spark and DuckDB tables differ"
+            workers = [cluster.pid("org.apache.spark.deploy.worker.Worker", i + 1) for i in range(args.workers)]
+            t0 = time.perf_counter()
+            session, _ = spark_session(cluster.url, conf)
+            session_s = time.perf_counter() - t0
+            try:
+                for r in range(args.reps):
+                    load0 = os.getloadavg()[0]
+                    order = ("duckdb", "spark") if r % 2 == 0 else ("spark", "duckdb")
+                    got = {}
+                    for which in order:
+                        got[which] = (run_duckdb(glob, domain, sets) if which == "duckdb"
+                                      else run_spark(session, glob, domain, sets, workers))  # fmt: skip
+                    assert got["spark"]["digest"] == got["duckdb"]["digest"], "Spark and DuckDB tables differ"
+                    got.update(order=list(order), load_start=load0, load_end=os.getloadavg()[0],
+                               count_ratio=got["spark"]["count_s"] / got["duckdb"]["count_s"])
+                    reps.append(got)
+                    print(f"rep {r + 1}: {order[0]} first, load {load0:.1f}->{got['load_end']:.1f}; "
+                          f"count DuckDB {got['duckdb']['count_s']:.1f} s (CPU {got['duckdb']['count_cpu_s']:.1f}), "
+                          f"Spark {got['spark']['count_s']:.1f} s (CPU {got['spark']['count_cpu_s']:.1f}: driver "
+                          f"{got['spark']['count_driver_cpu_s']:.1f} + executors {got['spark']['count_executor_cpu_s']:.1f}, of which "
+                          f"Python workers {got['spark']['count_python_cpu_s']:.1f}); "
+                          f"ratio {got['count_ratio']:.2f}x", flush=True)  # fmt: skip
+            finally:
+                session.stop()
+
+    def best(which: str, key: str) -> float:
+        return min(r[which][key] for r in reps)
+
+    duck = {k: best("duckdb", k) for k in ("build_s", "count_s", "build_cpu_s", "count_cpu_s")}
+    spark = {k: best("spark", k) for k in ("build_s", "count_s", "build_cpu_s", "count_cpu_s",
+                                           "count_driver_cpu_s", "count_executor_cpu_s")}  # fmt: skip
+    spark.update(session_s=session_s, build_jobs=reps[0]["spark"]["build_jobs"],
+                 count_jobs=reps[0]["spark"]["count_jobs"], executors=reps[0]["spark"]["executors"])
+    ratios = sorted(r["count_ratio"] for r in reps)
     res = {
         "rows": args.rows, "attrs": ATTRS, "size": SIZE, "way": args.way, "sets": len(sets),
-        "parts": args.parts, "workers": args.workers, "cores": args.cores,
-        "load1": os.getloadavg()[0], "duckdb": duck, "spark": spark,
+        "parts": args.parts, "workers": args.workers, "cores": args.cores, "conf": args.conf,
+        "load1": float(np.mean([r["load_start"] for r in reps] + [r["load_end"] for r in reps])),
+        "duckdb": duck, "spark": spark, "reps": reps,
         "count_ratio": spark["count_s"] / duck["count_s"],
+        "count_ratio_median": float(np.median(ratios)),
+        "count_cpu_ratio": spark["count_cpu_s"] / duck["count_cpu_s"],
         "total_ratio": (spark["build_s"] + spark["count_s"]) / (duck["build_s"] + duck["count_s"]),
     }  # fmt: skip
     print(f"{args.rows:,} rows x {ATTRS} x {SIZE}, all <= {args.way}-way ({len(sets):,} maximal sets), "
           f"{args.parts} part files; Spark standalone: {args.workers} worker(s) x {args.cores} core(s), "
-          f"{spark['executors']} executor(s)")  # fmt: skip
-    print("tables identical (SHA-256): yes")
-    print(f"Spark / DuckDB, counting:        {res['count_ratio']:.2f}x")
-    print(f"Spark / DuckDB, build + count:   {res['total_ratio']:.2f}x")
+          f"{spark['executors']} executor(s); {len(reps)} repetition(s), DuckDB and Spark alternating")  # fmt: skip
+    print("tables identical (SHA-256): yes, every repetition")
+    print(f"Spark / DuckDB, counting (best of each):  {res['count_ratio']:.2f}x  "
+          f"(median of side-by-side ratios {res['count_ratio_median']:.2f}x)")  # fmt: skip
+    print(f"Spark / DuckDB, counting CPU seconds:      {res['count_cpu_ratio']:.2f}x")
+    print(f"Spark / DuckDB, build + count:             {res['total_ratio']:.2f}x")
     print(f"Spark jobs: schema + validation {spark['build_jobs']}, counting {spark['count_jobs']} "
           f"(scans of the data for {len(sets):,} sets); DuckDB: 1 validation + 1 counting scan")  # fmt: skip
     print(f"(seconds on a shared machine, load {res['load1']:.1f}: DuckDB build {duck['build_s']:.1f} + count "

@@ -15,11 +15,14 @@ P partitions = counting tasks, K cores in the cluster, B bytes per row on disk):
 * **executor memory** per task: ``8 C`` bytes (its tables) + one chunk of codes (65,536 rows).
 * **driver memory**: the collected summed pieces and the dense result: about ``C * (8 + w)``.
 
-Fitting: ``T_count = T_fixed + N * M * t_row_set / cores`` on the 1-worker x 1-core runs at two
-row counts (two equations, two unknowns); then the other runs are *predicted* and compared.
-This machine has 2 cores shared with ~8 other jobs (load 13-24 during the runs), so seconds
-carry the load of the moment; the script also reports every run's Spark/DuckDB ratio (DuckDB
-runs the same kernel in the same minute, a load-robust unit).
+Fitting, in **CPU seconds** (the machine is shared: wall seconds carry the load of the minute,
+CPU seconds much less): ``CPU_count = C_fixed + N * M * t_row_set`` by least squares over the
+one-worker runs of ``bench_spark_cluster.py`` (CPU of the executors' process trees and the
+driver, best of the repetitions); the two-worker runs are then *predicted* and the model's error
+printed for every measured point. Wall time on an idle cluster is ``passes * T_fixed +
+CPU_rows / min(P, K)``; it is not validated here (2 cores, load 10-20 during the runs). The
+script also reports every run's Spark/DuckDB ratios (DuckDB runs the same kernel in the same
+minutes, a load-robust unit).
 
     PYTHONPATH=src python benchmarks/cost_model_spark.py benchmarks/results_spark_cluster.jsonl
 """
@@ -36,13 +39,39 @@ def width(count: float) -> int:
     return 1 if count < 1 << 8 else 2 if count < 1 << 16 else 4 if count < 1 << 32 else 8
 
 
+def work(r: dict) -> float:
+    return float(r["rows"]) * r["sets"]
+
+
 def fit(runs: list[dict]) -> tuple[float, float]:
-    """``(T_fixed, t_row_set)`` from two single-core runs at different row counts."""
-    one = sorted((r for r in runs if r["workers"] * r["cores"] == 1), key=lambda r: r["rows"])
-    lo, hi = one[0], one[-1]
-    work = lambda r: r["rows"] * r["sets"]
-    t_row_set = (hi["spark"]["count_s"] - lo["spark"]["count_s"]) / (work(hi) - work(lo))
-    return lo["spark"]["count_s"] - work(lo) * t_row_set, t_row_set
+    """``(C_fixed, t_row_set)``: least squares of ``count_cpu_s = C_fixed + N M t_row_set`` over
+    the one-worker runs (CPU seconds of Spark's counting, best of the repetitions)."""
+    one = [r for r in runs if r["workers"] == 1 and "count_cpu_s" in r["spark"]]
+    x = [work(r) for r in one]
+    y = [r["spark"]["count_cpu_s"] for r in one]
+    n, mx, my = len(x), sum(x) / len(x), sum(y) / len(y)
+    sxx = sum((xi - mx) ** 2 for xi in x)
+    slope = sum((xi - mx) * (yi - my) for xi, yi in zip(x, y)) / sxx if n > 1 and sxx > 0 else my / mx
+    return my - slope * mx, slope
+
+
+def split(runs: list[dict]) -> tuple[float, float] | None:
+    """``(t_row, t_row_set)`` from the repetitions that measured the Python workers' CPU apart:
+    the Python workers run the counting kernel (``N M t_row_set``), the executor JVM reads,
+    validates and converts the rows to Arrow (``N t_row``); from the repetition of least executor
+    CPU of each run (the first repetition of a session also pays the JIT's warm-up), medians over
+    the runs."""
+    per_set, per_row = [], []
+    for r in runs:
+        reps = [rep["spark"] for rep in r["reps"] if rep["spark"].get("count_python_cpu_s")]
+        if reps:
+            best = min(reps, key=lambda sp: sp["count_executor_cpu_s"])
+            per_set.append(best["count_python_cpu_s"] / work(r))
+            per_row.append((best["count_executor_cpu_s"] - best["count_python_cpu_s"]) / r["rows"])
+    if not per_set:
+        return None
+    med = lambda v: sorted(v)[len(v) // 2]
+    return med(per_row), med(per_set)
 
 
 def project(rows: float, attrs: int, size: int, way: int, nodes: int, cores_per_node: int,
@@ -65,25 +94,40 @@ def project(rows: float, attrs: int, size: int, way: int, nodes: int, cores_per_
 def main() -> None:
     path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).with_name("results_spark_cluster.jsonl"))
     runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    t_fixed, t_row_set = fit(runs)
-    print(f"fitted on the 1 x 1-core runs: T_fixed = {t_fixed:.1f} s, t_row_set = {t_row_set * 1e9:.1f} ns "
-          "(loaded machine)")  # fmt: skip
-    print("| rows | workers x cores | load | Spark count s | model s | model/measured | Spark/DuckDB count |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
-    for r in runs:
-        cores = r["workers"] * r["cores"]
-        model = t_fixed + r["rows"] * r["sets"] * t_row_set / cores
-        meas = r["spark"]["count_s"]
+    runs = [r for r in runs if "count_cpu_s" in r["spark"]]  # runs that recorded CPU time
+    c_fixed, t_row_set = fit(runs)
+    duck_ns = [r["duckdb"]["count_cpu_s"] / work(r) * 1e9 for r in runs]
+    print(f"fitted on the {sum(r['workers'] == 1 for r in runs)} one-worker runs (CPU seconds): C_fixed = "
+          f"{c_fixed:.1f} s, t_row_set = {t_row_set * 1e9:.2f} ns; DuckDB's kernel in the same runs: "
+          f"{min(duck_ns):.2f}-{max(duck_ns):.2f} ns per row x set")  # fmt: skip
+    print("| rows | workers x cores | load | Spark count CPU s | model CPU s | model error | Spark count wall s "
+          "| DuckDB count wall s | Spark/DuckDB wall (best) | Spark/DuckDB CPU |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in sorted(runs, key=lambda r: (r["workers"], r["cores"], r["rows"])):
+        model = c_fixed + work(r) * t_row_set
+        meas = r["spark"]["count_cpu_s"]
+        fitted = " (fit)" if r["workers"] == 1 else ""
         print(f"| {r['rows']:,} | {r['workers']} x {r['cores']} | {r['load1']:.1f} | {meas:.1f} | {model:.1f} | "
-              f"{model / meas:.2f} | {r['count_ratio']:.2f}x |")  # fmt: skip
+              f"{(model - meas) / meas:+.0%}{fitted} | {r['spark']['count_s']:.1f} | {r['duckdb']['count_s']:.1f} | "
+              f"{r['count_ratio']:.2f}x | {r['count_cpu_ratio']:.2f}x |")  # fmt: skip
+    two = split(runs)
+    if two is not None:
+        t_row, t_set = two
+        print(f"\nCPU split (Python workers vs executor JVM, best repetition of each run, median over runs): "
+              f"kernel {t_set * 1e9:.2f} ns per row x set, JVM {t_row * 1e6:.2f} us per row (read, codes, Arrow)")  # fmt: skip
     bpr = 15.2  # bytes per row of the 30 x int8 Parquet lake (measured: 15,197,686 B / 10^6 rows)
-    print("\nProjection (model, not measured): 10^9 rows, 50 nodes x 16 cores, t_row_set as fitted here")
+    print(f"\nProjection (model, not measured): 10^9 rows, 50 nodes x 16 cores, t_row_set = {t_row_set * 1e9:.2f} ns, "
+          f"T_fixed = C_fixed = {c_fixed:.1f} s per counting job")  # fmt: skip
     for attrs, way in ((30, 2), (30, 3), (100, 3)):
-        p = project(1e9, attrs, 10, way, 50, 16, t_fixed, t_row_set, bpr)
+        p = project(1e9, attrs, 10, way, 50, 16, c_fixed, t_row_set, bpr)
         print(f"  {attrs} attrs x 10, <= {way}-way: {p['sets']:,} sets, {p['cells']:,} cells, {p['scans']} scans, "
               f"{p['partitions']} tasks, CPU {p['cpu_s']:.3g} s, wall ~{p['wall_s'] / 60:.1f} min, "
               f"shuffle {p['shuffle_gb']:.1f} GB, task tables {p['task_mem_mb']:.0f} MiB, "
               f"driver {p['driver_mb']:.0f} MiB")  # fmt: skip
+        if two is not None:
+            cpu2 = 1e9 * (two[0] + p["sets"] * two[1])
+            print(f"      two-term CPU (JVM per row + kernel per row x set): {cpu2:.3g} s, "
+                  f"wall ~{(p['passes'] * c_fixed + cpu2 / 800) / 60:.1f} min")  # fmt: skip
 
 
 if __name__ == "__main__":

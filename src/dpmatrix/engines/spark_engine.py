@@ -83,6 +83,7 @@ from .base import (
     out_of_range_message,
     raise_problems,
 )
+from .spark_console import LOG4J2, start_session
 from .spark_count import add_pieces, count_partition, piece_array, plan_passes
 
 __all__ = ["SparkEngine", "spark_session"]
@@ -110,19 +111,9 @@ JAVA_HINT = (
     "openjdk@17) or set JAVA_HOME"
 )
 
-# Spark's own log (start-up chatter, executors' task failures with Java frames) is silenced:
-# dpmatrix reports failures itself, one line each (spark_error); fatal JVM errors still show.
-_LOG4J2 = """\
-rootLogger.level = fatal
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = spark %p %c{1}: %m%n
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
-"""
+# Spark's own log (start-up chatter, executors' task failures with Java frames) is silenced by
+# spark_console.LOG4J2: dpmatrix reports failures itself, one line each (spark_error); fatal JVM
+# errors still show.
 
 
 # -- session --------------------------------------------------------------------------------------
@@ -145,7 +136,7 @@ def _java_available() -> bool:
 def _log4j2_file() -> str:
     path = Path(tempfile.gettempdir()) / f"dpmatrix-spark-log4j2-{os.getpid()}.properties"
     if not path.exists():
-        path.write_text(_LOG4J2)
+        path.write_text(LOG4J2)
         atexit.register(lambda: path.unlink(missing_ok=True))
     return path.as_uri()
 
@@ -227,8 +218,9 @@ def _spark_session(master: str | None, conf: Mapping[str, str] | None) -> tuple[
     if not _java_available():
         raise DataError(JAVA_HINT)
     check_master_reachable(master or DEFAULT_MASTER)
-    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("dpmatrix")
     opts = {
+        "spark.master": master or DEFAULT_MASTER,
+        "spark.app.name": "dpmatrix",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
@@ -237,10 +229,8 @@ def _spark_session(master: str | None, conf: Mapping[str, str] | None) -> tuple[
     opts["spark.driver.extraJavaOptions"] = (
         opts.get("spark.driver.extraJavaOptions", "") + " " + log
     ).strip()
-    for k, v in opts.items():
-        builder = builder.config(k, v)
     try:
-        spark = builder.getOrCreate()
+        spark = start_session(opts)  # the JVM's start-up chatter filtered out of stderr
     except Exception as exc:  # py4j / PySparkRuntimeError: JVM or context did not start
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise DataError(

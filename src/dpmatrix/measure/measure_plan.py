@@ -9,6 +9,7 @@ the maximal table, and measured right away, so at most one maximal table is aliv
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -225,64 +226,51 @@ def measure(
                        na_values=na_values, privacy_unit=False)  # counted in memory
         meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too
         return meas
+    _check_arguments(plan, rng, store)  # before an engine (e.g. a Spark session) is started
     owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
     if owned:
         engine = engine_for(
             data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown,
             na_values=na_values, attributes=used_attributes(plan),
         )  # fmt: skip
-    if not _is_residual_plan(plan):
-        if _lists_mechanisms(plan):
-            if store is not None and store is not False:
-                raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
-            if rng is not None and not isinstance(rng, np.random.Generator):
-                raise DataError(
-                    f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
-                    f"got {type(rng).__name__}"
-                )
-            if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
-                # QuerySmasher: secure by default — exact discrete Gaussian where every
-                # space has integer factors, the lattice sampler otherwise; float only on request
-                noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
-            elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
-                # a plan naming its secure sampler (explicit strategies): float only with a generator
-                noise = "gaussian" if rng is not None else plan.secure_noise
-                if rng is not None:
-                    warn_seeded_float()
-            try:
-                return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
-            finally:
-                if owned and isinstance(engine, Closable):
-                    engine.close()
-        raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
-    if noise is None:
-        noise = "auto"
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        raise DataError(
-            f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
-            f"got {type(rng).__name__}"
-        )
-    noise = resolve_noise(plan, noise, rng)  # secure by default
-    if noise == "lattice_gaussian":
-        return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
-                               rel_var_tol=rel_var_tol, store=store)
-    sigma_bar = None
-    if noise == "discrete_gaussian":
-        plan, sigma_bar = round_plan(plan, rel_var_tol)
-        randomness = discrete_randomness(rng)
-    else:
-        # a user's generator is reproducible by whoever has the seed
-        randomness = "numpy_generator" if rng is None else "seeded_insecure"
-        if rng is None:
-            rng = np.random.default_rng()
-    eng = engine_for(data, plan.domain, engine=engine)
-    top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
-    if store is None or store is False:
-        # a dict whose vectors lie back to back: reconstruction reads them without a copy
-        noisy: dict[AttrSet, np.ndarray] | MeasurementStore = StackedAnswers(plan.closure)
-    else:
-        noisy = MeasurementStore(plan, store)
+    # everything after the engine exists runs under this try: a session it started (Spark) is
+    # stopped whatever fails (inline, not a helper: the warnings' stacklevel counts frames)
     try:
+        if not _is_residual_plan(plan):
+            if _lists_mechanisms(plan):
+                if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
+                    # QuerySmasher: secure by default — exact discrete Gaussian where every
+                    # space has integer factors, the lattice sampler otherwise; float only on request
+                    noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
+                elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
+                    # a plan naming its secure sampler (explicit strategies): float only with a generator
+                    noise = "gaussian" if rng is not None else plan.secure_noise
+                    if rng is not None:
+                        warn_seeded_float()
+                return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
+            raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
+        if noise is None:
+            noise = "auto"
+        noise = resolve_noise(plan, noise, rng)  # secure by default
+        if noise == "lattice_gaussian":
+            return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
+                                   rel_var_tol=rel_var_tol, store=store)
+        sigma_bar = None
+        if noise == "discrete_gaussian":
+            plan, sigma_bar = round_plan(plan, rel_var_tol)
+            randomness = discrete_randomness(rng)
+        else:
+            # a user's generator is reproducible by whoever has the seed
+            randomness = "numpy_generator" if rng is None else "seeded_insecure"
+            if rng is None:
+                rng = np.random.default_rng()
+        eng = engine_for(data, plan.domain, engine=engine)
+        top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
+        if store is None or store is False:
+            # a dict whose vectors lie back to back: reconstruction reads them without a copy
+            noisy: dict[AttrSet, np.ndarray] | MeasurementStore = StackedAnswers(plan.closure)
+        else:
+            noisy = MeasurementStore(plan, store)
         done: set[AttrSet] = set()
         bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
         for batch, tables in count_batches(plan.domain, top, eng):
@@ -298,12 +286,25 @@ def measure(
                     noisy[sub] = w
             bar.update(len(batch))
         bar.close()
+        if isinstance(noisy, MeasurementStore):
+            noisy.seal({"noise": noise, "randomness": randomness})
+        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
     finally:
-        if owned and isinstance(eng, Closable):  # an engine made here (e.g. a Spark session), on every path
-            eng.close()
-    if isinstance(noisy, MeasurementStore):
-        noisy.seal({"noise": noise, "randomness": randomness})
-    return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
+        if owned and isinstance(engine, Closable):  # e.g. a Spark session, on every path
+            engine.close()
+
+
+def _check_arguments(plan, rng, store) -> None:
+    """The argument errors :func:`measure` can tell before reading any data."""
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise DataError(
+            f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    if store is not None and not isinstance(store, (bool, str, os.PathLike)):
+        raise DataError(f"store must be a folder path or True (a temporary folder), got {type(store).__name__}")
+    if store is not None and store is not False and not _is_residual_plan(plan) and _lists_mechanisms(plan):
+        raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
 
 
 def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noisy) -> None:
