@@ -95,7 +95,7 @@ def _mechanisms(plan):
     """``[(attrs, signal(table), noise(z), noise_dim, family, scale)]`` of the plan's mechanisms."""
     out = []
     if isinstance(plan, HasClosure):
-        for m in plan.mechanisms():
+        for m in plan.residual_mechanisms():
             out.append((m.attrs, lambda t, m=m: m.measure(t, np.zeros(m.noise_shape)).reshape(-1),
                         lambda z, m=m: m.measure(np.zeros(m.shape), z.reshape(m.noise_shape)).reshape(-1),
                         math.prod(m.noise_shape), "gaussian", None))
@@ -199,7 +199,7 @@ def test_noiseless_outputs_give_the_exact_answers(plans, esoph, name):
     dom, records = esoph
     x = _data_vector(dom, records)
     if isinstance(plan, HasClosure):
-        noisy = {m.attrs: m.measure(_table(dom, m.attrs, x), np.zeros(m.noise_shape)) for m in plan.mechanisms()}
+        noisy = {m.attrs: m.measure(_table(dom, m.attrs, x), np.zeros(m.noise_shape)) for m in plan.residual_mechanisms()}
     else:
         assert isinstance(plan, ListsMechanisms)
         measured, mechs = plan.mechanisms(noise=None if plan.budget.is_pure else "gaussian")

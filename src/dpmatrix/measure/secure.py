@@ -29,37 +29,25 @@ actual noise variance ``σ̄²/Π n_i²`` (reported variances may understate it 
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 from fractions import Fraction
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from ..engines import engine_for, maximal_sets, project
 from ..errors import DataError, PlanError
-from ..linalg.kron import kron_apply
 from ..mechanisms.lattice import (
     DEFAULT_LATTICE_TOL,
     LatticeQuery,
-    choose_exponent,
-    lattice_measure,
-    lattice_rho,
-    max_exponent,
 )
 from ..mechanisms.samplers import rational_upper_bound
 from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms
-from ..reconstruct.measurements import Measurements
-from ..reconstruct.store import MeasurementStore
-from .counting import count_batches
-from .discrete import InsecureRandomnessWarning, centering_matrix, discrete_randomness
+from .discrete import InsecureRandomnessWarning, centering_matrix
 
 __all__ = [
     "NOISES",
     "SECURE_NOISES",
     "lattice_sigma_bar",
-    "measure_lattice",
     "rescored_sigma2",
     "resolve_noise",
 ]
@@ -230,58 +218,6 @@ def lattice_sigma_bar(sigma2: float, scale: int, *, rel_var_tol: float,
     True
     """
     return rational_upper_bound(math.sqrt(sigma2) * scale * (1 + tol) * (1 + 1e-12), rel_var_tol)
-
-
-def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None,
-                    rel_var_tol: float = 1e-4, tol: float = DEFAULT_LATTICE_TOL, store=None):
-    """Measure a ResidualPlanner(+) plan with the lattice sampler (module docstring).
-
-    Everything but the marginal counts (σ̄, γ, ρ of every residual, the re-scored plan) is
-    fixed before the data is read. Returns :class:`~dpmatrix.reconstruct.measurements.Measurements`
-    carrying the re-scored plan, ``noise="lattice_gaussian"``. ``progress=True`` shows a bar of
-    the maximal marginals measured (on stderr), as the other measurement paths do.
-    """
-    randomness = discrete_randomness(rng)
-    closure, measured = plan.closure, plan.measured
-    forms, sbar = {}, {}
-    new = np.array(plan.sigma2, dtype=float)
-    rounded: dict[tuple[float, int], Fraction] = {}  # few distinct (σ², scale): round each once
-    for i, (sub, on) in enumerate(zip(closure.sets, measured)):
-        if not on:
-            continue
-        mech = plan.mechanism(sub)
-        q, post, scale = residual_lattice_form(mech.bases)
-        key = (float(plan.sigma2[i]), scale)
-        sb = rounded.get(key)
-        if sb is None:
-            sb = rounded[key] = lattice_sigma_bar(key[0], scale, rel_var_tol=rel_var_tol, tol=tol)
-        f = min(choose_exponent(q, tol=tol), max_exponent(sb))
-        forms[sub], sbar[sub] = (q, post), sb
-        new[i] = rescored_sigma2(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))
-    plan = plan._with_sigma2(new)
-    eng = engine if engine is not None else engine_for(data, plan.domain)
-    top = maximal_sets(s for s, m in zip(closure.sets, measured) if m)
-    noisy = {} if store is None or store is False else MeasurementStore(plan, store)
-    done: set = set()
-    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-    for batch, tables in count_batches(plan.domain, top, eng):
-        for m in batch:
-            for r in range(len(m), -1, -1):
-                for sub in itertools.combinations(m, r):
-                    if sub in done or sub not in forms:
-                        continue
-                    done.add(sub)
-                    q, post = forms[sub]
-                    v = np.asarray(project(tables[m], m, sub))
-                    if v.dtype.kind not in "iu":
-                        raise DataError("the lattice mechanism needs integer marginal counts")
-                    res = lattice_measure(q, v, sbar[sub], rng, tol=tol)
-                    noisy[sub] = kron_apply(post, res.values)
-        bar.update(len(batch))
-    bar.close()
-    if isinstance(noisy, MeasurementStore):
-        noisy.seal({"noise": "lattice_gaussian", "randomness": randomness})
-    return Measurements(plan=plan, noisy=noisy, noise="lattice_gaussian", randomness=randomness)
 
 
 # ---------------------------------------------------------------------------------------------
