@@ -146,7 +146,7 @@ def discrete_measure_many(
     marginals: list[np.ndarray],
     sigma_bars: list[Fraction],
     rng: RandomSource | np.random.Generator | None = None,
-    sample=sample_discrete_gaussian,
+    sample=None,
 ) -> list[np.ndarray]:
     """:func:`discrete_measure` for several residual mechanisms at once (same results in
     distribution, fewer calls): the mechanisms with the same shape, factors and ``γ²`` are
@@ -181,7 +181,7 @@ def discrete_measure_many(
         if v.dtype.kind not in "iu":
             raise PlanError("the discrete mechanism needs an integer marginal table")
         hv = apply_centering(v.astype(np.int64, copy=False), len(shape), inplace=True)  # v: ours
-        hv += sample(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
+        hv += (sample or sample_discrete_gaussian)(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
         y_pinv = tuple(b.Sub / b.n for b in mech.bases)  # post-processing from here on
         noisy = kron_apply(y_pinv, hv.astype(float))
         for j, i in enumerate(idx):

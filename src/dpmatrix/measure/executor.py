@@ -61,7 +61,7 @@ def noise_name(families: Iterable[str], asked: str | None) -> str | None:
     raise DataError(f"a plan mixing noise families {sorted(families)} cannot be described by one noise name")
 
 
-def _ready_end(counted: list, start: int) -> int:
+def _ready_end(counted: list[Any], start: int) -> int:
     end = start
     while end < len(counted) and counted[end] is not None:
         end += 1
@@ -80,7 +80,7 @@ def _runs(records: Sequence[Any], idx: list[int]) -> Iterable[list[int]]:
         yield run
 
 
-def _measure(records: Sequence[Any], counted: list, lo: int, hi: int, families: dict[str, NoiseFamily],
+def _measure(records: Sequence[Any], counted: list[Any], lo: int, hi: int, families: dict[str, NoiseFamily],
              rng: Any) -> dict[int, np.ndarray]:
     """Noisy outputs of records ``lo..hi-1`` (all counted): per family in the registry's order,
     each run of one kind in one call of its ``outputs``."""
@@ -96,7 +96,8 @@ def _measure(records: Sequence[Any], counted: list, lo: int, hi: int, families: 
     return out
 
 
-def _write(sink: MutableMapping, records: Sequence[Any], outputs: dict[int, np.ndarray], sizes) -> None:
+def _write(sink: MutableMapping[Any, Any], records: Sequence[Any], outputs: dict[int, np.ndarray],
+           sizes: Sequence[int]) -> None:
     """Write ``outputs`` in record order; a disk store gets them by size and shape, then in record
     order (reconstruction reads the marginals of one shape in long runs)."""
     order = sorted(outputs)
@@ -106,8 +107,8 @@ def _write(sink: MutableMapping, records: Sequence[Any], outputs: dict[int, np.n
         sink[records[j].key] = outputs[j]
 
 
-def execute(domain, records: Sequence[Any], engine, rng: Any, *, sink: MutableMapping,
-            progress: bool = False) -> MutableMapping:
+def execute(domain: Any, records: Sequence[Any], engine: Any, rng: Any, *, sink: MutableMapping[Any, Any],
+            progress: bool = False) -> MutableMapping[Any, Any]:
     """Measure ``records`` on the data counted by ``engine`` into ``sink`` (module docstring).
 
     Parameters
@@ -162,7 +163,8 @@ def execute(domain, records: Sequence[Any], engine, rng: Any, *, sink: MutableMa
     return sink
 
 
-def _flush(sink, records, counted, start: int, families, rng, sizes) -> int:
+def _flush(sink: MutableMapping[Any, Any], records: Sequence[Any], counted: list[Any], start: int,
+           families: dict[str, NoiseFamily], rng: Any, sizes: Sequence[int]) -> int:
     """Measure the counted records from ``start`` on (up to the first one not counted yet), free
     their tables and return where the next flush starts."""
     end = _ready_end(counted, start)

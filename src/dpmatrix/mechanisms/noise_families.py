@@ -88,15 +88,15 @@ class GaussianFamily:
         return z if float(scale) == 1.0 else math.sqrt(float(scale)) * z
 
     def add(self, signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        return signal + noise
+        return np.asarray(signal + noise)
 
 
 def _add_integers(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """Exact integer addition (object arithmetic beyond int64)."""
     z = np.asarray(noise, dtype=np.int64).reshape(signal.shape)
     if signal.dtype == object or np.max(np.abs(signal), initial=0) >= 2**62:
-        return signal.astype(object) + z.astype(object)
-    return signal + z
+        return np.asarray(signal.astype(object) + z.astype(object))
+    return np.asarray(signal + z)
 
 
 class DiscreteGaussianFamily:
