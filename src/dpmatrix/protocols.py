@@ -59,6 +59,7 @@ __all__ = [
     "PlanProtocol",
     "PurePrivacy",
     "RemembersBudget",
+    "WrapsPlan",
 ]
 
 
@@ -311,3 +312,12 @@ class RemembersBudget(Protocol):
     unknown), so a measurement can check that the noise drawn keeps the asked (ε, δ)."""
 
     planned_budget: Budget | None
+
+
+@runtime_checkable
+class WrapsPlan(Protocol):
+    """A plan that adds a capability to another plan by wrapping it (``plan``: the wrapped one),
+    e.g. a plan selected from accuracy targets; everything else is the wrapped plan's."""
+
+    @property
+    def plan(self) -> Any: ...

@@ -75,7 +75,7 @@ def plans(esoph):
 def test_every_plan_class_is_covered(plans):
     classes = {type(p).__name__ for p in plans.values()}
     assert classes >= {"Plan", "QuerySmasherPlan", "ExplicitStrategyPlan", "PurePlan", "HierarchicalPlan",
-                       "MatrixPurePlan", "ResidualTargetPlan", "IdentityPlan"}
+                       "MatrixPurePlan", "TargetedPlan", "IdentityPlan"}
 
 
 # -- explicit matrices of a plan's mechanisms -------------------------------------------------------
