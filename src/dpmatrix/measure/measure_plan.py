@@ -104,11 +104,12 @@ def measure(
     """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
     Each mechanism reads only one marginal table (Algorithm 1 / 5: ``ω = H₁ v_A + σ_A H₂ z``);
-    the engine counts the maximal sets, smaller tables are sums. ResidualPlanner plans go through
-    the batched residual path below; every other plan lists its mechanisms
-    (:class:`~dpmatrix.mechanisms.linear.LinearMechanism`: attribute set, linear map, noise family
-    and scale) and is measured by :func:`~dpmatrix.measure.linear_route.measure_linear`. Both
-    return the same :class:`~dpmatrix.reconstruct.measurements.Measurements`.
+    the engine counts the maximal sets, smaller tables are sums. Every plan lists its mechanism
+    records for the chosen sampler (``plan.mechanisms(noise=...)``: residual mechanisms, whose
+    kind applies the batched Kronecker arithmetic, or
+    :class:`~dpmatrix.mechanisms.linear.LinearMechanism`: attribute set, linear map, noise family
+    and scale) and the one executor (:func:`~dpmatrix.measure.executor.execute`) measures them;
+    the result is :class:`~dpmatrix.reconstruct.measurements.Measurements` over the plan measured.
 
     Parameters
     ----------
