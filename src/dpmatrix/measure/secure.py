@@ -1,4 +1,4 @@
-"""Secure noise by default: which sampler a measurement uses, and the lattice path.
+"""Secure noise by default: which sampler a measurement uses, and the lattice form of a residual.
 
 :func:`resolve_noise` is THE one place where ``noise="auto"`` (the default of
 :func:`dpmatrix.measure`, ``Plan.measure`` and ``dpmatrix release``) is decided:
@@ -16,7 +16,7 @@ Explicit choices: ``"discrete_gaussian"``, ``"lattice_gaussian"``, and ``"gaussi
 (alias ``"gaussian"``) for the old floating-point Gaussian (OS-seeded PCG64; not a cryptographic
 source and open to floating-point attacks; only on request).
 
-The lattice path for a residual mechanism ``M_A(x) = R_A x + N(0, σ² ⊗ Γ_iΓ_iᵀ)`` rewrites it
+The lattice form of a residual mechanism ``M_A(x) = R_A x + N(0, σ² ⊗ Γ_iΓ_iᵀ)`` rewrites it
 with independent noise, attribute by attribute: a plain-marginal factor (``Sub = Γ = Sub_n``)
 becomes the integer ``C_i = n I − 11ᵀ`` with post-processing ``Sub_n/n`` and noise scale ``× n``
 (as in Algorithm 3), a strategy factor (``Γ = I``) stays ``C_i = Sub_i``. Then ``ω`` is

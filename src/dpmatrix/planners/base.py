@@ -46,10 +46,11 @@ one measurement path (:func:`dpmatrix.measure`) and released, it also implements
                                    :meth:`Plan.from_dict` and ``load_release`` read it back.
 =================================  ==========================================================
 
-``measure`` is defined here once, with one keyword-only signature for every planner. The
-ResidualPlanner family is measured by the same function through its batched residual path
-(its mechanisms are :class:`~dpmatrix.mechanisms.residual.ResidualMechanism`) and reconstructed
-by :class:`~dpmatrix.reconstruct.residual_estimator.ResidualEstimator` (Algorithm 2). A planner
+``measure`` is defined here once, with one keyword-only signature for every planner, and every
+plan's records go through the one executor (:mod:`dpmatrix.measure.executor`). The
+ResidualPlanner family lists residual records (:mod:`dpmatrix.measure.residual_records`, whose
+kinds apply the batched Kronecker arithmetic) and is reconstructed by
+:class:`~dpmatrix.reconstruct.residual_estimator.ResidualEstimator` (Algorithm 2). A planner
 is made available to :func:`dpmatrix.plan` by :func:`~dpmatrix.planners.registry.register_planner`.
 """
 
