@@ -42,7 +42,7 @@ from ..mechanisms.lattice import (
     lattice_rho,
     max_exponent,
 )
-from ..mechanisms.residual import apply_sub
+from ..mechanisms.residual import ResidualMechanism, apply_sub
 from ..workload import AttrSet
 from .counting import count_order
 from .discrete import discrete_measure_many, round_plan
@@ -92,8 +92,8 @@ class ResidualDiscreteKind:
     """Exact discrete Gaussian residual measurements (Algorithm 3) of one count batch."""
 
     def outputs(self, records, tables, sources, family, rng) -> list[np.ndarray]:
-        return discrete_measure_many([r.plan.mechanism(r.key) for r in records], list(tables),
-                                     [r.sigma_bar for r in records], rng, sample=family.sample)
+        mechs = [ResidualMechanism(r.key, tuple(r.bases[a] for a in r.key), r.sigma2) for r in records]
+        return discrete_measure_many(mechs, list(tables), [r.sigma_bar for r in records], rng, sample=family.sample)
 
 
 class ResidualLatticeKind:
@@ -133,11 +133,13 @@ class GaussianResidual:
 
 @dataclass(frozen=True, slots=True)
 class DiscreteResidual:
-    """The residual on ``key`` of the rounded ``plan`` with exact discrete noise, σ̄ = ``sigma_bar``."""
+    """The residual on ``key`` with exact discrete noise, σ̄ = ``sigma_bar`` (``sigma2``: the
+    rounded plan's σ̄² as a float, ``bases``: its per-attribute factors)."""
 
     key: AttrSet
     sigma_bar: Fraction
-    plan: Any
+    sigma2: float
+    bases: tuple
     family: ClassVar[str] = "discrete_gaussian"
     kind: ClassVar[ResidualDiscreteKind] = RESIDUAL_DISCRETE
 
@@ -177,7 +179,9 @@ def _gaussian(plan, rel_var_tol: float) -> tuple[Any, list]:
 
 def _discrete(plan, rel_var_tol: float) -> tuple[Any, list]:
     rounded, sigma_bar = round_plan(plan, rel_var_tol)
-    return rounded, [DiscreteResidual(sub, sigma_bar[i], rounded) for sub, i in _measured_in_count_order(rounded)]
+    bases = rounded.bases
+    return rounded, [DiscreteResidual(sub, sigma_bar[i], float(rounded.sigma2[i]), bases)
+                     for sub, i in _measured_in_count_order(rounded)]
 
 
 def _lattice(plan, rel_var_tol: float, tol: float = DEFAULT_LATTICE_TOL) -> tuple[Any, list]:
