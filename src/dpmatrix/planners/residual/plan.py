@@ -22,8 +22,6 @@ from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
 from ...linalg.kron import is_identity
 from ...linalg.sparse import csr_spmv_inf
-from ...measure.residual_records import residual_records
-from ...measure.secure import resolve_noise
 from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
 from ...mechanisms.residual import ResidualMechanism
 from ...privacy import Budget, PrivacyReport, resolve_pcost
@@ -152,6 +150,11 @@ class Plan(PlanBase, PrivacyReport):
         ``"discrete_gaussian"``, ``"lattice_gaussian"``; ``None``: the secure default of
         :func:`~dpmatrix.measure.secure.resolve_noise`): the plan re-scored for exact noise and
         one record per measured residual (:mod:`dpmatrix.measure.residual_records`)."""
+        # the measurement modules load pandas and tqdm: only when measuring (reading a release
+        # or answering a query from one needs this class without them)
+        from ...measure.residual_records import residual_records
+        from ...measure.secure import resolve_noise
+
         if noise is None or noise == "auto":
             noise = resolve_noise(self, "auto")
         return residual_records(self, "gaussian" if noise == "gaussian_float" else noise, rel_var_tol)
