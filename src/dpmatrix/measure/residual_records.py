@@ -26,9 +26,8 @@ plan that is actually measured with its records, in the order the executor count
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -115,24 +114,23 @@ RESIDUAL_DISCRETE = ResidualDiscreteKind()
 RESIDUAL_LATTICE = ResidualLatticeKind()
 
 
-@dataclass(frozen=True, slots=True)
-class GaussianResidual:
+class GaussianResidual(NamedTuple):
     """The residual on ``key`` with floating-point Gaussian noise of variance ``sigma2``
-    (``bases``: the plan's per-attribute factors)."""
+    (``bases``: the plan's per-attribute factors). A plan has one per measured residual set
+    (10⁴–10⁶): a named tuple is cheap to make."""
 
     key: AttrSet
     sigma2: float
     bases: tuple
-    family: ClassVar[str] = "gaussian"
-    kind: ClassVar[ResidualGaussianKind] = RESIDUAL_GAUSSIAN
+    family = "gaussian"
+    kind = RESIDUAL_GAUSSIAN
 
     @property
     def attrs(self) -> AttrSet:
         return self.key
 
 
-@dataclass(frozen=True, slots=True)
-class DiscreteResidual:
+class DiscreteResidual(NamedTuple):
     """The residual on ``key`` with exact discrete noise, σ̄ = ``sigma_bar`` (``sigma2``: the
     rounded plan's σ̄² as a float, ``bases``: its per-attribute factors)."""
 
@@ -140,16 +138,15 @@ class DiscreteResidual:
     sigma_bar: Fraction
     sigma2: float
     bases: tuple
-    family: ClassVar[str] = "discrete_gaussian"
-    kind: ClassVar[ResidualDiscreteKind] = RESIDUAL_DISCRETE
+    family = "discrete_gaussian"
+    kind = RESIDUAL_DISCRETE
 
     @property
     def attrs(self) -> AttrSet:
         return self.key
 
 
-@dataclass(frozen=True, slots=True)
-class LatticeResidual:
+class LatticeResidual(NamedTuple):
     """The residual on ``key`` measured on a lattice: integer form ``query``, post-processing
     factors ``post``, noise scale ``sigma_bar`` and lattice tolerance ``tol``."""
 
@@ -158,8 +155,8 @@ class LatticeResidual:
     post: tuple
     sigma_bar: Fraction
     tol: float
-    family: ClassVar[str] = "lattice_gaussian"
-    kind: ClassVar[ResidualLatticeKind] = RESIDUAL_LATTICE
+    family = "lattice_gaussian"
+    kind = RESIDUAL_LATTICE
 
     @property
     def attrs(self) -> AttrSet:
