@@ -439,6 +439,11 @@ class TargetedPlan:
         """:func:`dpmatrix.measure` of this plan (see :meth:`dpmatrix.Plan.measure`)."""
         return PlanBase.measure(self, data, **options)
 
+    def report(self, path: str | Path, **options: Any) -> Path:
+        """The wrapped plan's HTML report, written for this plan (with its targets section);
+        options as the wrapped plan's ``report``."""
+        return type(self.plan).report(self, path, **options)
+
     def to_dict(self) -> dict[str, Any]:
         """The wrapped plan's description with the target report under ``"targets"``."""
         out = self.plan.to_dict()
