@@ -1,35 +1,86 @@
-"""How fast ``dpmatrix query`` starts, against the interpreter's own start (issue 28 item 5).
+"""How fast ``dpmatrix query`` starts, for every query path and every release type.
 
-A release of 100,000 records x 30 attributes of 10 values, all <=3-way marginals (4,526
-marginals, as ``bench_report.py``), is made once; then, each in a fresh process and measured
-side by side (best of ``--repeat``, interleaved so that machine load affects all alike):
+Releases (records: ``--rows`` × ``--attrs`` attributes of 10 values, uniform codes, as
+``bench_report.py``):
 
-* ``python -c pass``                   — the bare interpreter;
-* ``python -c "import numpy, pyarrow.parquet"`` — the libraries any reader of a Parquet release needs;
-* ``query --marginal x0,x1``           — a saved table, printed from its file and the manifest;
-* ``query --marginal x0,x1 --level 0.9`` — the same table reconstructed from the measurements;
-* ``query --where x0=1..4 --where x1=2`` — a range count with its exact variance;
-* ``query --where ... --format json``  — the same as JSON.
+* ``residual``     — ``dpmatrix release`` on the command line, all ≤``--k``-way marginals of all
+  ``--attrs`` attributes (30 attributes, ≤3-way: 4,526 marginals), discrete Gaussian noise;
+* ``querysmasher`` — ``dm.plan(planner="querysmasher")``, all ≤2-way marginals of the first 8
+  attributes, published by ``dm.write_release`` with the default secure noise;
+* ``lsa``          — the explicit-strategy LSA planner, all ≤2-way marginals of the first 3
+  attributes (1,000 cells: an explicit strategy is for small domains);
+* ``pure``         — the pure ε-DP planner (ε = 1, δ = 0), all ≤2-way marginals of the first 8.
 
-Printed: wall seconds, the ratio to ``python -c pass`` and to the numpy + pyarrow import
-(the goal of issue 28: every query starts in <= 0.5 s on an idle machine).
+Every path runs in a fresh process, best of ``--repeat``, the cases interleaved so that machine
+load affects all alike (the machine is shared): the listing, a saved table, a reconstructed
+marginal (``--level 0.9``: not the saved level) as text and JSON, one count (``--where``) as text
+and JSON, ``--by`` and ``--contrast``; and, for reference, ``python -c pass`` and
+``python -c "import numpy, pyarrow.parquet"`` (what any reader of a Parquet release loads).
+Printed: wall seconds, the ratio to the numpy + pyarrow import, the process's CPU seconds (user
++ system of the child, from ``resource.getrusage``) and the load average before and after. The
+goal (issue 28): every query starts in ≤ 0.5 s.
 
-    PYTHONPATH=src python benchmarks/bench_query_start.py [--attrs 30] [--repeat 5]
+    PYTHONPATH=src python benchmarks/bench_query_start.py [--repeat 3] [--out results.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_report import SIZE, make_data, run  # noqa: E402  (same data and timing as the report benchmark)
+from bench_report import SIZE, make_data  # noqa: E402  (the report benchmark's records)
+
+MAKE = r"""
+import itertools, sys
+import pyarrow.parquet as pq
+import dpmatrix as dm
+data, out, name, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+names = [f"x{i}" for i in range(k)]
+df = pq.read_table(data, columns=names).to_pandas()
+dom = dm.Domain({n: 10 for n in names})
+sets = [s for r in (1, 2) for s in itertools.combinations(names, r)]
+wk = dm.Workload(dom, sets)
+plan = dm.plan(wk, epsilon=1.0, delta=0) if name == "pure" else dm.plan(wk, rho=1.0, planner=name)
+dm.write_release(plan.measure(df, encoding="codes"), out)
+"""
+
+
+def timed(argv: list[str], env: dict) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{r.stderr[-3000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def paths(rel: Path, py: str, a: str, b: str) -> dict[str, list[str]]:
+    """The query paths on release ``rel``; ``a``, ``b``: two attributes of a saved 2-way table."""
+    q = [py, "-m", "dpmatrix", "query", str(rel), "-q"]
+    where = ["--where", f"{a}=1..4", "--where", f"{b}=2"]
+    return {
+        "listing": q,
+        "saved table": q + ["--marginal", f"{a},{b}"],
+        "reconstructed": q + ["--marginal", f"{a},{b}", "--level", "0.9"],
+        "reconstructed json": q + ["--marginal", f"{a},{b}", "--level", "0.9", "--format", "json"],
+        "--where": q + where,
+        "--where json": q + where + ["--format", "json"],
+        "--by": q + ["--where", f"{a}=1..4", "--by", b],
+        "--contrast": q + ["--where", f"{a}=1..4", "--contrast", f"{b}=1", f"{b}=2"],
+    }
 
 
 def main() -> None:
@@ -37,38 +88,51 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--attrs", type=int, default=30)
     ap.add_argument("--k", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", help="also append the table to this markdown file")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=SRC, OPENBLAS_NUM_THREADS="1")
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="bench_query_start_"))
     try:
         data, dom = make_data(tmp, args.rows, args.attrs, SIZE)
-        rel = tmp / "rel"
-        run([py, "-m", "dpmatrix", "release", str(data), "--domain", str(dom), "-w", f"all:<={args.k}",
-             "--rho", "1", "--no-ledger", "-q", "--no-report", "--out", str(rel)], env)  # fmt: skip
-        q = [py, "-m", "dpmatrix", "query", str(rel), "-q"]
-        where = ["--where", "x0=1..4", "--where", "x1=2"]
-        cases = {
-            "python -c pass": [py, "-c", "pass"],
-            "import numpy, pyarrow.parquet": [py, "-c", "import numpy, pyarrow.parquet"],
-            "query --marginal (saved)": q + ["--marginal", "x0,x1"],
-            "query --marginal --level 0.9 (reconstructed)": q + ["--marginal", "x0,x1", "--level", "0.9"],
-            "query --where": q + where,
-            "query --where --format json": q + where + ["--format", "json"],
-        }
-        best = dict.fromkeys(cases, float("inf"))
+        rels = {"residual": tmp / "residual"}
+        subprocess.run([py, "-m", "dpmatrix", "release", str(data), "--domain", str(dom), "-w",
+                        f"all:<={args.k}", "--rho", "1", "--no-ledger", "-q", "--no-report",
+                        "--encoding", "codes", "--out", str(rels["residual"])], env=env, check=True)  # fmt: skip
+        for name, k in (("querysmasher", 8), ("lsa", 3), ("pure", 8)):
+            rels[name] = tmp / name
+            subprocess.run([py, "-c", MAKE, str(data), str(rels[name]), name, str(k)], env=env, check=True)
+        cases = {"python -c pass": [py, "-c", "pass"],
+                 "import numpy, pyarrow.parquet": [py, "-c", "import numpy, pyarrow.parquet"]}
+        for name, rel in rels.items():
+            for path, argv in paths(rel, py, "x0", "x1").items():
+                cases[f"{name}: {path}"] = argv
+        load0 = os.getloadavg()[0]
+        best = dict.fromkeys(cases, (float("inf"), float("inf")))
         for _ in range(args.repeat):  # interleaved: load changes affect every case alike
             for name, argv in cases.items():
-                best[name] = min(best[name], run(argv, env))
-        bare, floor = best["python -c pass"], best["import numpy, pyarrow.parquet"]
-        print(f"{args.rows:,} records x {args.attrs} attributes of {SIZE} values, all <={args.k}-way; "
-              f"load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores; best of {args.repeat}")
-        print("| command | wall s | / python -c pass | / import numpy, pyarrow |\n|---|---|---|---|")
-        for name, t in best.items():
-            print(f"| {name} | {t:.3f} | {t / bare:.1f}× | {t / floor:.2f}× |")
+                wall, cpu = timed(argv, env)
+                if wall < best[name][0]:
+                    best[name] = (wall, cpu)
+        load1 = os.getloadavg()[0]
+        floor = best["import numpy, pyarrow.parquet"][0]
+        lines = [f"{args.rows:,} records x {args.attrs} attributes of {SIZE} values; residual release all "
+                 f"<={args.k}-way; load average {load0:.1f} before, {load1:.1f} after; {os.cpu_count()} "
+                 f"cores; best of {args.repeat}, fresh processes, interleaved", "",
+                 "| release: path | wall s | / numpy+pyarrow import | CPU s |", "|---|---|---|---|"]
+        for name, (wall, cpu) in best.items():
+            lines.append(f"| {name} | {wall:.3f} | {wall / floor:.2f}× | {cpu:.3f} |")
+        worst = max(((w, n) for n, (w, _) in best.items() if ":" in n))
+        lines += ["", f"slowest query: {worst[1]} {worst[0]:.3f} s (goal <= 0.5 s)"]
+        text = "\n".join(lines)
+        print(text)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write("\n" + text + "\n")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ domain only tells the other phases the names and sizes.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -305,6 +304,8 @@ class Domain:
         try:
             return self._index[name]
         except (KeyError, TypeError):
+            import difflib  # suggestions only, on an error
+
             close = difflib.get_close_matches(str(name), self.names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownAttributeError(

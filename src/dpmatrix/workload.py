@@ -250,7 +250,7 @@ class Closure:
         sizes = self.sizes
         out = {}
         bounds = np.searchsorted(sizes, np.arange(int(sizes.max()) + 2)) if len(sizes) else []
-        for k in np.unique(sizes).tolist():
+        for k in sorted(set(sizes.tolist())):  # not np.unique: it imports numpy.ma
             idx = np.arange(bounds[k], bounds[k + 1], dtype=np.int64)  # sorted by size first
             if self.keys.dtype == object:
                 rows = np.asarray([self.sets[i] for i in idx], dtype=np.int64).reshape(len(idx), k)
@@ -285,7 +285,7 @@ def _group_positions(marginals) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     flat = np.fromiter(itertools.chain.from_iterable(marginals), dtype=np.int64, count=total)
     starts = np.cumsum(lengths) - lengths
     out = {}
-    for k in np.unique(lengths).tolist():
+    for k in sorted(set(lengths.tolist())):  # not np.unique: it imports numpy.ma (slow start)
         pos = np.flatnonzero(lengths == k)
         rows = flat[starts[pos][:, None] + np.arange(k, dtype=np.int64)] if k else np.zeros(
             (len(pos), 0), dtype=np.int64
@@ -577,8 +577,8 @@ class Workload:
         for i, s in enumerate(self.sets):
             n = 1.0
             for a, t in zip(s, self.types(i)):
-                if (a, t) not in rows:
-                    rows[a, t] = self.query_matrix(a, t).shape[0]
+                if (a, t) not in rows:  # a plain attribute's n rows: no identity matrix built
+                    rows[a, t] = self.domain.sizes[a] if t == IDENTITY else self.query_matrix(a, t).shape[0]
                 n *= rows[a, t]
             out[i] = n
         return out

@@ -66,7 +66,7 @@ def test_sex_code_0_is_female_not_first_appearance(adult, domain_spec):
 
 def test_unestablished_attributes_stay_codes(domain_spec):
     # age, hours-per-week: only a few counts support an offset; fnlwgt, capital-gain/-loss: the
-    # binning is undocumented -> plain sizes, no labels
+    # binning is undocumented -> no labels; their codes are bins in increasing order -> ordinal
     for attr, size in [("age", 85), ("fnlwgt", 100), ("capital-gain", 100),
                        ("capital-loss", 100), ("hours-per-week", 99)]:
-        assert domain_spec[attr] == size
+        assert domain_spec[attr] == {"size": size, "kind": "ordinal"}

@@ -63,7 +63,7 @@ from ._output import (
 )
 from ._parser import build_parser
 from ._plan import _print_pure_plan, _write_plan_report, cmd_plan
-from ._query import _marginal_header, _marginal_names, _print_saved, _print_table, cmd_query
+from ._query import _marginal_header, _marginal_names, _print_columns, _print_saved, cmd_query
 from ._release import _check_options, _dataset_name, cmd_release, run_release
 from ._report import cmd_report, write_release_report_into
 from ._synth import cmd_synth
@@ -75,7 +75,9 @@ from ._synth import cmd_synth
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    _check_option_names(parser, sys.argv[1:] if argv is None else [str(a) for a in argv])
+    given = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    _check_command_name(parser, given)
+    _check_option_names(parser, given)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unknown_options(parser, args, extras)
@@ -102,12 +104,30 @@ def _subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argpa
             return target, pos
 
 
+def _check_command_name(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse a misspelt command with the nearest command names (``dpmatrix releas``: did you
+    mean ``release``?) rather than argparse's list of every choice alone."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return
+    choices = list(subs[0].choices)
+    for tok in argv:
+        if tok.startswith("-"):  # the top-level options take no value
+            continue
+        if tok in choices:
+            return
+        import difflib  # a misspelt command only
+
+        close = difflib.get_close_matches(tok, choices, n=2, cutoff=0.6)
+        if close:
+            parser.error(f"unknown command {tok!r} (did you mean {' or '.join(close)}?)")
+        return
+
+
 def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse an unknown ``--option`` of a subcommand before anything else is checked (argparse
     would first complain about a missing required option), with the subcommand's usage and the
     nearest option names."""
-    import difflib
-
     target, pos = _subcommand(parser, argv)
     if target is parser:
         return
@@ -120,6 +140,8 @@ def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> Non
         name = tok.split("=", 1)[0]
         if name in options or any(o.startswith(name) for o in options):
             continue
+        import difflib  # an unknown option only
+
         close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         target.error(f"unrecognized option {name}{hint}")

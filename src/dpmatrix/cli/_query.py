@@ -7,42 +7,30 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from ..jsonfile import loads_strict
 from ._common import CLIError
 from ._options import _add_quiet
-from ._output import Out, _negative_note, _say_negatives, fmt_privacy
-
-if TYPE_CHECKING:
-    import pandas as pd
+from ._output import Out, _say_negatives, fmt_privacy
 
 
-def _print_table(df: pd.DataFrame, fmt: str) -> None:
-    import pandas as pd
+def _print_columns(cols, kinds, values, fmt: str) -> None:
+    """A table given as columns (``(columns, kinds, values)``, see :mod:`dpmatrix.table_text`)
+    printed as text (what pandas' ``to_string`` prints), CSV or JSON records, without pandas."""
+    from ..table_text import to_csv, to_json, to_string
 
     if fmt == "csv":
-        from ..csv_cells import escape_frame
-
-        print(escape_frame(df).to_csv(index=False), end="")  # no spreadsheet formulas in labels
+        print(to_csv(cols, kinds, values), end="")  # no spreadsheet formulas in labels
     elif fmt == "json":
-        print(df.to_json(orient="records", indent=1))
+        print(to_json(cols, kinds, values))
     else:
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(df.to_string(index=False))
+        print(to_string(cols, kinds, values))
 
 
 def _print_saved(table, fmt: str) -> None:
-    """A saved table (:class:`~dpmatrix.release.SavedTable`) printed as :func:`_print_table`
-    prints its DataFrame, without pandas for the table and CSV formats."""
-    from ..table_text import to_csv, to_string
-
-    if fmt == "csv":
-        print(to_csv(table.columns, table.kinds, table.values), end="")
-    elif fmt == "json":
-        _print_table(table.to_pandas(), fmt)
-    else:
-        print(to_string(table.columns, table.kinds, table.values))
+    """A saved table (:class:`~dpmatrix.release.SavedTable`) printed by :func:`_print_columns`."""
+    _print_columns(table.columns, table.kinds, table.values, fmt)
 
 
 def _marginal_header(label: str, source: str, level: float) -> str:
@@ -82,24 +70,19 @@ def cmd_count(args: argparse.Namespace, say: Out) -> int:
         if by is None:
             print(json.dumps(_answer_row(ans), indent=1))
             return 0
-        rows = ans.to_frame().to_dict("records")
-        print(json.dumps({"by": by, "rows": rows}, indent=1, default=float))
+        cols, _, values = ans.columns()
+        rows = [dict(zip(cols, r)) for r in zip(*values)]
+        print(json.dumps({"by": by, "rows": rows}, indent=1))
         return 0
     say(f"count of {question}{' by ' + ','.join(by) if by else ''}; estimate, exact variance (from the "
         f"covariance of the reconstruction, not a sum of cell variances), std, {level:.0%} confidence "
         "interval [lower, upper]")
     say(fmt_privacy(rel.privacy))
     if by is None:  # one row, printed as pandas prints it, without importing pandas
-        from ..table_text import to_csv, to_string
-
         row = _answer_row(ans)
-        cols, kinds, values = list(row), ["float"] * len(row), [[v] for v in row.values()]
-        if args.format == "csv":
-            print(to_csv(cols, kinds, values), end="")
-        else:
-            print(to_string(cols, kinds, values))
+        _print_columns(list(row), ["float"] * len(row), [[v] for v in row.values()], args.format)
         return 0
-    _print_table(ans.to_frame(), args.format)
+    _print_columns(*ans.columns(), args.format)
     return 0
 
 
@@ -112,8 +95,7 @@ def _answer_row(ans) -> dict[str, float]:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ..protocols import HasClosure
-    from ..release import load_release, read_saved_table
+    from ..release import load_release, read_checked_manifest, read_saved_table
 
     say = Out(args.quiet or args.format != "table")
     if args.level is not None and not (math.isfinite(args.level) and 0 < args.level < 1):
@@ -133,46 +115,27 @@ def cmd_query(args: argparse.Namespace) -> int:
             if "estimate" in saved.columns:
                 _say_negatives(sum(1 for v in saved.column("estimate") if v < 0), say)
             return 0
+    if names is None:  # the listing: from the checked manifest, without the plan
+        m = read_checked_manifest(args.release, verify=verify)
+        say(f"{Path(args.release)}: dpmatrix {m['library']['version']} release created {m['created']}")
+        say(fmt_privacy(m["privacy"]))
+        entries = m["marginals"]
+        say(f"{len(entries)} saved marginals (any marginal of their closure can be queried):")
+        _print_columns(("marginal", "cells", "max_variance"), ("text", "int", "float"),
+                       ([",".join(e["attributes"]) or "total" for e in entries], [e["cells"] for e in entries],
+                        [e["max_variance"] for e in entries]), args.format)
+        return 0
     rel = load_release(args.release, verify=verify)
     p = rel.privacy
-    if names is None:
-        import pandas as pd
-
-        say(f"{rel.path}: dpmatrix {rel.manifest['library']['version']} release created {rel.manifest['created']}")
-        say(fmt_privacy(p))
-        rows = pd.DataFrame(
-            {
-                "marginal": [",".join(e["attributes"]) or "total" for e in rel.manifest["marginals"]],
-                "cells": [e["cells"] for e in rel.manifest["marginals"]],
-                "max_variance": [e["max_variance"] for e in rel.manifest["marginals"]],
-            }
-        )
-        say(f"{len(rows)} saved marginals (any marginal of their closure can be queried):")
-        _print_table(rows, args.format)
-        return 0
     key = rel.domain.resolve(names)
     level = rel.level if args.level is None else args.level
-    if args.format != "json" and isinstance(rel.plan, HasClosure):  # printed without pandas
-        from ..reconstruct.measurements import marginal_columns
-        from ..table_text import to_csv, to_string
-
-        meas = rel.measurements
-        cols, kinds, values = marginal_columns(rel.domain, key, meas.estimate(key), meas.variance(key), level)
-        label = ",".join(rel.domain.names_of(key)) or "total"
-        say(_marginal_header(label, "reconstructed from the saved measurements", level))
-        say(fmt_privacy(p))
-        if args.format == "csv":
-            print(to_csv(cols, kinds, values), end="")
-        else:
-            print(to_string(cols, kinds, values))
-        _say_negatives(sum(1 for v in values[cols.index("estimate")] if v < 0), say)
-        return 0
-    df = rel.marginal(key, level)  # not saved at this level: reconstructed
+    # reconstructed from the measurements (not saved at this level), printed without pandas
+    cols, kinds, values = rel.marginal_columns(key, level)
     label = ",".join(rel.domain.names_of(key)) or "total"
     say(_marginal_header(label, "reconstructed from the saved measurements", level))
     say(fmt_privacy(p))
-    _print_table(df, args.format)
-    _negative_note(df, say)
+    _print_columns(cols, kinds, values, args.format)
+    _say_negatives(sum(1 for v in values[cols.index("estimate")] if v < 0), say)
     return 0
 
 

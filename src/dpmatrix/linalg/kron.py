@@ -6,12 +6,19 @@ import math
 
 import numpy as np
 
+from .structured import AxisOperator, Identity, StructuredMatrix
+
 __all__ = ["is_identity", "kron_apply"]
 
 
 def is_identity(S: np.ndarray) -> bool:
     """True when ``S`` is (numerically, to 1e-12) the square identity matrix — the one test of
-    "ResidualPlanner's plain-marginal factors" used everywhere."""
+    "ResidualPlanner's plain-marginal factors" used everywhere (a structured
+    :class:`~dpmatrix.linalg.structured.Identity` is answered without expanding it)."""
+    if isinstance(S, Identity):
+        return True
+    if isinstance(S, StructuredMatrix):
+        return False
     S = np.asarray(S)
     if S.ndim != 2 or S.shape[0] != S.shape[1]:
         return False
@@ -37,13 +44,18 @@ def kron_apply(mats: tuple[np.ndarray, ...], tensor: np.ndarray) -> np.ndarray:
     ``i`` acts on axis ``i`` of the trailing ``len(mats)`` axes (C-order vectorization).
     Each factor is one broadcast matrix product on a reshaped view,
     ``(pre, n, post) -> (pre, r, post)``, so batches of equal-shape tensors (stacked along the
-    leading axes) cost one call per factor.
+    leading axes) cost one call per factor. A factor that is an
+    :class:`~dpmatrix.linalg.structured.AxisOperator` (a structured matrix of a plain attribute)
+    multiplies along its axis itself, in O(n) per fibre; it is never expanded.
     """
     k = len(mats)
     out = np.asarray(tensor)
     lead = out.ndim - k
     for i, m in enumerate(mats):
         ax = lead + i
+        if isinstance(m, AxisOperator):
+            out = m.apply(out, ax)
+            continue
         shape = out.shape
         n = shape[ax]
         pre = math.prod(shape[:ax])

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..linalg.kron import kron_apply
+from ..linalg.structured import StructuredMatrix
 from ..mechanisms.residual import ResidualMechanism
 from ..mechanisms.samplers import RandomSource, rational_upper_bound, sample_discrete_gaussian
 
@@ -157,12 +158,13 @@ def discrete_measure_many(
     rng)`` draws the exact noise (a noise family's ``sample``; the discrete Gaussian sampler by
     default).
     """
-    keys: dict[int, bytes] = {}
+    keys: dict[int, object] = {}
 
-    def basis_key(b) -> bytes:
+    def basis_key(b) -> object:
         k = keys.get(id(b))
-        if k is None:
-            k = keys[id(b)] = np.ascontiguousarray(b.Sub, dtype=float).tobytes()
+        if k is None:  # a structured Sub (plain attribute) is its own key: never expanded
+            k = keys[id(b)] = b.Sub if isinstance(b.Sub, StructuredMatrix) else \
+                np.ascontiguousarray(b.Sub, dtype=float).tobytes()
         return k
 
     gammas: dict[tuple, Fraction] = {}  # γ² depends on the shape and σ̄ only: few distinct values

@@ -36,13 +36,14 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import DataError, PlanError
+from ..linalg.structured import IntegerCentring
 from ..mechanisms.lattice import (
     DEFAULT_LATTICE_TOL,
     LatticeQuery,
 )
 from ..mechanisms.samplers import rational_upper_bound
 from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms
-from .discrete import InsecureRandomnessWarning, centering_matrix
+from .discrete import InsecureRandomnessWarning
 
 __all__ = [
     "NOISES",
@@ -132,9 +133,9 @@ def residual_lattice_form(bases) -> tuple[LatticeQuery, tuple[np.ndarray, ...], 
     of a residual mechanism with per-attribute ``bases`` (see the module docstring)."""
     C, P, scale = [], [], 1
     for b in bases:
-        if b.is_identity:
-            C.append(centering_matrix(b.n).astype(float))
-            P.append(np.asarray(b.Sub, dtype=float) / b.n)
+        if b.is_identity:  # n I − 11ᵀ and Sub_n / n, structured: O(n) per fibre, never n × n
+            C.append(IntegerCentring(b.n))
+            P.append(b.Sub / b.n)
             scale *= b.n
         else:
             G = np.asarray(b.Gamma)

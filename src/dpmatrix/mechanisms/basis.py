@@ -54,6 +54,7 @@ import numpy as np
 from ..errors import WorkloadError
 from ..linalg.attribute_queries import validate_query_matrix
 from ..linalg.kron import is_identity
+from ..linalg.structured import Centring, Identity, Subtraction, SubtractionPinv
 
 CONSTRUCTIONS = ("centred", "split")
 
@@ -357,8 +358,10 @@ class IdentityBasis:
     residual covariance per unit σ² is ``resid_cov = K``, ``W G Γ = K`` gives
     ``trace_in = ||K||_F² = n − 1`` and ``diag_in = (n−1)/n``, and the total enters every cell as
     ``a = 1/n`` so ``trace_out = 1/n`` and ``diag_out = 1/n²`` (Theorem 4.4). Planning reads only
-    these vectors and scalars; the ``n × n`` matrices (``W``, ``S``, ``Sub``, ``Gamma``,
-    ``Sub_inv``, ``resid_cov``) are built on first access, for the code that applies them.
+    these vectors and scalars. The matrices (``W = S = I``, ``Sub = Γ = Sub_n``, ``Sub_inv =
+    Sub_n⁺``, ``resid_cov = K``) are :mod:`structured matrices <dpmatrix.linalg.structured>`:
+    they are applied in O(n) per fibre wherever the dense ones were (``kron_apply`` factors,
+    ``M @ x``, ``M.T``) and hold no ``n × n`` array; ``numpy.asarray`` expands one on request.
     """
 
     construction = "centred"
@@ -390,28 +393,28 @@ class IdentityBasis:
         return self.n
 
     @cached_property
-    def W(self) -> np.ndarray:
-        return _ro(np.eye(self.n))
+    def W(self) -> Identity:
+        return Identity(self.n)
 
     @cached_property
-    def S(self) -> np.ndarray:
+    def S(self) -> Identity:
         return self.W
 
     @cached_property
-    def Sub(self) -> np.ndarray:
-        return _ro(subtraction_matrix(self.n))
+    def Sub(self) -> Subtraction:
+        return Subtraction(self.n)
 
     @cached_property
-    def Gamma(self) -> np.ndarray:
+    def Gamma(self) -> Subtraction:
         return self.Sub
 
     @cached_property
-    def Sub_inv(self) -> np.ndarray:
-        return _ro(subtraction_pinv(self.n) if self.n > 1 else np.zeros((1, 0)))
+    def Sub_inv(self) -> SubtractionPinv:
+        return SubtractionPinv(self.n)
 
     @cached_property
-    def resid_cov(self) -> np.ndarray:
-        return _ro(np.eye(self.n) - 1.0 / self.n)
+    def resid_cov(self) -> Centring:
+        return Centring(self.n)
 
     def __repr__(self) -> str:
         return f"IdentityBasis(n={self.n})"

@@ -69,6 +69,7 @@ import numpy as np
 
 from ..errors import BudgetError, SamplerArgumentError
 from ..linalg.kron import kron_apply
+from ..linalg.structured import Identity, IntegerCentring
 from .samplers import RandomSource, sample_discrete_gaussian
 
 __all__ = [
@@ -108,6 +109,11 @@ class LatticeQuery:
     ----------
     factors : the float matrices ``C_i`` (``r_i × n_i``), exactly the query answered.
     ints, exps : ``C_i = ints[i] · 2^-exps[i]`` exactly (object arrays of Python ints).
+
+    A factor may be the structured :class:`~dpmatrix.linalg.structured.IntegerCentring`
+    ``n I − 11ᵀ`` of a plain attribute (ResidualPlanner's integer query): it is its own integer
+    form (exponent 0), applied exactly in O(n) per fibre, and its column norms, supports and
+    rows are closed forms — no ``n × n`` array.
     """
 
     factors: tuple[np.ndarray, ...]
@@ -117,14 +123,17 @@ class LatticeQuery:
     @classmethod
     def of(cls, factors) -> LatticeQuery:
         """The lattice query of float factors ``C_i`` (copied, read-only)."""
-        fs = []
+        fs: list = []
         for f in factors:
+            if isinstance(f, IntegerCentring):
+                fs.append(f)
+                continue
             a = np.array(f, dtype=float)
             if a.ndim != 2:
                 raise SamplerArgumentError(f"lattice query factors must be matrices, got shape {a.shape}")
             a.setflags(write=False)
             fs.append(a)
-        pairs = [_dyadic(f) for f in fs]
+        pairs = [(f, 0) if isinstance(f, IntegerCentring) else _dyadic(f) for f in fs]
         return cls(tuple(fs), tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
 
     @property
@@ -147,6 +156,9 @@ class LatticeQuery:
         ``CᵀC`` is the product of the factors' largest diagonals)."""
         out = Fraction(1)
         for K, e in zip(self.ints, self.exps):
+            if isinstance(K, IntegerCentring):
+                out *= Fraction(K.max_column_norm_squared(), 1 << (2 * e))
+                continue
             cols = [sum(int(v) * int(v) for v in K[:, c]) for c in range(K.shape[1])]
             out *= Fraction(max(cols, default=0), 1 << (2 * e))
         return out
@@ -154,7 +166,8 @@ class LatticeQuery:
     @cached_property
     def max_support(self) -> int:
         """``m = max_c nnz(C e_c) = Π_i max_c nnz(C_i e_c)``: outputs one record can change."""
-        return math.prod(int(np.max(np.count_nonzero(f, axis=0), initial=0)) for f in self.factors)
+        return math.prod(f.max_column_support() if isinstance(f, IntegerCentring)
+                         else int(np.max(np.count_nonzero(f, axis=0), initial=0)) for f in self.factors)
 
 
 def _sqrt_up(q: Fraction, bits: int = 80) -> Fraction:
@@ -295,7 +308,7 @@ def _exact_coordinates(query: LatticeQuery, x: np.ndarray, idx: np.ndarray) -> l
     for row in idx:
         t = xo
         for K, r in zip(query.ints, row):
-            t = np.tensordot(K[int(r)], t, axes=(0, 0))
+            t = np.tensordot(K.row(int(r)) if isinstance(K, IntegerCentring) else K[int(r)], t, axes=(0, 0))
         out.append(int(t))
     return out
 
@@ -334,17 +347,33 @@ def snap(query: LatticeQuery, x: np.ndarray, f: int) -> np.ndarray:
         raise SamplerArgumentError("the lattice mechanism needs an integer table")
     e = sum(query.exps)
     if query.is_integer and f == 0 and np.all(np.abs(x) < 2**31) and all(
-            np.all(np.abs(K.astype(float)) < 2**20) for K in query.ints):
+            _max_abs_entry(K) < 2**20 for K in query.ints):
         # integer query small enough for exact int64 arithmetic (bounded below 2^62)
-        bound = float(np.max(np.abs(x), initial=0)) * math.prod(
-            float(np.max(np.sum(np.abs(K.astype(float)), axis=1), initial=0)) for K in query.ints)
+        bound = float(np.max(np.abs(x), initial=0)) * math.prod(_max_row_abs_sum(K) for K in query.ints)
         if bound < 2.0**62:
-            return kron_apply(tuple(K.astype(np.int64) for K in query.ints), x.astype(np.int64))
+            return kron_apply(tuple(K if isinstance(K, IntegerCentring) else K.astype(np.int64) for K in query.ints),
+                              x.astype(np.int64))
     if np.max(np.abs(x), initial=0) >= 2**53:
         return _as_int64_if_fits(snap_exact(query, x, f))
-    xf = x.astype(float)
-    y = kron_apply(query.factors, xf) * 2.0**f
-    absb = kron_apply(tuple(np.abs(c) for c in query.factors), np.abs(xf)) * 2.0**f
+    structured = [isinstance(c, IntegerCentring) for c in query.factors]
+    if any(structured):
+        # the integer factors first, exactly (Python integers): C x = C_dense (C_int x) with
+        # C_int x an exact integer table, and |C_dense| |C_int x| <= |C_dense| (|C_int| |x|), so
+        # the bound below (computed over every axis: larger than the dense axes' alone) holds
+        xo = np.asarray(x).astype(object)
+        xi = kron_apply(tuple(c if s else Identity(c.shape[1]) for c, s in zip(query.factors, structured)), xo)
+        ai = kron_apply(tuple(c.abs() if s else Identity(c.shape[1]) for c, s in zip(query.factors, structured)),
+                        np.abs(xo))
+        if np.max(ai, initial=0) >= 2**53:
+            return _as_int64_if_fits(snap_exact(query, x, f))
+        rest = tuple(Identity(c.shape[0]) if s else c for c, s in zip(query.factors, structured))
+        y = kron_apply(rest, xi.astype(float)) * 2.0**f
+        absb = kron_apply(tuple(Identity(c.shape[0]) if s else np.abs(c) for c, s in zip(query.factors, structured)),
+                          ai.astype(float)) * 2.0**f
+    else:
+        xf = x.astype(float)
+        y = kron_apply(query.factors, xf) * 2.0**f
+        absb = kron_apply(tuple(np.abs(c) for c in query.factors), np.abs(xf)) * 2.0**f
     g = 1.0
     for n in query.shape:
         g *= 1.0 + n * _U / (1.0 - n * _U)
@@ -366,6 +395,20 @@ def snap(query: LatticeQuery, x: np.ndarray, f: int) -> np.ndarray:
         for row, v in zip(bad, vals):
             out[tuple(row)] = _round_exact(v, e, f)
     return _as_int64_if_fits(out)
+
+
+def _max_abs_entry(K) -> float:
+    """Largest absolute entry of an integer factor."""
+    if isinstance(K, IntegerCentring):
+        return float(K.max_abs_entry())
+    return float(np.max(np.abs(K.astype(float)), initial=0))
+
+
+def _max_row_abs_sum(K) -> float:
+    """Largest absolute row sum of an integer factor (``‖K‖_∞``)."""
+    if isinstance(K, IntegerCentring):
+        return float(K.max_row_abs_sum())
+    return float(np.max(np.sum(np.abs(K.astype(float)), axis=1), initial=0))
 
 
 def _as_int64_if_fits(a: np.ndarray) -> np.ndarray:

@@ -45,48 +45,25 @@ __all__ = ["ResidualMechanism", "apply_pinv", "apply_sub"]
 
 
 def apply_pinv(bases: tuple[AttributeBasis, ...], omega: np.ndarray) -> np.ndarray:
-    """``r = (⊗ G_i) ω`` (``G_i = Sub_i⁺`` for Algorithm 4) over the trailing axes of ``omega`` (leading axes are a batch).
+    """``r = (⊗ G_i) ω`` (``G_i = Sub_i⁺`` for Algorithm 4) over the trailing axes of ``omega``
+    (leading axes are a batch: every tensor of a batch is transformed exactly as it would be alone).
 
-    For ResidualPlanner's identity bases ``Sub_n⁺ = (1/n) [1ᵀ; 11ᵀ − n I]`` is applied in closed
-    form, ``r_0 = s/n``, ``r_{i+1} = (s − n ω_i)/n`` with ``s = Σ ω`` along the axis — O(n)
-    per fibre instead of the O(n²) product; other bases use :func:`kron_apply`'s product.
-    Every tensor of a batch is transformed exactly as it would be alone. (Bases other than the
-    identity — ResidualPlanner+ strategies — use :func:`kron_apply` on all factors.)"""
-    out = np.asarray(omega, dtype=float)
-    if not all(b.is_identity for b in bases):
-        return kron_apply(tuple(b.Sub_inv for b in bases), out)
-    lead = out.ndim - len(bases)
-    for i, b in enumerate(bases):
-        ax = lead + i
-        if b.n > 1:
-            n = float(b.n)
-            shape = out.shape
-            res = np.empty(shape[:ax] + (b.n,) + shape[ax + 1 :])
-            head = (slice(None),) * ax
-            np.sum(out, axis=ax, keepdims=True, out=res[head + (slice(0, 1),)])
-            tail = res[head + (slice(1, None),)]
-            np.multiply(out, -n, out=tail)
-            tail += res[head + (slice(0, 1),)]
-            res /= n
-            out = res
-        else:  # n = 1: an empty residual, Sub⁺ is the 1 × 0 zero matrix
-            out = np.zeros(out.shape[:ax] + (1,) + out.shape[ax + 1 :])
-    return out
+    ResidualPlanner's identity bases hold ``Sub_n⁺ = (1/n) [1ᵀ; 11ᵀ − n I]`` as a structured
+    matrix, applied in closed form, ``r_0 = s/n``, ``r_{i+1} = (s − n ω_i)/n`` with ``s = Σ ω``
+    along the axis — O(n) per fibre instead of the O(n²) product
+    (:class:`~dpmatrix.linalg.structured.SubtractionPinv`); ResidualPlanner+ strategies' factors
+    are dense products (:func:`~dpmatrix.linalg.kron.kron_apply`)."""
+    return kron_apply(tuple(b.Sub_inv for b in bases), np.asarray(omega, dtype=float))
 
 
 def apply_sub(bases: tuple[AttributeBasis, ...], tensor: np.ndarray, factor: str = "Sub") -> np.ndarray:
     """``(⊗ Sub_i) v`` (``factor="Sub"``) or ``(⊗ Γ_i) z`` (``"Gamma"``) over the trailing axes.
 
     ResidualPlanner's ``Sub_n = Γ = [1 | −I]`` is applied as ``v_0 − v_{i+1}`` along the axis
-    (O(n) instead of O(n²); the same numbers as the product, whose terms are exact ±v or 0)."""
-    out = np.asarray(tensor, dtype=float)
-    if not all(b.is_identity for b in bases):
-        return kron_apply(tuple(getattr(b, factor) for b in bases), out)
-    lead = out.ndim - len(bases)
-    for i in range(len(bases)):
-        head = (slice(None),) * (lead + i)
-        out = np.subtract(out[head + (slice(0, 1),)], out[head + (slice(1, None),)])
-    return out
+    (:class:`~dpmatrix.linalg.structured.Subtraction`: O(n) instead of O(n²); the same numbers as
+    the product, whose terms are exact ±v or 0)."""
+    mats = tuple(b.Sub if factor == "Sub" else b.Gamma for b in bases)
+    return kron_apply(mats, np.asarray(tensor, dtype=float))
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,8 +104,8 @@ class ResidualMechanism:
     def measure(self, marginal: np.ndarray, z: np.ndarray) -> np.ndarray:
         """``ω = H₁ v + σ H₂ z`` (Algorithm 1 / 5) for a marginal table ``v`` and standard noise
         ``z`` of shape :attr:`noise_shape`. Returns the noisy outputs, shape :attr:`output_shape`."""
-        signal = kron_apply(tuple(b.Sub for b in self.bases), np.asarray(marginal, dtype=float))
-        noise = kron_apply(tuple(b.Gamma for b in self.bases), z)
+        signal = apply_sub(self.bases, marginal, "Sub")
+        noise = apply_sub(self.bases, z, "Gamma")
         return signal + math.sqrt(self.sigma2) * noise
 
     def residual(self, omega: np.ndarray) -> np.ndarray:

@@ -20,6 +20,17 @@ T = TypeVar("T", bound=type)
 _FORMATS: dict[str, type] = {}
 _DEFAULT: list[type] = []
 
+#: the module that defines each built-in format's class, imported when a plan of that format is
+#: read: reading a release loads its own planner's module only, not every planner and solver
+_MODULES: dict[str, str] = {
+    "dpmatrix.plan/1": "dpmatrix.planners.residual.plan",
+    "dpmatrix.qsplan/1": "dpmatrix.planners.querysmasher.plan",
+    "dpmatrix.explicit_plan/1": "dpmatrix.planners.explicit.plan",
+    "dpmatrix.pureplan/1": "dpmatrix.planners.pure.plan",
+    "dpmatrix.pure_levels_plan/1": "dpmatrix.planners.pure.hierarchical",
+    "dpmatrix.pure_matrix_plan/1": "dpmatrix.planners.pure.matrix_strategy",
+}
+
 
 def plan_format(name: str, *, default: bool = False) -> Callable[[T], T]:
     """Class decorator: ``cls`` reads plan descriptions whose ``"format"`` is ``name``.
@@ -50,9 +61,16 @@ def plan_format(name: str, *, default: bool = False) -> Callable[[T], T]:
 
 
 def plan_class(fmt: object) -> type:
-    """The class that reads plan format ``fmt`` (the default class for an unknown one)."""
+    """The class that reads plan format ``fmt`` (the default class for an unknown one); a
+    built-in format's module is imported on first use."""
+    import importlib
+
+    if isinstance(fmt, str) and fmt not in _FORMATS and fmt in _MODULES:
+        importlib.import_module(_MODULES[fmt])
     if isinstance(fmt, str) and fmt in _FORMATS:
         return _FORMATS[fmt]
+    if not _DEFAULT:
+        importlib.import_module(_MODULES["dpmatrix.plan/1"])
     if not _DEFAULT:
         raise PlanError(f"no plan class reads format {fmt!r}")
     return _DEFAULT[0]

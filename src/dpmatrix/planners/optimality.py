@@ -31,15 +31,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import WorkloadError
 from ..linalg.marginal_map import marginal_map
 from ..queries import QueryWorkload
-from ..solvers.svd_bound import SVDBound, svd_bound
 from ..workload import Workload
+
+if TYPE_CHECKING:
+    from ..solvers.svd_bound import SVDBound  # SciPy's spectra: imported where a bound is computed
 
 __all__ = ["DENSE_EXACT_CELLS", "Optimality", "as_query_workload", "dense_queries", "optimality",
            "workload_attrs"]
@@ -85,6 +87,8 @@ def dense_queries(workload, attrs: tuple[int, ...]) -> np.ndarray:
 def exact_bound(workload, pcost: float) -> SVDBound:
     """:func:`svd_bound`, made exact by the dense computation when it is not and the marginal on
     the workload's attributes has at most :data:`DENSE_EXACT_CELLS` cells."""
+    from ..solvers.svd_bound import svd_bound
+
     svd = svd_bound(workload, pcost=pcost)
     if svd.exact:
         return svd

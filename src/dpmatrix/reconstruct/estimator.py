@@ -60,6 +60,24 @@ class Estimator(ABC):
         flat = q.reshape(-1)
         return est, float(flat @ self.covariance(key) @ flat)
 
+    def grouped_queries(self, key: AttrSet, by: tuple[int, ...], shape: tuple[int, ...],
+                        w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Estimates and exact variances of the queries ``e_g ⊗ w``, one per cell ``g`` of the
+        axes ``by`` (positions within ``key``, ascending) of the table on ``key`` (``shape``);
+        ``w`` weights the other axes (in ``key`` order). Returns two arrays shaped like the
+        ``by`` axes. By default one :meth:`query_vector` per group."""
+        by_shape = tuple(shape[j] for j in by)
+        est, var = np.empty(by_shape), np.empty(by_shape)
+        rest = [j for j in range(len(shape)) if j not in by]
+        for g in np.ndindex(*by_shape):
+            q = np.zeros(shape)
+            index: list = [slice(None)] * len(shape)
+            for j, c in zip(by, g):
+                index[j] = c
+            q[tuple(index)] = w if rest else 1.0
+            est[g], var[g] = self.query_vector(key, q)
+        return est, var
+
     @abstractmethod
     def entries(self) -> Iterator[int]:
         """Indices of the workload entries that have answers (for ``iter_marginals``)."""

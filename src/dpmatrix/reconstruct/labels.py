@@ -9,8 +9,9 @@ from ..domain import fmt_edge
 __all__ = ["cell_labels", "query_labels"]
 
 
-def query_labels(attr, key: str, W: np.ndarray) -> list[str]:
-    """Display label of each row of an attribute's query matrix."""
+def query_labels(attr, key: str, W: np.ndarray | None) -> list[str]:
+    """Display label of each row of an attribute's query matrix (cells, ``key == "identity"``:
+    the value labels; ``W`` is not read and may be ``None``)."""
     lab = [attr.label(c) for c in range(attr.size)]
     if key == "identity":
         return lab

@@ -168,13 +168,20 @@ def query_vectors(domain, where: Where | None = None, by: Sequence[str] | str | 
 
     queries, groups = [], []
     for combo in itertools.product(*[range(domain.sizes[a]) for a in by_key]):
-        g = {a: np.eye(domain.sizes[a])[c] for a, c in zip(by_key, combo)}
+        g = {a: _one_hot(domain.sizes[a], c) for a, c in zip(by_key, combo)}
         q = side(sides[0], g)
         if contrast is not None:
             q = q - side(sides[1], g)
         queries.append(q)
         groups.append(tuple(_group_label(domain.attributes[a], c) for a, c in zip(by_key, combo)))
     return _sum_out(key, np.array(queries), by_key) + (groups,)
+
+
+def _one_hot(n: int, c: int) -> np.ndarray:
+    """The indicator of value ``c`` among ``n`` (a row of the identity, without building it)."""
+    e = np.zeros(n)
+    e[c] = 1.0
+    return e
 
 
 def _group_label(attr, code: int):
@@ -203,6 +210,17 @@ class GroupedAnswer:
     by: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...]
     answers: tuple
+
+    def columns(self):
+        """The columns of :meth:`to_frame` as ``(columns, kinds, values)`` lists, without pandas
+        (group labels as text, the statistics as floats; :mod:`dpmatrix.table_text`)."""
+        stats = ("estimate", "variance", "std", "lower", "upper", "level")
+        groups = tuple([g[i] for g in self.groups] for i in range(len(self.by)))
+        # a coded attribute's groups are integers (an integer column), a labelled one's text
+        kinds = tuple("int" if all(isinstance(v, (int, np.integer)) for v in col) else "text" for col in groups)
+        values = tuple(col if k == "int" else [str(v) for v in col] for col, k in zip(groups, kinds))
+        values += tuple([float(getattr(a, c)) for a in self.answers] for c in stats)
+        return tuple(self.by) + stats, kinds + ("float",) * len(stats), values
 
     def to_frame(self):
         """Tidy table: the ``by`` columns, then ``estimate, variance, std, lower, upper, level``."""
@@ -247,6 +265,9 @@ def count(meas, where: Where | None = None, *, by=None, contrast=None, level: fl
     [2.0, 2.0]
     """
     dom = meas.plan.domain
+    grouped = _grouped(meas, where, by, contrast, level)
+    if grouped is not None:
+        return grouped
     key, queries, groups = query_vectors(dom, where, by, contrast)
     answers = []
     for q in queries:
@@ -263,6 +284,38 @@ def count(meas, where: Where | None = None, *, by=None, contrast=None, level: fl
         return answers[0]
     by_names = dom.names_of(dom.resolve([by] if isinstance(by, str) else list(by)))
     return GroupedAnswer(tuple(by_names), tuple(groups), tuple(answers))
+
+
+def _grouped(meas, where, by, contrast, level: float):
+    """``count(..., by=...)`` when no condition names a ``by`` attribute: every group's query is
+    ``e_g ⊗ w`` with one ``w`` on the other attributes, answered for all groups at once by the
+    estimator (:meth:`~dpmatrix.reconstruct.estimator.Estimator.grouped_queries`: O(cells) for
+    plain plans instead of one query vector per group). ``None`` when a condition constrains a
+    ``by`` attribute (the general path builds one query per group)."""
+    if by is None:
+        return None
+    dom = meas.plan.domain
+    by_key = dom.resolve([by] if isinstance(by, str) else list(by))
+    named = set(dom.resolve(list(dict(where or {})))) if where else set()
+    for side in contrast or ():
+        named |= set(dom.resolve(list(dict(side)))) if side else set()
+    if named & set(by_key):
+        return None
+    rest_key, ws, _ = query_vectors(dom, where, None, contrast)
+    key = tuple(sorted(set(rest_key) | set(by_key)))
+    by_pos = tuple(key.index(a) for a in by_key)  # ascending: by_key is in domain order
+    shape = tuple(dom.sizes[a] for a in key)
+    try:
+        answers = meas.grouped_answers(key, by_pos, shape, np.asarray(ws[0], dtype=float), level)
+    except NotMeasuredError as exc:
+        raise NotMeasuredError(
+            f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
+            f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
+            "of the workload's closure answers), or plan a workload that contains this marginal"
+        ) from None
+    groups = [tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo))
+              for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key])]
+    return GroupedAnswer(tuple(dom.names_of(by_key)), tuple(groups), tuple(answers))
 
 
 def naive_cell_sum_variance(meas, key, q: np.ndarray) -> float:

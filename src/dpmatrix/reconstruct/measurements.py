@@ -237,6 +237,18 @@ class Measurements:
         df.attrs["marginal"] = e.attributes
         return df
 
+    def answer_columns(self, attrs: Iterable[str | int] | str, level: float = 0.95):
+        """The table :meth:`answer` gives, as ``(columns, kinds, values)`` lists without pandas
+        (:func:`frame_columns`; printed by :mod:`dpmatrix.table_text`)."""
+        e = self._estimator.entry(self._estimator.entry_of(self._key(attrs)))
+        return frame_columns(e.names, e.labels, e.estimate, e.variance, level)
+
+    def marginal_columns(self, attrs: Iterable[str | int] | str, level: float = 0.95):
+        """The table :meth:`marginal` gives, as ``(columns, kinds, values)`` lists without pandas."""
+        key = self._key(attrs)
+        dom = self.plan.domain
+        return frame_columns(dom.names_of(key), cell_labels(dom, key), self.estimate(key), self.variance(key), level)
+
     def query_vector(self, attrs: Iterable[str | int] | str, q: np.ndarray) -> QueryAnswer:
         """Estimate and exact variance of the linear query ``q · x_M`` over the cells of the
         marginal on ``attrs`` (``q`` shaped like the table, or flat in C order)."""
@@ -251,6 +263,16 @@ class Measurements:
             )
         q = q.reshape(shape)
         return QueryAnswer(*self._estimator.query_vector(key, q))
+
+    def grouped_answers(self, key: AttrSet, by: tuple[int, ...], shape: tuple[int, ...], w: np.ndarray,
+                        level: float = 0.95) -> list[QueryAnswer]:
+        """Answers to the queries ``e_g ⊗ w`` over the table on ``key`` (``shape``), one per cell
+        ``g`` of the axes ``by`` (ascending positions within ``key``), in C order of those axes;
+        ``w`` weights the other axes. All groups at once (the estimator's
+        :meth:`~dpmatrix.reconstruct.estimator.Estimator.grouped_queries`)."""
+        _z(level)
+        est, var = self._estimator.grouped_queries(tuple(key), tuple(by), tuple(shape), np.asarray(w, dtype=float))
+        return [QueryAnswer(float(e), float(v), level) for e, v in zip(np.ravel(est), np.ravel(var))]
 
     def query(self, spec: Mapping[str, object], level: float = 0.95) -> QueryAnswer:
         """One counting query given per attribute; unnamed attributes are summed over.
@@ -543,6 +565,34 @@ def marginal_columns(domain, key: AttrSet, estimate: np.ndarray, variance: np.nd
     est = estimate.reshape(-1)
     var = np.broadcast_to(variance, shape).reshape(-1)
     std = np.sqrt(var)
+    for name, col in zip(_STATS, (est, var, std, est - z * std, est + z * std)):
+        columns.append(name)
+        kinds.append("float")
+        values.append(col.tolist())
+    return tuple(columns), tuple(kinds), tuple(values)
+
+
+def frame_columns(names, labels, estimate: np.ndarray, variance: np.ndarray, level: float):
+    """The columns :func:`_frame` puts in a DataFrame, as plain lists (no pandas): ``(columns,
+    kinds, values)`` for :mod:`dpmatrix.table_text`; an axis with labels is ``"text"``, one
+    without is ``"int"`` codes, the statistics are ``"float"``."""
+    z = _z(level)
+    shape = estimate.shape
+    grids = np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=int)
+    columns, kinds, values = [], [], []
+    for axis, name in enumerate(names):
+        codes = grids[axis].tolist()
+        lab = labels[axis]
+        columns.append(name)
+        if lab is None:
+            kinds.append("int")
+            values.append(codes)
+        else:
+            shown = [str(x) for x in lab]
+            kinds.append("text")
+            values.append([shown[c] for c in codes])
+    est = estimate.reshape(-1)
+    std = np.sqrt(var := np.broadcast_to(variance, shape).reshape(-1))
     for name, col in zip(_STATS, (est, var, std, est - z * std, est + z * std)):
         columns.append(name)
         kinds.append("float")

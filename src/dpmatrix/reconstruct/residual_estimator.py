@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import NotMeasuredError
 from ..linalg.kron import kron_apply
+from ..linalg.structured import Identity
 from .broadcast import plain_estimate, plain_variance
 from .estimator import EntryAnswer, Estimator
 from .labels import cell_labels, query_labels
@@ -110,6 +111,33 @@ class ResidualEstimator(Estimator):
                 variance += s2 * float(qa) ** 2
         return estimate, variance
 
+    def grouped_queries(self, key: AttrSet, by: tuple[int, ...], shape: tuple[int, ...],
+                        w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For plain plans in O(cells): the estimates are ``x̂_key`` contracted with ``w`` along
+        the other axes; the variance of ``q_g = e_g ⊗ w`` is (Theorem 4.4 applied to ``q_g``)
+        ``Σ_{A⊆key} σ²_A s_A ⊗_{j∈by} (d_in_j if j ∈ A else d_out_j)`` with
+        ``s_A = w_Aᵀ (⊗_{i∈A∖by} K_i) w_A``, ``w_A`` the mean of ``w`` over its axes outside
+        ``A`` and ``K = I − 11ᵀ/n`` — one number per residual set, not one query per group."""
+        if not self._is_plain:
+            return super().grouped_queries(key, by, shape, w)
+        plan = self.plan
+        rest = [j for j in range(len(key)) if j not in by]
+        x = self.estimate(key)
+        est = np.tensordot(x, w, axes=(rest, list(range(len(rest))))) if rest else x
+        var = np.zeros(tuple(shape[j] for j in by))
+        for sub, s2 in plan._subset_terms(key):
+            out_axes = tuple(i for i, j in enumerate(rest) if key[j] not in sub)
+            wa = w.sum(axis=out_axes) / float(np.prod([w.shape[i] for i in out_axes])) if out_axes else w
+            kept = tuple(plan.bases[key[j]] for j in rest if key[j] in sub)
+            s_a = float(np.sum(wa * kron_apply(tuple(b.resid_cov for b in kept), wa))) if kept else float(wa) ** 2
+            term = np.array(1.0)
+            for j in by:
+                b = plan.cell_basis(key[j])
+                term = np.multiply.outer(term, b.diag_in if key[j] in sub else b.diag_out)
+            coef = s_a * term
+            var = var + (s2 * coef if np.isfinite(s2) else np.where(coef > 0, np.inf, 0.0))
+        return est, var
+
     # -- workload entries ----------------------------------------------------------------------
     def entries(self) -> Iterator[int]:
         """Workload marginals whose residuals were all measured (a zero-weight marginal's may not be)."""
@@ -129,7 +157,8 @@ class ResidualEstimator(Estimator):
             labels = cell_labels(dom, key)
             return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
         cells = self.combine(key)
-        mats = tuple(wk.query_matrix(a, t) for a, t in zip(key, types))
+        # a plain attribute's queries are its cells: the structured identity, never expanded
+        mats = tuple(Identity(dom.sizes[a]) if t == "identity" else wk.query_matrix(a, t) for a, t in zip(key, types))
         est = kron_apply(mats, cells) if key else cells
         labels = [query_labels(dom.attributes[a], t, M) for a, t, M in zip(key, types, mats)]
         return EntryAnswer(names, names, labels, est, self.plan.query_variance(key))

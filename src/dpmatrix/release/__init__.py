@@ -101,6 +101,7 @@ from ._reader import (
     _open_measurements,
     _plain_columns,
     load_release,
+    read_checked_manifest,
     read_saved_table,
 )
 from ._writer import (
@@ -135,6 +136,7 @@ __all__ = [
     "SavedTable",
     "load_release",
     "output_lock",
+    "read_checked_manifest",
     "read_saved_table",
     "recover_output",
     "write_release",

@@ -40,6 +40,6 @@ def table_v1(rel: Release, key: AttrSet, e: dict, format: str) -> pd.DataFrame:
         if t == "identity" and attr.labels is None and attr.bins is None:
             continue  # plain integer codes
         # the row labels of this attribute's queries (cells: value labels), in order
-        cats = query_labels(attr, t, wk.query_matrix(a, t))
+        cats = query_labels(attr, t, None if t == "identity" else wk.query_matrix(a, t))
         df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
     return df

@@ -358,10 +358,14 @@ def _checked_plan(manifest: dict, folder: Path):
 
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
-        if "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
+        if "plan" in manifest and "targets" in manifest["plan"]:  # with its target report
             from ..planners.dispatch import plan_from_dict  # every planner: imported only here
 
             plan = plan_from_dict(manifest["plan"])
+        elif "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
+            from ..planners.base import PlanBase  # the plan's own planner module only
+
+            plan = PlanBase.from_dict(manifest["plan"])
         else:
             plan = _residual_plan(manifest)
     except KeyError as exc:

@@ -86,7 +86,7 @@ def _read_mechanism_outputs(path: Path, plan, noise: str, digest: str | None) ->
                 f"{path.name} was modified after the release was written (SHA-256 mismatch); "
                 "refusing to use it (--no-verify / verify=False skips the check)"
             )
-        t = pq.read_table(str(path)).to_pydict()
+        t = pq.ParquetFile(str(path)).read().to_pydict()  # read_table (datasets) imports pandas
     except (OSError, pa.lib.ArrowException, KeyError) as exc:
         raise ReleaseError(f"cannot read the measurements {str(path)!r}: {exc}") from None
     _, mechs = plan.mechanisms(noise=noise)

@@ -207,7 +207,7 @@ class Release:
             attr = self.domain.attributes[a]
             if pa.types.is_integer(t.schema.field(attr.name).type):
                 continue
-            cats = query_labels(attr, qt, wk.query_matrix(a, qt))
+            cats = query_labels(attr, qt, None if qt == "identity" else wk.query_matrix(a, qt))
             df[attr.name] = pd.Categorical(df[attr.name].astype(str), categories=cats)
         return df
 
@@ -232,6 +232,19 @@ class Release:
             except DPMatrixError:  # no entry on exactly these attributes: their cells, if answerable
                 return self.measurements.marginal(key, lv)
         return self.measurements.marginal(key, lv)
+
+    def marginal_columns(self, attrs: Iterable[str] | str, level: float | None = None):
+        """The table :meth:`marginal` gives, as ``(columns, kinds, values)`` lists built without
+        pandas (what ``dpmatrix query`` prints through :mod:`dpmatrix.table_text`)."""
+        key = self.domain.resolve(attrs)
+        lv = self.level if level is None else float(level)
+        meas = self.measurements
+        if not isinstance(self.plan, HasClosure):  # as marginal(): the workload entry's answers first
+            try:
+                return meas.answer_columns(key, lv)
+            except DPMatrixError:
+                pass
+        return meas.marginal_columns(key, lv)
 
     def count(self, where=None, *, by=None, contrast=None, level: float | None = None):
         """A count, range, sum or difference of counts from the saved measurements, with the
@@ -400,6 +413,30 @@ class SavedTable:
         return pd.DataFrame(
             {c: pd.Series(v, dtype=dtypes[k]) for c, k, v in zip(self.columns, self.kinds, self.values)}
         )
+
+
+def read_checked_manifest(folder: str | Path, *, verify: bool = True) -> dict:
+    """A release's manifest with the checks :func:`read_saved_table` makes (the manifest's own
+    digest; without digests, the stated privacy against the plan's noise scales), without
+    building the plan when the digests vouch for it: what listing a release needs.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The release folder.
+    verify : bool, default True
+        Check the SHA-256 digests (``False``: the plan is built and its privacy checked).
+
+    Returns
+    -------
+    dict
+        The parsed ``manifest.json``.
+    """
+    folder = _existing_folder(Path(folder))
+    manifest = _read_manifest(folder, verify)
+    if not (verify and isinstance(manifest.get("files"), dict)):
+        _checked_plan(manifest, folder)
+    return manifest
 
 
 def read_saved_table(

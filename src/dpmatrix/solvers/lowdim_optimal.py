@@ -75,7 +75,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
 
 from ..errors import PlanError, WorkloadError
 from .cache import LRUCache, array_digest
@@ -349,6 +348,8 @@ def _solve_dual(H: np.ndarray, tol: float, max_iter: int) -> tuple[_Dual, float,
 
     ``max_iter`` caps the number of dual evaluations (one r × r eigendecomposition each).
     """
+    from scipy.optimize import Bounds, minimize  # the numerical solve only (closed forms need none)
+
     N, r = H.shape
     # Normalize so that the optimal scaling of the uniform start has entries ≈ 1.
     u = np.full(N, 1.0 / N)

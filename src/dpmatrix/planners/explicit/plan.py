@@ -23,11 +23,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import scipy.linalg as sla
 
 from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError, WorkloadError
@@ -41,6 +39,9 @@ from ..formats import plan_format
 from ..optimality import as_query_workload as _as_query_workload
 from ..optimality import workload_attrs
 from .measurement import ExplicitEstimator, explicit_mechanisms
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: reading a plan needs none
 
 __all__ = ["ExplicitStrategyPlan", "MAX_CELLS", "explicit_plan", "workload_attrs"]
 
@@ -127,7 +128,9 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     @cached_property
     def _eig(self) -> tuple[np.ndarray, np.ndarray]:
         """``(V, λ)``: orthonormal basis of the row space of ``A`` and the eigenvalues of ``AᵀA``."""
-        lam, V = sla.eigh(self.strategy.T @ self.strategy, driver="evd")
+        # LAPACK's divide-and-conquer syevd, as scipy.linalg.eigh(driver="evd"): the same
+        # numbers, without importing SciPy to read a saved plan
+        lam, V = np.linalg.eigh(self.strategy.T @ self.strategy)
         keep = lam > _EIG_TOL * max(float(lam[-1]), 1e-300)
         return V[:, keep], lam[keep]
 
@@ -216,6 +219,8 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     def table(self) -> pd.DataFrame:
         """One row per workload entry: attributes, queries, weight, total and max variance."""
+        import pandas as pd
+
         rows = []
         for g, v, p in zip(self._groups, self._group_variances, self._positive):
             rows.append({

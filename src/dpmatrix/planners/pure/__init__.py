@@ -27,16 +27,34 @@ Modules (one idea each):
 * :mod:`.units` — the privacy units of a pure plan (ε spent, ρ = ε²/2, no μ).
 """
 
-from ...mechanisms.laplace import (
-    discrete_laplace_variance,
-    round_budgets,
-    sample_discrete_laplace_eps,
-)
-from .gaussian_variant import DatacubeGaussianPlan, plan_datacube_gaussian
-from .groups import StrategyGroup, pairwise_differences
-from .hierarchical import HierarchicalPlan, plan_hierarchical
-from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
-from .plan import PurePlan, plan_pure
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...mechanisms.laplace import discrete_laplace_variance, round_budgets, sample_discrete_laplace_eps
+    from .gaussian_variant import DatacubeGaussianPlan, plan_datacube_gaussian
+    from .groups import StrategyGroup, pairwise_differences
+    from .hierarchical import HierarchicalPlan, plan_hierarchical
+    from .matrix_strategy import MatrixPurePlan, plan_pure_matrix
+    from .plan import PurePlan, plan_pure
+
+# public name -> module defining it, loaded on first use (PEP 562): reading one saved plan
+# loads that plan's module only, not every strategy and its solvers
+_WHERE = {
+    "discrete_laplace_variance": "dpmatrix.mechanisms.laplace",
+    "round_budgets": "dpmatrix.mechanisms.laplace",
+    "sample_discrete_laplace_eps": "dpmatrix.mechanisms.laplace",
+    "DatacubeGaussianPlan": f"{__name__}.gaussian_variant",
+    "plan_datacube_gaussian": f"{__name__}.gaussian_variant",
+    "StrategyGroup": f"{__name__}.groups",
+    "pairwise_differences": f"{__name__}.groups",
+    "HierarchicalPlan": f"{__name__}.hierarchical",
+    "plan_hierarchical": f"{__name__}.hierarchical",
+    "MatrixPurePlan": f"{__name__}.matrix_strategy",
+    "plan_pure_matrix": f"{__name__}.matrix_strategy",
+    "PurePlan": f"{__name__}.plan",
+    "plan_pure": f"{__name__}.plan",
+}
 
 __all__ = [
     "StrategyGroup",
@@ -53,3 +71,9 @@ __all__ = [
     "DatacubeGaussianPlan",
     "plan_datacube_gaussian",
 ]
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

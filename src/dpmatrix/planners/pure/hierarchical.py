@@ -56,10 +56,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError
@@ -72,7 +71,6 @@ from ...workload import Workload
 from ..base import PlanBase
 from ..formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
-from .joint_budgets import JointSumObjective
 from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
 from .levels import (
     KINDS,
@@ -81,6 +79,9 @@ from .levels import (
     with_factor,
 )
 from .units import PureUnits, check_epsilon
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: reading a plan needs none
 
 __all__ = ["HIERARCHICAL_FORMAT", "LEVEL_STRATEGIES", "HierarchicalPlan", "plan_hierarchical"]
 
@@ -267,6 +268,8 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         >>> round(float(t["share"].sum()), 6) <= 1.0
         True
         """
+        import pandas as pd
+
         rows = []
         for j, s in enumerate(self.workload.sets):
             var = self._noise_var(j)
@@ -287,6 +290,8 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
     def marginal_table(self) -> pd.DataFrame:
         """One row per workload marginal: queries, weight, ε spent, total and max variance."""
+        import pandas as pd
+
         rows = []
         for j in range(len(self.workload)):
             v = self._entry_variances[j]
@@ -614,6 +619,8 @@ def plan_hierarchical(
                                                                      workload.domain).items()}
         rows = [[np.asarray(workload.query_matrix(a, k), dtype=float) for a, k in zip(s, workload.types(j))]
                 for j, s in enumerate(workload.sets)]
+        from .joint_budgets import JointSumObjective  # planning only (SciPy's optimizer)
+
         split = JointSumObjective(workload.sets, w, rows, bases, w > 0).minimize(eps_a)
         joint = _with_split(workload, eps, per, split, budgeting, objective, variance_model)
         if joint.total_variance() < plan.total_variance():

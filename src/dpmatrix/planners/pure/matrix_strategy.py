@@ -30,10 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property, reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ...domain import Domain
 from ...errors import NotMeasuredError, PlanError, WorkloadError
@@ -48,6 +47,9 @@ from ..base import PlanBase
 from ..formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
 from .units import PureUnits, check_epsilon
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: reading a plan needs none
 
 __all__ = ["MATRIX_FORMAT", "MatrixPurePlan", "integer_rows", "plan_pure_matrix"]
 
@@ -237,6 +239,8 @@ class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
     def table(self) -> pd.DataFrame:
         """One row per group of rows with one budget: rows, ``ε_r``, noise variance."""
+        import pandas as pd
+
         return pd.DataFrame([{"rows": len(rows), "first_row": rows[0], "epsilon": float(b),
                               "noise_variance": float(discrete_laplace_variance(np.array([float(b)]))[0])}
                              for b, rows in self._row_groups])

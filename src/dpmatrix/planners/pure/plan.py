@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ...domain import Domain
 from ...errors import PlanError
@@ -47,16 +47,12 @@ from ..base import PlanBase
 from ..formats import plan_format
 from . import strategies as _strategies
 from .groups import StrategyGroup
-from .hierarchical import HierarchicalPlan, plan_hierarchical
-from .matrix_strategy import plan_pure_matrix
-from .max_objective import max_variance_budgets
-from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
-from .pidentity_plan import plan_pidentity, single_product
-from .pidentity_union import MAX_CELLS as _UNION_CELLS
-from .pidentity_union import plan_pidentity_union
 from .query_factors import cell_weight, query_forms
 from .subspaces import SubspaceGLS
 from .units import PureUnits, check_epsilon
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: reading a plan needs none
 
 __all__ = ["PurePlan", "plan_pure", "STRATEGIES", "FORMAT", "check_epsilon"]
 
@@ -241,6 +237,8 @@ class PurePlan(PureUnits, PlanBase):
         >>> round(float(t["share"].sum()), 6)
         1.0
         """
+        import pandas as pd
+
         rows = []
         for g, b, v in zip(self.groups, self.budgets, self.noise_variance):
             try:
@@ -429,6 +427,9 @@ def _make(workload, eps, name, budgeting, groups, eta, model, comparison=()):
 
 
 def _plan_one(workload, eps, name, budgeting, model, max_identity_cells, objective="sum") -> PurePlan:
+    from .max_objective import max_variance_budgets  # planning only: its solvers and SciPy
+    from .optimize import candidate_marginals, optimize_marginal_budgets, random_starts_for
+
     sizes = workload.domain.sizes
     sets = [tuple(s) for s in workload.sets]
     w = np.asarray(workload.weights, dtype=float)
@@ -536,6 +537,8 @@ def plan_pure(
     >>> [round(float(b), 4) for b in p.budgets]
     [0.4425, 0.5575]
     """
+    from .matrix_strategy import plan_pure_matrix  # planning only
+
     eps = check_epsilon(epsilon)
     if not isinstance(workload, Workload):
         raise PlanError(f"plan_pure needs a Workload, got {type(workload).__name__}")
@@ -579,6 +582,11 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     GLS cells) and the per-attribute level strategies (hierarchical, haar: a
     :class:`~.hierarchical.HierarchicalPlan`); ``"auto"`` plans them all (and the per-attribute
     best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison."""
+    from .hierarchical import HierarchicalPlan, plan_hierarchical  # planning only: its solvers and SciPy
+    from .pidentity_plan import plan_pidentity, single_product
+    from .pidentity_union import MAX_CELLS as _UNION_CELLS
+    from .pidentity_union import plan_pidentity_union
+
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if strategy in ("hierarchical", "haar"):

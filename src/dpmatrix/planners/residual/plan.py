@@ -22,6 +22,7 @@ from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
 from ...linalg.kron import is_identity
 from ...linalg.sparse import csr_spmv_inf
+from ...linalg.structured import Identity
 from ...mechanisms.basis import AttributeBasis, attribute_basis, construction_name, identity_basis
 from ...mechanisms.residual import ResidualMechanism
 from ...privacy import Budget, PrivacyReport, resolve_pcost
@@ -335,7 +336,7 @@ class Plan(PlanBase, PrivacyReport):
             sigma2[wk.closure.index(domain.resolve(r["attributes"]))] = float(r["sigma2"])
         given = spec.get("strategies", {})
         strategies = tuple(
-            np.asarray(given[n], dtype=float) if n in given else np.eye(size)
+            np.asarray(given[n], dtype=float) if n in given else Identity(size)
             for n, size in zip(domain.names, domain.sizes)
         )
         return cls(wk, sigma2, spec["objective"], strategies,
@@ -475,7 +476,8 @@ def choose_strategies(
     workload: Workload, strategies: Mapping[str, str | np.ndarray] | None, *,
     construction: str = "centred", objective: str = "sum_var",
 ) -> tuple[np.ndarray, ...]:
-    """Strategy ``S_i`` of every attribute: the identity for plain attributes, otherwise
+    """Strategy ``S_i`` of every attribute: the identity for plain attributes (a structured
+    :class:`~dpmatrix.linalg.structured.Identity`, O(1) memory), otherwise
     :func:`~dpmatrix.solvers.strategy1d.strategy_matrix` on the stack of its query matrices (its
     ``"auto"`` depends on the residual construction and the objective)."""
     dom = workload.domain
@@ -486,8 +488,10 @@ def choose_strategies(
     for a, (name, n) in enumerate(zip(dom.names, dom.sizes)):
         types = workload.types_by_attribute[a]
         choice = strategies.get(name)
-        if choice is None and (not types or types == ("identity",)):
-            out.append(np.eye(n))
+        plain_choice = choice is None or (isinstance(choice, str) and choice.lower() in ("auto", "identity"))
+        if plain_choice and (not types or types == ("identity",)) or (
+                isinstance(choice, str) and choice.lower() == "identity"):
+            out.append(Identity(n))  # structured: no n x n array for a plain attribute
             continue
         from ...solvers.strategy1d import strategy_matrix  # its optimizer only when planning
 
