@@ -193,7 +193,7 @@ def linear_measurements(meas) -> tuple[list, float]:
     names = plan.domain.names
     per_attr: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     out = []
-    for mech in plan.mechanisms():
+    for mech in plan.residual_mechanisms():
         if not mech.attrs:
             continue
         whit, query = [], []

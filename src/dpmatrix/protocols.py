@@ -10,6 +10,7 @@ read). Abilities only some plans have are separate, runtime-checkable protocols,
 ===========================  ========================================================================
 capability                   meaning
 ===========================  ========================================================================
+:class:`HasMechanisms`       lists its mechanism records for a sampler (every plan)
 :class:`ListsMechanisms`     lists its linear mechanisms (``mechanisms(noise=...)``) and estimates
                              from their noisy outputs (``estimator(noisy)``)
 :class:`HasClosure`          a downward-closed set of residual mechanisms, one noise scale per
@@ -28,7 +29,7 @@ ask these questions; it imports nothing above :mod:`dpmatrix.privacy`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 __all__ = [
     "HasClosure",
     "HasComparison",
+    "HasMechanisms",
     "HasSecureNoise",
     "HasSubMechanisms",
     "HasMarginalColumns",
@@ -51,10 +53,13 @@ __all__ = [
     "HasResidualColumns",
     "HasTargets",
     "ListsMechanisms",
+    "MechanismKind",
+    "MechanismRecord",
     "PlanFacts",
     "PlanProtocol",
     "PurePrivacy",
     "RemembersBudget",
+    "WrapsPlan",
 ]
 
 
@@ -150,13 +155,58 @@ class PlanProtocol(Protocol):
 
     def measure(self, data: Any, **options: Any) -> Any: ...
 
+    def used_attributes(self) -> tuple[int, ...] | None:
+        """Positions of the attributes the plan measures (the only columns read from the data),
+        or ``None`` when it measures none."""
+
 
 @runtime_checkable
-class ListsMechanisms(Protocol):
-    """A plan measured through its list of linear mechanisms and estimated from their outputs."""
+class MechanismKind(Protocol):
+    """How a group of mechanism records of one kind turns count tables into noisy outputs.
+
+    ``outputs(records, tables, sources, family, rng)`` gets the records (in the plan's order),
+    each one's count table on its ``attrs``, the counted (maximal) attribute set each table was
+    summed from, the noise family object all of them draw from and the caller's ``rng``; it
+    returns one noisy output per record, drawing every noise value through ``family``.
+    """
+
+    def outputs(self, records: Sequence[Any], tables: Sequence[np.ndarray], sources: Sequence[tuple[int, ...]],
+                family: Any, rng: Any) -> list[np.ndarray]: ...
+
+
+@runtime_checkable
+class MechanismRecord(Protocol):
+    """One mechanism of a plan as the measurement runs it: the name of its noisy answer
+    (``key``), the marginal it reads (``attrs``, sorted positions), its noise family's registered
+    name (``family``) and the :class:`MechanismKind` that applies its query and noise."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def attrs(self) -> tuple[int, ...]: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def kind(self) -> MechanismKind: ...
+
+
+@runtime_checkable
+class HasMechanisms(Protocol):
+    """A plan that lists its mechanism records for a sampler: every plan, measured by the one
+    executor (:mod:`dpmatrix.measure.executor`)."""
 
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4) -> Any:
-        """``(plan measured, [LinearMechanism, ...])``: see :mod:`dpmatrix.planners.base`."""
+        """``(plan measured, [MechanismRecord, ...])``: the plan actually measured (re-scored when
+        exact noise rounds its scales) and its records, in the order noise is drawn."""
+
+
+@runtime_checkable
+class ListsMechanisms(HasMechanisms, Protocol):
+    """A plan measured through its list of linear mechanisms and estimated from their outputs
+    by its own estimator."""
 
     def estimator(self, noisy: Mapping[Any, Any]) -> Any:
         """An :class:`~dpmatrix.reconstruct.estimator.Estimator` bound to ``noisy``."""
@@ -262,3 +312,12 @@ class RemembersBudget(Protocol):
     unknown), so a measurement can check that the noise drawn keeps the asked (ε, δ)."""
 
     planned_budget: Budget | None
+
+
+@runtime_checkable
+class WrapsPlan(Protocol):
+    """A plan that adds a capability to another plan by wrapping it (``plan``: the wrapped one),
+    e.g. a plan selected from accuracy targets; everything else is the wrapped plan's."""
+
+    @property
+    def plan(self) -> Any: ...

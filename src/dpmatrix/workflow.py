@@ -587,74 +587,20 @@ def publish(
     >>> led.spent("toy").rho, led.rows()[0]["status"]
     (0.5, 'completed')
     """
-    from .release import _check_formats
-    from .statement import check_delta
-
     say = on_note or (lambda text: None)
-    # 1. options and the plan
-    formats = _check_formats(formats)
-    if isinstance(level, (str, bool)) or not 0 < float(level) < 1:
-        raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
-    pure = _is_pure(plan)
-    if pure:
-        if noise not in (None, "auto", "discrete_laplace"):
-            raise ReleaseError(f"noise {noise!r} is a zCDP option: a pure epsilon-DP plan uses the exact discrete Laplace")
-        noise_arg: str | None = None
-        delta = 0.0
-    else:
-        noise_arg = noise
-        delta = check_delta(delta)
-    if max_cells is not None and (isinstance(max_cells, bool) or int(max_cells) <= 0):
-        raise SizeError(f"max_cells must be a positive integer, got {max_cells!r}")
-    if rng is not None:
-        warnings.warn(
-            "a seeded generator (rng=) makes the noise reproducible by whoever has the seed: this "
-            "release is NOT PRIVATE and every file of it says so; omit rng for the OS's secure source",
-            InsecureRandomnessWarning, stacklevel=2,
-        )  # fmt: skip
-    check_needed_residuals(plan)
-    check_budget_holds(plan, noise_arg, rng)  # the noise drawn keeps the asked (epsilon, delta)
-    check_columns(plan.domain.names)
-    size = estimate_size(plan.workload, formats=len(formats), spill=spill)
-    check_size(size, max_cells)
-    check_memory(size)
-    say(describe_size(size))
-    # 2. the output and the ledger
+    formats, noise_arg, delta, size = _validate(plan, formats=formats, level=level, noise=noise, delta=delta,
+                                                max_cells=max_cells, rng=rng, spill=spill, say=say)
     out_abs = check_output(out, data)
-    if dataset is None:
-        if not isinstance(data, (str, Path)):
-            if ledger is not False:
-                raise LedgerError("give dataset= (the name the spend is charged to) for data that are not a file")
-        else:
-            dataset = dataset_name(str(data))
-    led = _open_ledger(ledger)
-    if led is None:
-        warnings.warn(f"ledger=False: this release is {NOT_IN_LEDGER} (no privacy-budget record)", UserWarning,
-                      stacklevel=2)  # fmt: skip
-    else:
-        if led.created and not isinstance(ledger, Ledger):  # made here, not by the caller
-            warnings.warn(
-                f"created a new, empty privacy-budget ledger {str(led.path)!r}: if this data was released "
-                "before, its spends are in another ledger (check $DPMATRIX_LEDGER, $XDG_DATA_HOME, --ledger)",
-                UserWarning, stacklevel=2,
-            )  # fmt: skip
-        earlier = _existing_anchor(out_abs)
-        if earlier is not None and overwrite:
-            problems = led.verify_anchor(earlier, f"the earlier release in {str(out)!r}")
-            if problems:
-                raise LedgerError(f"{problems[0]}; refusing to charge this release to {str(led.path)!r}")
+    dataset, led = _ledger_for(out, out_abs, data, dataset, ledger, overwrite)
     unit = privacy_unit if privacy_unit is not None else plan.privacy_unit
     charge = _charge(plan, unit)
     entry_note = f"release to {out}" + (f"; privacy unit: {unit.describe()}" if unit is not None else "")
-    work: Path | None = None
     with output_lock(out_abs) as fresh:
         if fresh:
             recover_output(out_abs)
         check_target(out_abs, overwrite)
-        fp = None
-        eng = None
+        work = _work_folder(out_abs)
         try:
-            work = _work_folder(out_abs)
             opened = {  # how the data are opened, the same for every engine
                 "engine": engine, "encoding": encoding, "on_unknown": on_unknown, "data_format": data_format,
                 "delimiter": delimiter, "memory_limit": memory_limit, "temp_directory": work / "duckdb",
@@ -662,29 +608,7 @@ def publish(
                 "spark_executor_timeout": spark_executor_timeout, "na_values": na_values,
                 "attributes": used_attributes(plan),
             }  # fmt: skip
-            if unit is not None:  # bounded per person in memory, then counted by numpy (unit_records)
-                names = [plan.domain.names[i] for i in (opened["attributes"] or range(len(plan.domain)))]
-                bounded = bounded_records(data, names, unit, data_format=data_format, delimiter=delimiter,
-                                          na_values=na_values)  # fmt: skip
-                eng = open_source(bounded, plan.domain, **{**opened, "engine": "numpy"})
-            elif engine == "spark":
-                # data a cluster holds (URIs, folders of part files, tables) are identified by the
-                # engine's fingerprint, computed in the executors while the records are validated:
-                # the driver never reads them, and nothing is counted before the charge
-                eng = open_source(data, plan.domain, **opened)
-            if led is not None:
-                fp = fingerprint(led, data, eng if eng is not None else (engine if not isinstance(engine, str) else None))
-            if eng is None:
-                eng = open_source(data, plan.domain, **opened)
-        except BaseException as exc:
-            if eng is not None and isinstance(eng, Closable):
-                eng.close()
-            if work is not None:
-                shutil.rmtree(work, ignore_errors=True)
-            if led is not None and fp is not None and isinstance(exc, DPMatrixError):
-                led.record_refusal(dataset, fp, reason=_why(exc), note=entry_note, **charge)
-            raise
-        try:
+            eng, fp = _open_data(plan, data, opened, unit, led, dataset, charge, entry_note)
             return _measure_and_write(
                 plan, eng, out_abs, led, dataset, fp, charge, noise_arg, rng, spill, work, progress, say,
                 {"level": level, "delta": delta, "formats": formats, "overwrite": overwrite, "round": round,
@@ -694,6 +618,108 @@ def publish(
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+# -- the steps of publish ---------------------------------------------------------------------------
+def _validate(plan, *, formats, level, noise, delta, max_cells, rng, spill: bool,
+              say: Callable[[str], None]) -> tuple[tuple[str, ...], str | None, float, Any]:
+    """Step 1, without the data's contents: the options, the plan (every needed residual is
+    measured; the noise keeps the asked (ε, δ)), the output size and peak memory. Returns the
+    checked formats, the noise asked of the plan, δ and the size estimate."""
+    from .release import _check_formats
+
+    formats = _check_formats(formats)
+    if isinstance(level, (str, bool)) or not 0 < float(level) < 1:
+        raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
+    noise_arg, delta = _noise_and_delta(plan, noise, delta)
+    if max_cells is not None and (isinstance(max_cells, bool) or int(max_cells) <= 0):
+        raise SizeError(f"max_cells must be a positive integer, got {max_cells!r}")
+    if rng is not None:
+        warnings.warn(
+            "a seeded generator (rng=) makes the noise reproducible by whoever has the seed: this "
+            "release is NOT PRIVATE and every file of it says so; omit rng for the OS's secure source",
+            InsecureRandomnessWarning, stacklevel=3,
+        )  # fmt: skip
+    check_needed_residuals(plan)
+    check_budget_holds(plan, noise_arg, rng)  # the noise drawn keeps the asked (epsilon, delta)
+    check_columns(plan.domain.names)
+    size = estimate_size(plan.workload, formats=len(formats), spill=spill)
+    check_size(size, max_cells)
+    check_memory(size)
+    say(describe_size(size))
+    return formats, noise_arg, delta, size
+
+
+def _noise_and_delta(plan, noise: str | None, delta: float) -> tuple[str | None, float]:
+    """The noise asked of the plan and the δ stated: a pure ε-DP plan draws its exact discrete
+    Laplace (a zCDP noise is refused) and states δ = 0."""
+    from .statement import check_delta
+
+    if not _is_pure(plan):
+        return noise, check_delta(delta)
+    if noise not in (None, "auto", "discrete_laplace"):
+        raise ReleaseError(f"noise {noise!r} is a zCDP option: a pure epsilon-DP plan uses the exact discrete Laplace")
+    return None, 0.0
+
+
+def _ledger_for(out, out_abs: Path, data, dataset: str | None, ledger, overwrite: bool) -> tuple[str | None, Ledger | None]:
+    """The dataset name the spend is charged to and the open ledger (``None``: not recorded,
+    warned); an earlier release about to be overwritten must belong to this ledger."""
+    if dataset is None:
+        if not isinstance(data, (str, Path)):
+            if ledger is not False:
+                raise LedgerError("give dataset= (the name the spend is charged to) for data that are not a file")
+        else:
+            dataset = dataset_name(str(data))
+    led = _open_ledger(ledger)
+    if led is None:
+        warnings.warn(f"ledger=False: this release is {NOT_IN_LEDGER} (no privacy-budget record)", UserWarning,
+                      stacklevel=3)  # fmt: skip
+        return dataset, None
+    if led.created and not isinstance(ledger, Ledger):  # made here, not by the caller
+        warnings.warn(
+            f"created a new, empty privacy-budget ledger {str(led.path)!r}: if this data was released "
+            "before, its spends are in another ledger (check $DPMATRIX_LEDGER, $XDG_DATA_HOME, --ledger)",
+            UserWarning, stacklevel=3,
+        )  # fmt: skip
+    earlier = _existing_anchor(out_abs)
+    if earlier is not None and overwrite:
+        problems = led.verify_anchor(earlier, f"the earlier release in {str(out)!r}")
+        if problems:
+            raise LedgerError(f"{problems[0]}; refusing to charge this release to {str(led.path)!r}")
+    return dataset, led
+
+
+def _open_data(plan, data, opened: dict[str, Any], unit: Unit | None, led: Ledger | None, dataset: str | None,
+               charge: dict[str, float], entry_note: str) -> tuple[Any, Any]:
+    """Step 2: open the engine (every engine validates the records at open) and fingerprint the
+    data for the ledger. A failure closes what was opened and, once the data could be
+    fingerprinted, records a ``refused`` entry (nothing charged). Returns ``(engine, fingerprint)``."""
+    fp = None
+    eng = None
+    try:
+        if unit is not None:  # bounded per person in memory, then counted by numpy (unit_records)
+            names = [plan.domain.names[i] for i in (opened["attributes"] or range(len(plan.domain)))]
+            bounded = bounded_records(data, names, unit, data_format=opened["data_format"],
+                                      delimiter=opened["delimiter"], na_values=opened["na_values"])
+            eng = open_source(bounded, plan.domain, **{**opened, "engine": "numpy"})
+        elif opened["engine"] == "spark":
+            # data a cluster holds (URIs, folders of part files, tables) are identified by the
+            # engine's fingerprint, computed in the executors while the records are validated:
+            # the driver never reads them, and nothing is counted before the charge
+            eng = open_source(data, plan.domain, **opened)
+        if led is not None:
+            given = opened["engine"] if not isinstance(opened["engine"], str) else None
+            fp = fingerprint(led, data, eng if eng is not None else given)
+        if eng is None:
+            eng = open_source(data, plan.domain, **opened)
+    except BaseException as exc:
+        if eng is not None and isinstance(eng, Closable):
+            eng.close()
+        if led is not None and fp is not None and isinstance(exc, DPMatrixError):
+            led.record_refusal(dataset, fp, reason=_why(exc), note=entry_note, **charge)
+        raise
+    return eng, fp
 
 
 def _with_encoding(notes: Mapping[str, Any] | None, eng: Any) -> Mapping[str, Any] | None:
@@ -746,34 +772,18 @@ def dataset_name(data: str) -> str:
 
 def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spill, work, progress, say,
                        write_opts, notes, report, size, entry_note) -> Published:  # fmt: skip
-    from contextlib import nullcontext
-
+    """Steps 3–6: reserve the spend, count and draw the noise, write the release and its report
+    inside the lock, and mark the ledger entry ``completed`` when the reservation closes."""
     from tqdm.auto import tqdm
 
     gate = _Gate(eng, tqdm(total=len(_measured_sets(plan)), desc="counting", unit="marginal", disable=not progress))
-    reservation = None
     try:
-        if led is not None:
-            reservation = led.reserve(dataset, fp, note=entry_note, **charge)
-        with reservation if reservation is not None else nullcontext() as entry:
+        with _reserve(led, dataset, fp, charge, entry_note) as entry:
             if led is not None:
-                s = led.spent(dataset, fp)
-                kind = "pure epsilon" if "epsilon" in charge else "rho"
-                total = s.epsilon if "epsilon" in charge else s.rho
-                cap = s.epsilon_cap if "epsilon" in charge else s.rho_cap
-                say(f"ledger {led.path}: dataset {dataset!r} has spent {kind} = {total - next(iter(charge.values())):.6g}"
-                    + (f" of its cap {cap:.6g}" if cap is not None else " (no cap set)")
-                    + f" before this release of {kind} = {next(iter(charge.values())):.6g}"
+                say(_spent_note(led, dataset, fp, charge)
                     + _epsilon_note(plan, noise, rng, write_opts["delta"], write_opts["privacy_unit"]))
-            try:
-                meas = plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise,
-                                    store=(work / "store") if spill else None, privacy_unit=False)  # fmt: skip
-            except BaseException as exc:
-                if entry is not None and not gate.counted:
-                    entry.refuse(_why(exc))  # nothing was counted: no noise exists
-                raise
-            finally:
-                gate.close()
+            meas = _count_and_noise(plan, gate, entry, noise=noise, rng=rng, store=(work / "store") if spill else None,
+                                    progress=progress)  # fmt: skip
             anchor = entry.anchor() if entry is not None else None
             if anchor is not None:  # the measurements carry their ledger entry; the manifest reads it there
                 meas = meas.with_ledger(anchor)
@@ -781,16 +791,57 @@ def _measure_and_write(plan, eng, out, led, dataset, fp, charge, noise, rng, spi
                 meas, out, progress=progress, notes=notes,
                 derived=_report_writer if report else None, **write_opts,
             )  # fmt: skip
+        # leaving the reservation marked the entry completed (failed, had anything raised)
     except BaseException:
         gate.close()
         raise
-    from .jsonfile import loads_strict
+    return _published(Path(path), meas, anchor, report, size)
 
-    manifest = loads_strict((Path(path) / MANIFEST).read_text(encoding="utf-8"), ReleaseError, MANIFEST)
+
+def _reserve(led: Ledger | None, dataset: str | None, fp: Any, charge: dict[str, float], entry_note: str) -> Any:
+    """Step 3: the reservation of the plan's spend (the cap check and the insert are one
+    transaction); a context whose exit marks the entry ``completed`` or ``failed``. Without a
+    ledger, a context that yields ``None``."""
+    from contextlib import nullcontext
+
+    return led.reserve(dataset, fp, note=entry_note, **charge) if led is not None else nullcontext()
+
+
+def _spent_note(led: Ledger, dataset: str | None, fp: Any, charge: dict[str, float]) -> str:
+    """What the dataset had spent before this release, and what this release spends."""
+    s = led.spent(dataset, fp)
+    kind = "pure epsilon" if "epsilon" in charge else "rho"
+    total = s.epsilon if "epsilon" in charge else s.rho
+    cap = s.epsilon_cap if "epsilon" in charge else s.rho_cap
+    this = next(iter(charge.values()))
+    return (f"ledger {led.path}: dataset {dataset!r} has spent {kind} = {total - this:.6g}"
+            + (f" of its cap {cap:.6g}" if cap is not None else " (no cap set)")
+            + f" before this release of {kind} = {this:.6g}")
+
+
+def _count_and_noise(plan, gate: _Gate, entry: Any, *, noise, rng, store, progress: bool):
+    """Step 4: count through the gate, then draw the noise (:func:`dpmatrix.measure`). A failure
+    before any count reached the noise step refuses the entry (no noise exists); after it the
+    entry stays charged."""
+    try:
+        return plan.measure(None, rng=rng, progress=progress, engine=gate, noise=noise, store=store,
+                            privacy_unit=False)
+    except BaseException as exc:
+        if entry is not None and not gate.counted:
+            entry.refuse(_why(exc))  # nothing was counted: no noise exists
+        raise
+    finally:
+        gate.close()
+
+
+def _published(path: Path, meas, anchor, report: bool, size) -> Published:
+    """Step 6's result: the release folder, its measurements, the manifest's privacy statement,
+    the ledger anchor and the report's path."""
+    from .jsonfile import loads_strict
     from .report import REPORT_FILE
 
-    return Published(Path(path), meas, manifest["privacy"], anchor,
-                     (Path(path) / REPORT_FILE) if report else None, size)  # fmt: skip
+    manifest = loads_strict((path / MANIFEST).read_text(encoding="utf-8"), ReleaseError, MANIFEST)
+    return Published(path, meas, manifest["privacy"], anchor, (path / REPORT_FILE) if report else None, size)
 
 
 def _epsilon_note(plan, noise: str | None, rng: Any, delta: float, unit: Unit | None = None) -> str:

@@ -126,15 +126,17 @@ def test_residual_lattice_form_is_the_residual_mechanism():
 def test_reported_rho_covers_the_lattice_mechanism(monkeypatch):
     """Σ over residuals of (Δ₂ + γ√m)²/(2σ̄²), recomputed from the dense query, the σ̄ and γ
     actually used, is at most the re-scored plan's ρ, which is at most the planned ρ."""
-    used = []
-    real = secure.lattice_measure
+    from dpmatrix.measure import residual_records
 
-    def spy(q, x, sigma_bar, rng=None, *, tol):
-        res = real(q, x, sigma_bar, rng, tol=tol)
+    used = []
+    real = residual_records.lattice_measure
+
+    def spy(q, x, sigma_bar, rng=None, *, tol, sample=None):
+        res = real(q, x, sigma_bar, rng, tol=tol, sample=sample)
         used.append((q, sigma_bar, res.f))
         return res
 
-    monkeypatch.setattr(secure, "lattice_measure", spy)
+    monkeypatch.setattr(residual_records, "lattice_measure", spy)
     _, mixed = workloads()
     plan = dm.plan(mixed, rho=0.7)
     meas = plan.measure(frame())

@@ -119,7 +119,7 @@ def test_measured_outputs_are_sub_v_plus_gamma_noise_with_the_stated_covariance(
     sizes = (4, 3)
     plan = dm.plan(_workload(sizes, [(0, 1)]), rho=0.5)
     rng = np.random.default_rng(5)
-    for mech in plan.mechanisms():
+    for mech in plan.residual_mechanisms():
         shape = mech.shape
         v = rng.integers(0, 20, shape).astype(float)
         z = rng.normal(size=mech.noise_shape)

@@ -75,7 +75,7 @@ def plans(esoph):
 def test_every_plan_class_is_covered(plans):
     classes = {type(p).__name__ for p in plans.values()}
     assert classes >= {"Plan", "QuerySmasherPlan", "ExplicitStrategyPlan", "PurePlan", "HierarchicalPlan",
-                       "MatrixPurePlan", "ResidualTargetPlan", "IdentityPlan"}
+                       "MatrixPurePlan", "TargetedPlan", "IdentityPlan"}
 
 
 # -- explicit matrices of a plan's mechanisms -------------------------------------------------------
@@ -95,7 +95,7 @@ def _mechanisms(plan):
     """``[(attrs, signal(table), noise(z), noise_dim, family, scale)]`` of the plan's mechanisms."""
     out = []
     if isinstance(plan, HasClosure):
-        for m in plan.mechanisms():
+        for m in plan.residual_mechanisms():
             out.append((m.attrs, lambda t, m=m: m.measure(t, np.zeros(m.noise_shape)).reshape(-1),
                         lambda z, m=m: m.measure(np.zeros(m.shape), z.reshape(m.noise_shape)).reshape(-1),
                         math.prod(m.noise_shape), "gaussian", None))
@@ -199,7 +199,7 @@ def test_noiseless_outputs_give_the_exact_answers(plans, esoph, name):
     dom, records = esoph
     x = _data_vector(dom, records)
     if isinstance(plan, HasClosure):
-        noisy = {m.attrs: m.measure(_table(dom, m.attrs, x), np.zeros(m.noise_shape)) for m in plan.mechanisms()}
+        noisy = {m.attrs: m.measure(_table(dom, m.attrs, x), np.zeros(m.noise_shape)) for m in plan.residual_mechanisms()}
     else:
         assert isinstance(plan, ListsMechanisms)
         measured, mechs = plan.mechanisms(noise=None if plan.budget.is_pure else "gaussian")
@@ -255,3 +255,87 @@ def test_publish_with_secure_noise(plans, esoph, tmp_path, name):
         assert led.spent("esoph").rho == pytest.approx(plan.budget.rho, rel=1e-12)
         assert rel.privacy["rho"] <= plan.budget.rho * (1 + 1e-9)
     assert rel.measurements.provenance.in_ledger
+
+
+# -- one measurement route ---------------------------------------------------------------------------
+@pytest.mark.parametrize("secure", [False, True], ids=["seeded", "secure"])
+@pytest.mark.parametrize("name", CASES)
+def test_every_measurement_goes_through_the_one_executor(plans, esoph, monkeypatch, name, secure):
+    """Seeded or with the secure default noise, every plan class is measured by one call of the
+    one executor, which gets the plan's mechanism records and produces every noisy answer; the
+    engine counts only inside it."""
+    from dpmatrix.measure import executor, measure_plan
+    from dpmatrix.protocols import MechanismKind, MechanismRecord
+
+    plan = plans[name]
+    _, records = esoph
+    calls = []
+    counting = {"inside": False, "outside": 0}
+    real_execute, real_batches = measure_plan.execute, executor.counted_batches
+
+    def spy_execute(domain, recs, engine, rng, **kw):
+        calls.append(list(recs))
+        counting["inside"] = True
+        try:
+            return real_execute(domain, recs, engine, rng, **kw)
+        finally:
+            counting["inside"] = False
+
+    def spy_batches(*args, **kw):
+        if not counting["inside"]:
+            counting["outside"] += 1
+        return real_batches(*args, **kw)
+
+    monkeypatch.setattr(measure_plan, "execute", spy_execute)
+    monkeypatch.setattr(executor, "counted_batches", spy_batches)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        meas = plan.measure(records, rng=None if secure else np.random.default_rng(7), encoding="codes")
+    assert len(calls) == 1 and counting["outside"] == 0
+    (recs,) = calls
+    assert all(isinstance(r, MechanismRecord) and isinstance(r.kind, MechanismKind) for r in recs)
+    assert [r.key for r in recs] == list(meas.noisy)
+    assert {r.family for r in recs} == {meas.noise}
+
+
+# -- targets by composition ----------------------------------------------------------------------------
+def _target_cases(dom):
+    plain = dm.Workload(dom, [("agegp", "alcgp"), ("tobgp",)])
+    prefix = dm.Workload(dom, [("agegp", "alcgp"), ("tobgp",)], query_types={"agegp": "prefix"})
+    groups = QueryWorkload(dom).add_kron("alcgp", {"alcgp": "prefix"}).add_kron(("agegp",), {"agegp": "identity"})
+    return {"residual": (plain, dm.ResidualPlan), "residual+": (prefix, dm.ResidualPlan),
+            "explicit": (groups, dm.ExplicitStrategyPlan)}
+
+
+@pytest.mark.parametrize("name", ["residual", "residual+", "explicit"])
+def test_targets_wrap_every_plan_class_that_supports_targets(esoph, name):
+    """Each plan class the targets planner selects comes back wrapped, not subclassed: the
+    wrapper has exactly the wrapped plan's capabilities plus HasTargets, states its facts, and
+    measures to the same noisy answers with the same generator."""
+    from dpmatrix.planners.targets import TargetedPlan
+    from dpmatrix.protocols import (
+        HasMechanisms,
+        HasSecureNoise,
+        HasTargets,
+        PurePrivacy,
+        RemembersBudget,
+    )
+
+    dom, records = esoph
+    wk, inner_class = _target_cases(dom)[name]
+    plan = dm.plan(wk, targets=25.0, rho=1.0) if isinstance(wk, QueryWorkload) else dm.plan(wk, targets=25.0)
+    assert type(plan) is TargetedPlan and type(plan.plan) is inner_class
+    inner = plan.plan
+    assert isinstance(plan, dm.Plan) and isinstance(plan, HasTargets) and not isinstance(inner, HasTargets)
+    for capability in (PlanProtocol, HasClosure, ListsMechanisms, HasMechanisms, PurePrivacy, HasSecureNoise,
+                       RemembersBudget):
+        assert isinstance(plan, capability) == isinstance(inner, capability), capability.__name__
+    assert plan.facts == inner.facts and plan.budget == inner.budget
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = plan.measure(records, rng=np.random.default_rng(3), encoding="codes")
+        want = inner.measure(records, rng=np.random.default_rng(3), encoding="codes")
+    assert list(got.noisy) == list(want.noisy)
+    for key in want.noisy:
+        np.testing.assert_array_equal(got.noisy[key], want.noisy[key])
+    assert isinstance(got.plan, TargetedPlan) and got.plan.target_table().equals(plan.target_table())

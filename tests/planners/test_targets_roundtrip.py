@@ -19,14 +19,15 @@ from dpmatrix.cli import main
 from dpmatrix.errors import PlanError
 from dpmatrix.plan_file import load_plan
 from dpmatrix.planners.dispatch import plan_from_dict
-from dpmatrix.planners.targets import ExplicitTargetPlan, ResidualTargetPlan
+from dpmatrix.planners.explicit.plan import ExplicitStrategyPlan
+from dpmatrix.planners.targets import TargetedPlan
 from dpmatrix.planners.targets_io import with_target_report
 
 DF = pd.DataFrame({"a": [0, 0, 1, 2, 2, 2, 1, 3], "b": [0, 1, 1, 0, 1, 1, 0, 1]})
 
 
 def _same_report(back, plan):
-    assert type(back) is type(plan)
+    assert type(back) is type(plan) and type(back.plan) is type(plan.plan)
     pd.testing.assert_frame_equal(back.target_table(), plan.target_table())
     assert back.certificate() == pytest.approx(plan.certificate())
     for t0, t1 in zip(plan.target_report.targets, back.target_report.targets):
@@ -46,7 +47,7 @@ def _query_plan():
 
 def test_explicit_targets_plan_release_round_trip(tmp_path):
     plan = _query_plan()
-    assert isinstance(plan, ExplicitTargetPlan)
+    assert isinstance(plan, TargetedPlan) and isinstance(plan.plan, ExplicitStrategyPlan)
     dm.write_release(plan.measure(DF, rng=np.random.default_rng(1)), tmp_path / "rel")
     back = dm.load_release(tmp_path / "rel").plan
     _same_report(back, plan)
@@ -59,7 +60,7 @@ def test_explicit_targets_plan_release_round_trip(tmp_path):
 def test_residual_targets_plan_release_round_trip(tmp_path):
     wk = dm.Workload(dm.Domain({"a": 4, "b": 2}), [("a", "b"), ("a",)])
     plan = dm.plan(wk, targets={"a,b": 3.0, "a": 1.0})
-    assert isinstance(plan, ResidualTargetPlan)
+    assert isinstance(plan, TargetedPlan) and isinstance(plan.plan, dm.ResidualPlan)
     meas = plan.measure(DF, rng=np.random.default_rng(2), noise="gaussian_float")
     dm.write_release(meas, tmp_path / "rel")
     _same_report(dm.load_release(tmp_path / "rel").plan, plan)

@@ -16,6 +16,8 @@ __all__ = [
     "NUMPY_COUNT_BATCH",
     "count_batch",
     "count_batches",
+    "count_order",
+    "counted_batches",
     "marginal_tables",
 ]
 
@@ -55,17 +57,48 @@ def count_batch(engine) -> int:
     return COUNT_BATCH if preferred is None else max(1, int(preferred))
 
 
+def _subsets_in_order(m: AttrSet, wanted: set[AttrSet], done: set[AttrSet]) -> Iterator[AttrSet]:
+    """The wanted, not yet produced subsets of the maximal set ``m``, from the largest down."""
+    for r in range(len(m), -1, -1):
+        for sub in itertools.combinations(m, r):
+            if sub in done or sub not in wanted:
+                continue
+            done.add(sub)
+            yield sub
+
+
+def count_order(wanted: Iterable[AttrSet]) -> list[AttrSet]:
+    """The order in which :func:`counted_batches` produces the tables of ``wanted``: the maximal
+    sets in sorted order, each followed by its not yet produced subsets from the largest down.
+
+    Examples
+    --------
+    >>> count_order([(0,), (1,), (0, 1), (2,), ()])
+    [(0, 1), (0,), (1,), (), (2,)]
+    """
+    wanted = set(wanted)
+    done: set[AttrSet] = set()
+    return [sub for m in maximal_sets(wanted) for sub in _subsets_in_order(m, wanted, done)]
+
+
+def counted_batches(domain, wanted: Iterable[AttrSet], eng,
+                    top: list[AttrSet] | None = None) -> Iterator[tuple[list[AttrSet], list[tuple[AttrSet, np.ndarray, AttrSet]]]]:
+    """Per engine call (:func:`count_batches`): the maximal sets counted and the list of ``(S,
+    count table on S, maximal set it was summed from)`` for every ``S`` of ``wanted`` it covers, in :func:`count_order`; the
+    batch's maximal tables are dropped once their subsets are taken."""
+    wanted = set(wanted)
+    done: set[AttrSet] = set()
+    for batch, tables in count_batches(domain, maximal_sets(wanted) if top is None else top, eng):
+        out = []
+        for m in batch:
+            table = tables.pop(m)
+            out.extend((sub, project(table, m, sub), m) for sub in _subsets_in_order(m, wanted, done))
+        yield batch, out
+
+
 def marginal_tables(domain, wanted: Iterable[AttrSet], eng) -> Iterator[tuple[AttrSet, np.ndarray]]:
     """Yield ``(S, count table on S)`` for every ``S`` in ``wanted``: the maximal sets are counted
     (:func:`count_batches`), each maximal set's subsets follow it from the largest down."""
-    wanted = set(wanted)
-    done: set[AttrSet] = set()
-    for batch, tables in count_batches(domain, maximal_sets(wanted), eng):
-        for m in batch:
-            table = tables.pop(m)
-            for r in range(len(m), -1, -1):
-                for sub in itertools.combinations(m, r):
-                    if sub in done or sub not in wanted:
-                        continue
-                    done.add(sub)
-                    yield sub, project(table, m, sub)
+    for _, items in counted_batches(domain, wanted, eng):
+        for sub, table, _ in items:
+            yield sub, table

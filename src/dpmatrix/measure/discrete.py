@@ -147,13 +147,16 @@ def discrete_measure_many(
     marginals: list[np.ndarray],
     sigma_bars: list[Fraction],
     rng: RandomSource | np.random.Generator | None = None,
+    sample=None,
 ) -> list[np.ndarray]:
     """:func:`discrete_measure` for several residual mechanisms at once (same results in
     distribution, fewer calls): the mechanisms with the same shape, factors and ``γ²`` are
     stacked, their noise is one call of the exact sampler (i.i.d. ``N_Z(0, γ²)`` draws, split in
     order — the same joint distribution as one call per mechanism) and ``H v`` and ``Y⁺`` are
     applied to the stack (:func:`~dpmatrix.linalg.kron.kron_apply` transforms each stacked
-    tensor exactly as alone). Returns the measurements in the order given.
+    tensor exactly as alone). Returns the measurements in the order given. ``sample(γ², size,
+    rng)`` draws the exact noise (a noise family's ``sample``; the discrete Gaussian sampler by
+    default).
     """
     keys: dict[int, object] = {}
 
@@ -180,7 +183,7 @@ def discrete_measure_many(
         if v.dtype.kind not in "iu":
             raise PlanError("the discrete mechanism needs an integer marginal table")
         hv = apply_centering(v.astype(np.int64, copy=False), len(shape), inplace=True)  # v: ours
-        hv += sample_discrete_gaussian(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
+        hv += (sample or sample_discrete_gaussian)(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
         y_pinv = tuple(b.Sub / b.n for b in mech.bases)  # post-processing from here on
         noisy = kron_apply(y_pinv, hv.astype(float))
         for j, i in enumerate(idx):

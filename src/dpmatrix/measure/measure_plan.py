@@ -1,71 +1,40 @@
 """Measurement: the only phase that touches data, and only through marginal counts.
 
-For every residual mechanism of the plan (Algorithm 1 / 5) we need the true marginal on its
-attribute set. Marginals are counted only for the *maximal* sets of the closure (the workload
-marginals not contained in another one); every subset's marginal is obtained by summing axes of
-the maximal table, and measured right away, so at most one maximal table is alive at a time.
+Every plan is measured the same way: the plan sizes its noise and lists its mechanism records
+(``plan.mechanisms(noise=..., rel_var_tol=...)`` → the plan actually measured and its records),
+and the one executor (:func:`~dpmatrix.measure.executor.execute`) counts each needed marginal
+once per engine pass, applies every record's query, draws the noise through the noise-family
+objects and collects the noisy answers; :class:`~dpmatrix.reconstruct.measurements.Measurements`
+then estimates through the measured plan's estimator. The steps of :func:`measure` are the small
+functions below: check the budget, bound a privacy unit, choose the noise, open the engine,
+size the noise and list the records, execute, wrap.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Iterator
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from ..engines import Closable, engine_for, maximal_sets, project
+from ..engines import Closable, engine_for
 from ..errors import BudgetError, DataError
-from ..mechanisms.residual import apply_sub
 from ..privacy import accounting_of
-from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms, ListsMechanisms, RemembersBudget
+from ..protocols import HasClosure, HasMechanisms, HasSecureNoise, HasSubMechanisms, RemembersBudget
 from ..reconstruct.measurements import Measurements
 from ..reconstruct.stacked import StackedAnswers
 from ..reconstruct.store import MeasurementStore
-from ..workload import AttrSet
-from .counting import count_batches
-from .discrete import discrete_measure_many, discrete_randomness, round_plan
-from .linear_route import measure_linear
-from .secure import NOISES, measure_lattice, resolve_noise, warn_seeded_float
+from .discrete import discrete_randomness
+from .executor import check_records, execute, noise_name
+from .secure import NOISES, resolve_noise, warn_seeded_float
 from .unit_records import bounded_records
 
 __all__ = ["measure"]
 
 
-def _subsets_to_measure(plan, maximal: AttrSet, done: set[AttrSet]) -> Iterator[AttrSet]:
-    closure = plan.closure
-    for r in range(len(maximal), -1, -1):
-        for sub in itertools.combinations(maximal, r):
-            if sub in done:
-                continue
-            done.add(sub)
-            if plan.measured[closure.index(sub)]:
-                yield sub
-
-
-def _lists_mechanisms(plan) -> bool:
-    """A plan that lists its mechanisms and estimates from their outputs (every planner but the
-    ResidualPlanner family, whose residual mechanisms are measured by the batched path here)."""
-    return isinstance(plan, ListsMechanisms)
-
-
-def _is_residual_plan(plan) -> bool:
-    """A plan of the ResidualPlanner family: its residual mechanisms, one per closure set."""
-    return isinstance(plan, HasClosure)
-
-
 def used_attributes(plan) -> tuple[int, ...] | None:
     """Positions of the attributes a plan measures (the only columns read from the data), or
-    ``None`` when the plan does not say."""
-    if _is_residual_plan(plan):
-        sets = [s for s, m in zip(plan.closure.sets, plan.measured) if m]
-    else:  # every mechanism measures a subset of the workload's attributes
-        sets = getattr(getattr(plan, "workload", None), "sets", None)
-        if sets is None:
-            return None
-    used = sorted({a for s in sets for a in s})
-    return tuple(used) if used else None
+    ``None`` when it measures none: the plan's own fact (:meth:`dpmatrix.Plan.used_attributes`)."""
+    return plan.used_attributes()
 
 
 def check_budget_holds(plan, noise: str | None, rng=None) -> None:
@@ -137,11 +106,12 @@ def measure(
     """Noisy answers of every mechanism of ``plan`` on ``data``: the one measurement path.
 
     Each mechanism reads only one marginal table (Algorithm 1 / 5: ``ω = H₁ v_A + σ_A H₂ z``);
-    the engine counts the maximal sets, smaller tables are sums. ResidualPlanner plans go through
-    the batched residual path below; every other plan lists its mechanisms
-    (:class:`~dpmatrix.mechanisms.linear.LinearMechanism`: attribute set, linear map, noise family
-    and scale) and is measured by :func:`~dpmatrix.measure.linear_route.measure_linear`. Both
-    return the same :class:`~dpmatrix.reconstruct.measurements.Measurements`.
+    the engine counts the maximal sets, smaller tables are sums. Every plan lists its mechanism
+    records for the chosen sampler (``plan.mechanisms(noise=...)``: residual mechanisms, whose
+    kind applies the batched Kronecker arithmetic, or
+    :class:`~dpmatrix.mechanisms.linear.LinearMechanism`: attribute set, linear map, noise family
+    and scale) and the one executor (:func:`~dpmatrix.measure.executor.execute`) measures them;
+    the result is :class:`~dpmatrix.reconstruct.measurements.Measurements` over the plan measured.
 
     Parameters
     ----------
@@ -216,164 +186,98 @@ def measure(
     check_budget_holds(plan, noise, rng)  # before any data are read or noise drawn
     unit = plan.privacy_unit if privacy_unit is None else (privacy_unit or None)
     if unit is not None:
-        if engine is not None and not isinstance(engine, str):
-            raise DataError("a privacy unit bounds the records before counting: give the records (a DataFrame or "
-                            "a file path), not an engine")  # fmt: skip
-        names = [plan.domain.names[i] for i in (used_attributes(plan) or range(len(plan.domain)))]
-        meas = measure(plan, bounded_records(data, names, unit, na_values=na_values), rng=rng, progress=progress,
-                       noise=noise,
-                       rel_var_tol=rel_var_tol, store=store, encoding=encoding, on_unknown=on_unknown,
-                       na_values=na_values, privacy_unit=False)  # counted in memory
-        meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too
-        return meas
-    _check_arguments(plan, rng, store)  # before an engine (e.g. a Spark session) is started
+        return _measure_bounded(plan, data, unit, rng=rng, progress=progress, engine=engine, noise=noise,
+                                rel_var_tol=rel_var_tol, store=store, encoding=encoding, on_unknown=on_unknown,
+                                na_values=na_values)  # fmt: skip
+    _check_request(plan, rng, store)
+    noise = _noise_for(plan, noise, rng)
     owned = engine is None or isinstance(engine, str)  # an engine made here is closed here
     if owned:
         engine = engine_for(
             data, plan.domain, engine=engine, encoding=encoding, on_unknown=on_unknown,
             na_values=na_values, attributes=used_attributes(plan),
         )  # fmt: skip
-    # everything after the engine exists runs under this try: a session it started (Spark) is
-    # stopped whatever fails (inline, not a helper: the warnings' stacklevel counts frames)
     try:
-        if not _is_residual_plan(plan):
-            if _lists_mechanisms(plan):
-                if isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES):
-                    # QuerySmasher: secure by default — exact discrete Gaussian where every
-                    # space has integer factors, the lattice sampler otherwise; float only on request
-                    noise = resolve_noise(plan, "auto" if noise is None else noise, rng)
-                elif noise in (None, "auto") and isinstance(plan, HasSecureNoise):
-                    # a plan naming its secure sampler (explicit strategies): float only with a generator
-                    noise = "gaussian" if rng is not None else plan.secure_noise
-                    if rng is not None:
-                        warn_seeded_float()
-                return measure_linear(plan, data, rng=rng, noise=noise, rel_var_tol=rel_var_tol, engine=engine)
-            raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
-        if noise is None:
-            noise = "auto"
-        noise = resolve_noise(plan, noise, rng)  # secure by default
-        if noise == "lattice_gaussian":
-            return measure_lattice(plan, data, rng=rng, progress=progress, engine=engine,
-                                   rel_var_tol=rel_var_tol, store=store)
-        sigma_bar = None
-        if noise == "discrete_gaussian":
-            plan, sigma_bar = round_plan(plan, rel_var_tol)
-            randomness = discrete_randomness(rng)
-        else:
-            # a user's generator is reproducible by whoever has the seed
-            randomness = "numpy_generator" if rng is None else "seeded_insecure"
-            if rng is None:
-                rng = np.random.default_rng()
-        eng = engine_for(data, plan.domain, engine=engine)
-        top = maximal_sets(s for s, m in zip(plan.closure.sets, plan.measured) if m)
-        if store is None or store is False:
-            # a dict whose vectors lie back to back: reconstruction reads them without a copy
-            noisy: dict[AttrSet, np.ndarray] | MeasurementStore = StackedAnswers(plan.closure)
-        else:
-            noisy = MeasurementStore(plan, store)
-        done: set[AttrSet] = set()
-        bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-        for batch, tables in count_batches(plan.domain, top, eng):
-            if sigma_bar is None:
-                _measure_batch(plan, batch, tables, done, rng, noisy)
-            else:  # the batch's residuals at once: one exact sampler call per noise scale and shape
-                items = [(sub, m) for m in batch for sub in _subsets_to_measure(plan, m, done)]
-                outs = discrete_measure_many(
-                    [plan.mechanism(sub) for sub, _ in items], [project(tables[m], m, sub) for sub, m in items],
-                    [sigma_bar[plan.closure.index(sub)] for sub, _ in items], rng,
-                )  # fmt: skip
-                for (sub, _), w in zip(items, outs):
-                    noisy[sub] = w
-            bar.update(len(batch))
-        bar.close()
-        if isinstance(noisy, MeasurementStore):
-            noisy.seal({"noise": noise, "randomness": randomness})
-        return Measurements(plan=plan, noisy=noisy, noise=noise, randomness=randomness)
+        return _measure_records(plan, engine, noise=noise, rng=rng, rel_var_tol=rel_var_tol, store=store,
+                                progress=progress)
     finally:
-        if owned and isinstance(engine, Closable):  # e.g. a Spark session, on every path
+        if owned and isinstance(engine, Closable):  # an engine made here (e.g. a Spark session), on every path
             engine.close()
 
 
-def _check_arguments(plan, rng, store) -> None:
-    """The argument errors :func:`measure` can tell before reading any data."""
+def _measure_bounded(plan, data, unit, *, engine, **options) -> Measurements:
+    """Measure with at most ``unit.k`` records per person: the records are bounded in memory
+    (:mod:`dpmatrix.measure.unit_records`) and counted as plain records."""
+    if engine is not None and not isinstance(engine, str):
+        raise DataError("a privacy unit bounds the records before counting: give the records (a DataFrame or "
+                        "a file path), not an engine")  # fmt: skip
+    names = [plan.domain.names[i] for i in (used_attributes(plan) or range(len(plan.domain)))]
+    records = bounded_records(data, names, unit, na_values=options.get("na_values"))
+    meas = measure(plan, records, privacy_unit=False, **options)  # counted in memory
+    meas.plan.with_privacy_unit(unit)  # the measured plan (σ rounded up for discrete noise) protects it too
+    return meas
+
+
+def _check_request(plan, rng, store) -> None:
+    """Refuse what no measurement of ``plan`` can do: not a plan, a non-Generator ``rng``, or a
+    disk store for a plan without a closure."""
+    if not isinstance(plan, HasMechanisms):
+        raise DataError(f"measure() needs a plan from dpmatrix.plan(), got {type(plan).__name__}")
+    if store is not None and not isinstance(store, (bool, str, os.PathLike)):
+        raise DataError(f"store must be a folder path or True (a temporary folder), got {type(store).__name__}")
+    if store is not None and store is not False and not isinstance(plan, HasClosure):
+        raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
     if rng is not None and not isinstance(rng, np.random.Generator):
         raise DataError(
             f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
-    if store is not None and not isinstance(store, (bool, str, os.PathLike)):
-        raise DataError(f"store must be a folder path or True (a temporary folder), got {type(store).__name__}")
-    if store is not None and store is not False and not _is_residual_plan(plan) and _lists_mechanisms(plan):
-        raise DataError("store= (noisy answers on disk) is supported for ResidualPlanner plans only")
 
 
-def _measure_batch(plan, batch, tables, done: set, rng: np.random.Generator, noisy) -> None:
-    """Gaussian measurement of every not-yet-measured subset of the maximal sets ``batch``.
+def _noise_for(plan, noise: str | None, rng) -> str | None:
+    """The sampler asked of the plan: secure by default (:func:`~dpmatrix.measure.secure.resolve_noise`)
+    for residual and QuerySmasher plans, a plan's named secure sampler (float only with a
+    generator), else what the caller asked (the plan refuses what it cannot run)."""
+    if isinstance(plan, HasClosure) or (isinstance(plan, HasSubMechanisms) and (noise is None or noise in NOISES)):
+        # exact discrete Gaussian where every factor is integer, the lattice sampler otherwise
+        return resolve_noise(plan, "auto" if noise is None else noise, rng)
+    if noise in (None, "auto") and isinstance(plan, HasSecureNoise):
+        if rng is not None:
+            warn_seeded_float()
+        return "gaussian" if rng is not None else plan.secure_noise
+    return noise
 
-    Vectorized over residual sets of equal shape: the maximal tables with the same per-attribute
-    factors are stacked, each subset pattern's marginals are one sum over the stacked axes, and
-    ``H₁ v`` and ``H₂ z`` are applied to the whole stack (:func:`~dpmatrix.mechanisms.residual.kron_apply`
-    takes leading batch axes). The standard normal draws are taken from ``rng`` in one call, in
-    exactly the order of the one-mechanism-at-a-time algorithm (subsets of each maximal set from
-    the largest down), so results are those of the per-set loop for the same generator.
-    """
-    closure = plan.closure
-    measured = plan.measured
-    bases = plan.bases
-    sigma2 = plan.sigma2
-    # 1. the sequential order: which (maximal set, column pattern) pairs are measured, and where
-    #    their noise sits in the stream of standard normal draws
-    items: list[tuple[int, tuple[int, ...], AttrSet, int]] = []  # (batch pos, cols, sub, closure i)
-    sizes: list[int] = []
-    for t, m in enumerate(batch):
-        k = len(m)
-        for r in range(k, -1, -1):
-            for cols in itertools.combinations(range(k), r):
-                sub = tuple(m[c] for c in cols)
-                if sub in done:
-                    continue
-                done.add(sub)
-                i = closure.index(sub)
-                if measured[i]:
-                    items.append((t, cols, sub, i))
-                    n = 1
-                    for a in sub:
-                        n *= bases[a].n_noise
-                    sizes.append(n)
-    if not items:
-        return
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    z_all = rng.standard_normal(int(offsets[-1]))
-    # 2. group by (factors of the maximal set, column pattern) and measure each group at once
-    groups: dict[tuple, list[int]] = {}
-    for j, (t, cols, sub, i) in enumerate(items):
-        sig = tuple(id(bases[a]) for a in batch[t])
-        groups.setdefault((sig, cols), []).append(j)
-    out: list[np.ndarray | None] = [None] * len(items)
-    for (sig, cols), members in groups.items():
-        first = items[members[0]]
-        m0 = batch[first[0]]
-        sub_bases = tuple(bases[m0[c]] for c in cols)
-        stack = np.stack([tables[batch[items[j][0]]] for j in members])
-        drop = tuple(1 + c for c in range(len(m0)) if c not in cols)
-        v = stack.sum(axis=drop) if drop else stack
-        v = np.asarray(v, dtype=float)
-        noise_shape = tuple(b.n_noise for b in sub_bases)
-        size = sizes[members[0]]
-        at = offsets[np.asarray(members)]
-        z = z_all[at[:, None] + np.arange(size)].reshape((len(members),) + noise_shape)
-        signal = apply_sub(sub_bases, v, "Sub")
-        noise = apply_sub(sub_bases, z, "Gamma")
-        scale = np.sqrt(sigma2[[items[j][3] for j in members]]).reshape((-1,) + (1,) * len(cols))
-        omega = signal + scale * noise
-        for row, j in enumerate(members):
-            out[j] = omega[row]
-    order = range(len(items))  # a dict keeps the order of the one-set-at-a-time algorithm
-    if isinstance(noisy, MeasurementStore):
-        # by size and shape, then in the batch's order (the workload's, for the largest sets):
-        # reconstruction reads the marginals of one shape in workload order, in long runs
-        sizes = plan.domain.sizes
-        order = sorted(order, key=lambda j: (-len(items[j][2]), tuple(sizes[a] for a in items[j][2]), j))
-    for j in order:
-        noisy[items[j][2]] = out[j]
+
+def _randomness(families, rng) -> str:
+    """Where the noise comes from: the OS CSPRNG for exact families (a user's generator is
+    warned about), numpy's Generator for the float Gaussian; a user's generator is recorded as
+    ``seeded_insecure`` (reproducible by whoever has the seed)."""
+    if any(f.exact for f in families.values()):
+        return discrete_randomness(rng)
+    return "numpy_generator" if rng is None else "seeded_insecure"
+
+
+def _answer_sink(measured, noise: str | None, store):
+    """Where the noisy answers go: a disk store (residual plans, ``store=``), the residual plans'
+    back-to-back vectors for the Gaussian and discrete samplers, else a dict."""
+    if store is not None and store is not False:
+        return MeasurementStore(measured, store)
+    if isinstance(measured, HasClosure) and noise != "lattice_gaussian":
+        return StackedAnswers(measured.closure)  # reconstruction reads them without a copy
+    return {}
+
+
+def _measure_records(plan, engine, *, noise, rng, rel_var_tol: float, store, progress: bool) -> Measurements:
+    """Size the noise and list the records (the plan), execute them, wrap the answers."""
+    measured, records = plan.mechanisms(noise=noise, rel_var_tol=rel_var_tol)
+    records = list(records)
+    families = check_records(records)
+    name = noise_name(families, noise)
+    randomness = _randomness(families, rng)
+    if rng is None and not any(f.exact for f in families.values()):
+        rng = np.random.default_rng()  # OS-seeded: the float Gaussian's generator
+    sink = _answer_sink(measured, name, store)
+    execute(measured.domain, records, engine, rng, sink=sink, progress=progress)
+    if isinstance(sink, MeasurementStore):
+        sink.seal({"noise": name, "randomness": randomness})
+    return Measurements(plan=measured, noisy=sink, noise=name, randomness=randomness)

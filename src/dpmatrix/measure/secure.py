@@ -1,4 +1,4 @@
-"""Secure noise by default: which sampler a measurement uses, and the lattice path.
+"""Secure noise by default: which sampler a measurement uses, and the lattice form of a residual.
 
 :func:`resolve_noise` is THE one place where ``noise="auto"`` (the default of
 :func:`dpmatrix.measure`, ``Plan.measure`` and ``dpmatrix release``) is decided:
@@ -16,7 +16,7 @@ Explicit choices: ``"discrete_gaussian"``, ``"lattice_gaussian"``, and ``"gaussi
 (alias ``"gaussian"``) for the old floating-point Gaussian (OS-seeded PCG64; not a cryptographic
 source and open to floating-point attacks; only on request).
 
-The lattice path for a residual mechanism ``M_A(x) = R_A x + N(0, σ² ⊗ Γ_iΓ_iᵀ)`` rewrites it
+The lattice form of a residual mechanism ``M_A(x) = R_A x + N(0, σ² ⊗ Γ_iΓ_iᵀ)`` rewrites it
 with independent noise, attribute by attribute: a plain-marginal factor (``Sub = Γ = Sub_n``)
 becomes the integer ``C_i = n I − 11ᵀ`` with post-processing ``Sub_n/n`` and noise scale ``× n``
 (as in Algorithm 3), a strategy factor (``Γ = I``) stays ``C_i = Sub_i``. Then ``ω`` is
@@ -29,7 +29,6 @@ actual noise variance ``σ̄²/Π n_i²`` (reported variances may understate it 
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 from fractions import Fraction
@@ -37,27 +36,19 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import DataError, PlanError
-from ..linalg.kron import kron_apply
 from ..linalg.structured import IntegerCentring
 from ..mechanisms.lattice import (
     DEFAULT_LATTICE_TOL,
     LatticeQuery,
-    choose_exponent,
-    lattice_measure,
-    lattice_rho,
-    max_exponent,
 )
 from ..mechanisms.samplers import rational_upper_bound
 from ..protocols import HasClosure, HasSecureNoise, HasSubMechanisms
-from ..reconstruct.measurements import Measurements
-from ..reconstruct.store import MeasurementStore
-from .discrete import InsecureRandomnessWarning, discrete_randomness
+from .discrete import InsecureRandomnessWarning
 
 __all__ = [
     "NOISES",
     "SECURE_NOISES",
     "lattice_sigma_bar",
-    "measure_lattice",
     "rescored_sigma2",
     "resolve_noise",
 ]
@@ -228,63 +219,6 @@ def lattice_sigma_bar(sigma2: float, scale: int, *, rel_var_tol: float,
     True
     """
     return rational_upper_bound(math.sqrt(sigma2) * scale * (1 + tol) * (1 + 1e-12), rel_var_tol)
-
-
-def measure_lattice(plan, data, *, rng=None, progress: bool = False, engine=None,
-                    rel_var_tol: float = 1e-4, tol: float = DEFAULT_LATTICE_TOL, store=None):
-    """Measure a ResidualPlanner(+) plan with the lattice sampler (module docstring).
-
-    Everything but the marginal counts (σ̄, γ, ρ of every residual, the re-scored plan) is
-    fixed before the data is read. Returns :class:`~dpmatrix.reconstruct.measurements.Measurements`
-    carrying the re-scored plan, ``noise="lattice_gaussian"``. ``progress=True`` shows a bar of
-    the maximal marginals measured (on stderr), as the other measurement paths do.
-    """
-    from tqdm.auto import tqdm  # the counting path only: reading a plan needs none of it
-
-    from ..engines import engine_for, maximal_sets, project
-    from .counting import count_batches
-
-    randomness = discrete_randomness(rng)
-    closure, measured = plan.closure, plan.measured
-    forms, sbar = {}, {}
-    new = np.array(plan.sigma2, dtype=float)
-    rounded: dict[tuple[float, int], Fraction] = {}  # few distinct (σ², scale): round each once
-    for i, (sub, on) in enumerate(zip(closure.sets, measured)):
-        if not on:
-            continue
-        mech = plan.mechanism(sub)
-        q, post, scale = residual_lattice_form(mech.bases)
-        key = (float(plan.sigma2[i]), scale)
-        sb = rounded.get(key)
-        if sb is None:
-            sb = rounded[key] = lattice_sigma_bar(key[0], scale, rel_var_tol=rel_var_tol, tol=tol)
-        f = min(choose_exponent(q, tol=tol), max_exponent(sb))
-        forms[sub], sbar[sub] = (q, post), sb
-        new[i] = rescored_sigma2(float(mech.pcost_coef), lattice_rho(q, sb, f), float(plan.sigma2[i]))
-    plan = plan._with_sigma2(new)
-    eng = engine if engine is not None else engine_for(data, plan.domain)
-    top = maximal_sets(s for s, m in zip(closure.sets, measured) if m)
-    noisy = {} if store is None or store is False else MeasurementStore(plan, store)
-    done: set = set()
-    bar = tqdm(total=len(top), desc="measuring", unit="marginal", disable=not progress)
-    for batch, tables in count_batches(plan.domain, top, eng):
-        for m in batch:
-            for r in range(len(m), -1, -1):
-                for sub in itertools.combinations(m, r):
-                    if sub in done or sub not in forms:
-                        continue
-                    done.add(sub)
-                    q, post = forms[sub]
-                    v = np.asarray(project(tables[m], m, sub))
-                    if v.dtype.kind not in "iu":
-                        raise DataError("the lattice mechanism needs integer marginal counts")
-                    res = lattice_measure(q, v, sbar[sub], rng, tol=tol)
-                    noisy[sub] = kron_apply(post, res.values)
-        bar.update(len(batch))
-    bar.close()
-    if isinstance(noisy, MeasurementStore):
-        noisy.seal({"noise": "lattice_gaussian", "randomness": randomness})
-    return Measurements(plan=plan, noisy=noisy, noise="lattice_gaussian", randomness=randomness)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -443,6 +443,7 @@ def lattice_measure(
     rng: RandomSource | np.random.Generator | None = None,
     *,
     tol: float = DEFAULT_LATTICE_TOL,
+    sample=None,
 ) -> LatticeResult:
     """Release ``γ(round(C x/γ) + z)`` with ``z ~ N_Z(0, σ̄²/γ²)`` from the OS CSPRNG.
 
@@ -459,6 +460,9 @@ def lattice_measure(
         ``None`` (default): the OS CSPRNG. A generator is a reproducible, NOT secure byte source.
     tol : float
         Bound on ``γ√m/Δ₂`` (:func:`choose_exponent`).
+    sample : callable, optional
+        ``sample(τ², size, rng)``: the exact discrete Gaussian sampler (a noise family's
+        ``sample``); :func:`~dpmatrix.mechanisms.samplers.sample_discrete_gaussian` if omitted.
 
     Returns
     -------
@@ -475,7 +479,7 @@ def lattice_measure(
     setting = LatticeSetting.choose(query, sigma_bar, tol=tol)
     f, tau2 = setting.f, setting.tau2
     k = snap(query, x, f)
-    z = sample_discrete_gaussian(tau2, k.size, rng).reshape(k.shape)
+    z = (sample or sample_discrete_gaussian)(tau2, k.size, rng).reshape(k.shape)
     if k.dtype == object or np.max(np.abs(k), initial=0) >= 2**62:
         noisy = k.astype(object) + z.astype(object)  # exact; converted to float below
     else:

@@ -35,7 +35,7 @@ from ..errors import PlanError
 from .lattice import DEFAULT_LATTICE_TOL, LatticeQuery, LatticeSetting, snap
 from .noise_families import noise_family, noise_family_names
 
-__all__ = ["NOISE_FAMILIES", "LinearMechanism"]
+__all__ = ["LINEAR_KIND", "NOISE_FAMILIES", "LinearKind", "LinearMechanism"]
 
 #: the registered noise families (:mod:`~dpmatrix.mechanisms.noise_families`)
 NOISE_FAMILIES = noise_family_names()
@@ -179,6 +179,11 @@ class LinearMechanism:
         return cls(key, tuple(attrs), lambda t: A @ np.asarray(t, dtype=float).reshape(-1),
                    (A.shape[0],), "gaussian", s2)
 
+    @property
+    def kind(self) -> LinearKind:
+        """How the measurement runs a group of linear mechanisms (:class:`LinearKind`)."""
+        return LINEAR_KIND
+
     def signal(self, table: np.ndarray) -> np.ndarray:
         """``L(x_A)``: exact integer arithmetic for the discrete families."""
         t = np.asarray(table)
@@ -192,3 +197,30 @@ class LinearMechanism:
         if out.dtype.kind not in "iu":
             raise PlanError(f"mechanism {self.key!r}: discrete noise needs integer outputs of the linear map")
         return out
+
+
+class LinearKind:
+    """Runs linear mechanisms: ``ω_j = post_j(L_j(x_{A_j}) + H_j(z_j))`` with the noise of the
+    whole group drawn by one ``family.draw`` call, in the group's order."""
+
+    def outputs(self, records, tables, sources, family, rng) -> list[np.ndarray]:
+        """One noisy output per mechanism (``sources``: unused, a linear map reads its own table).
+
+        Examples
+        --------
+        >>> from dpmatrix.mechanisms.noise_families import noise_family
+        >>> m = LinearMechanism.dense("S", (0,), np.eye(2), 1e-30)
+        >>> LINEAR_KIND.outputs([m], [np.array([3, 4])], [(0,)], noise_family("gaussian"),
+        ...                     np.random.default_rng(0))[0].round(6)
+        array([3., 4.])
+        """
+        signals = [m.signal(t) for m, t in zip(records, tables)]
+        out = []
+        for m, signal, z in zip(records, signals, family.draw(records, rng)):
+            y = family.add(signal, z)
+            out.append(y if m.post is None else m.post(y))
+        return out
+
+
+#: The one :class:`LinearKind` every :class:`LinearMechanism` is run by.
+LINEAR_KIND = LinearKind()

@@ -19,6 +19,13 @@ family                   noise added to ``L(x_A)``, per mechanism (``scale`` = i
 
 Exact families draw from ``rng`` when one is given (reproducible, NOT private) and from the OS
 CSPRNG otherwise; the Gaussian family always draws from a numpy Generator.
+
+Besides ``draw`` (one noise array per listed mechanism), a family offers ``sample(scale, size,
+rng)``: ``size`` i.i.d. draws of one scale, for mechanisms that apply their own noise map to a
+batch of draws (the residual mechanisms, :mod:`dpmatrix.measure.residual_records`). ``splits``
+says whether drawing a list of mechanisms in several calls consumes ``rng`` exactly as one call
+does (true for the families that draw mechanism by mechanism; false for the vectorized discrete
+Laplace), so a measurement may draw a plan's noise batch by batch.
 """
 
 from __future__ import annotations
@@ -43,9 +50,15 @@ class NoiseFamily(Protocol):
     name: str
     #: integer noise from exact samplers (the randomness is the OS CSPRNG's unless seeded)
     exact: bool
+    #: drawing a list in consecutive parts consumes ``rng`` as drawing it at once
+    splits: bool
 
     def draw(self, mechs: Sequence[Any], rng: Any) -> list[np.ndarray]:
         """One noise array per mechanism, in their order (``rng``: the caller's source)."""
+        ...
+
+    def sample(self, scale: Any, size: int, rng: Any) -> np.ndarray:
+        """``size`` i.i.d. draws of the family's noise at ``scale`` (a flat array)."""
         ...
 
     def add(self, signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -58,6 +71,7 @@ class GaussianFamily:
 
     name = "gaussian"
     exact = False
+    splits = True
 
     def draw(self, mechs: Sequence[Any], rng: Any) -> list[np.ndarray]:
         gen = rng if rng is not None else np.random.default_rng()
@@ -67,22 +81,29 @@ class GaussianFamily:
             out.append(z if m.noise_map is None else m.noise_map(z))
         return out
 
+    def sample(self, scale: Any, size: int, rng: Any) -> np.ndarray:
+        """``√scale · z`` with ``z`` standard normal (``scale = 1`` gives ``z`` itself, bit for bit)."""
+        gen = rng if rng is not None else np.random.default_rng()
+        z = gen.standard_normal(int(size))
+        return z if float(scale) == 1.0 else math.sqrt(float(scale)) * z
+
     def add(self, signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        return signal + noise
+        return np.asarray(signal + noise)
 
 
 def _add_integers(signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """Exact integer addition (object arithmetic beyond int64)."""
     z = np.asarray(noise, dtype=np.int64).reshape(signal.shape)
     if signal.dtype == object or np.max(np.abs(signal), initial=0) >= 2**62:
-        return signal.astype(object) + z.astype(object)
-    return signal + z
+        return np.asarray(signal.astype(object) + z.astype(object))
+    return np.asarray(signal + z)
 
 
 class DiscreteGaussianFamily:
     """Exact discrete Gaussian of variance parameter ``scale`` (a Fraction) per output."""
 
     exact = True
+    splits = True
 
     def __init__(self, name: str):
         self.name = name
@@ -90,6 +111,10 @@ class DiscreteGaussianFamily:
     def draw(self, mechs: Sequence[Any], rng: Any) -> list[np.ndarray]:
         return [np.asarray(sample_discrete_gaussian(m.scale, math.prod(m.noise_shape), rng), dtype=np.int64)
                 for m in mechs]
+
+    def sample(self, scale: Any, size: int, rng: Any) -> np.ndarray:
+        """``size`` exact ``N_Z(0, scale)`` draws (``scale`` a Fraction)."""
+        return sample_discrete_gaussian(scale, int(size), rng)
 
     def add(self, signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
         return _add_integers(signal, noise)
@@ -101,12 +126,18 @@ class DiscreteLaplaceFamily:
 
     name = "discrete_laplace"
     exact = True
+    splits = False  # one vectorized call for every mechanism
 
     def draw(self, mechs: Sequence[Any], rng: Any) -> list[np.ndarray]:
         if not mechs:
             return []
         return list(sample_discrete_laplace_many([m.scale for m in mechs],
                                                  [math.prod(m.noise_shape) for m in mechs], rng))
+
+    def sample(self, scale: Any, size: int, rng: Any) -> np.ndarray:
+        """``size`` exact discrete Laplace draws of parameter ``ε_g = scale``."""
+        (out,) = sample_discrete_laplace_many([scale], [int(size)], rng)
+        return np.asarray(out)
 
     def add(self, signal: np.ndarray, noise: np.ndarray) -> np.ndarray:
         return signal + np.asarray(noise, dtype=np.int64).reshape(signal.shape)

@@ -46,10 +46,11 @@ one measurement path (:func:`dpmatrix.measure`) and released, it also implements
                                    :meth:`Plan.from_dict` and ``load_release`` read it back.
 =================================  ==========================================================
 
-``measure`` is defined here once, with one keyword-only signature for every planner. The
-ResidualPlanner family is measured by the same function through its batched residual path
-(its mechanisms are :class:`~dpmatrix.mechanisms.residual.ResidualMechanism`) and reconstructed
-by :class:`~dpmatrix.reconstruct.residual_estimator.ResidualEstimator` (Algorithm 2). A planner
+``measure`` is defined here once, with one keyword-only signature for every planner, and every
+plan's records go through the one executor (:mod:`dpmatrix.measure.executor`). The
+ResidualPlanner family lists residual records (:mod:`dpmatrix.measure.residual_records`, whose
+kinds apply the batched Kronecker arithmetic) and is reconstructed by
+:class:`~dpmatrix.reconstruct.residual_estimator.ResidualEstimator` (Algorithm 2). A planner
 is made available to :func:`dpmatrix.plan` by :func:`~dpmatrix.planners.registry.register_planner`.
 """
 
@@ -70,6 +71,7 @@ from ..errors import DPMatrixError, PlanError
 from ..jsonfile import read_json
 from ..privacy import NOISE_ACCOUNTING, Budget
 from ..protocols import PlanFacts
+from ..workload import Workload
 from .formats import plan_class
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
@@ -283,6 +285,25 @@ class PlanBase(ABC):
     def lower_bound_facts(self) -> dict[str, Any]:
         """``optimality().to_dict()``: the release manifest's and report's ``lower_bound`` entry."""
         return self.optimality().to_dict()
+
+    def used_attributes(self) -> tuple[int, ...] | None:
+        """Positions of the attributes the plan measures (the only columns a measurement reads),
+        ``None`` when it measures none: every mechanism reads a subset of a workload entry's
+        attributes, so the workload's attributes (a plan with a closure says exactly which); a
+        query workload (:class:`~dpmatrix.queries.QueryWorkload`) does not say: ``None``, every
+        column is read.
+
+        Examples
+        --------
+        >>> import dpmatrix as dm
+        >>> wk = dm.Workload(dm.Domain({"a": 2, "b": 3, "c": 2}), [("a",), ("c",)])
+        >>> dm.plan(wk, epsilon=1.0, delta=0).used_attributes()
+        (0, 2)
+        """
+        if not isinstance(self.workload, Workload):
+            return None
+        used = sorted({a for s in self.workload.sets for a in s})
+        return tuple(used) if used else None
 
     # -- persistence ---------------------------------------------------------------------------
     @abstractmethod

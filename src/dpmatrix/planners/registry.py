@@ -27,11 +27,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PlanError
-from ..privacy import Budget
+from ..privacy import Budget, resolve_pcost
 
-__all__ = ["PlannerSpec", "build_options", "find_planner", "planner_names", "register_planner", "registered"]
+__all__ = [
+    "PlannerSpec",
+    "build_options",
+    "find_planner",
+    "gaussian_pcost",
+    "planner_names",
+    "register_planner",
+    "registered",
+]
 
 PlanFunction = Callable[[Any, "Budget | None", Any], Any]
+
+
+def gaussian_pcost(budget: Budget | None) -> float:
+    """The privacy cost of a Gaussian budget (no budget: the usual typed error of
+    :func:`~dpmatrix.privacy.resolve_pcost`)."""
+    return budget.pcost if budget is not None else float(resolve_pcost())
 
 
 def _any_workload(workload: Any) -> bool:

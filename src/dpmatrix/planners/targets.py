@@ -41,6 +41,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,9 +53,11 @@ from scipy.stats import norm
 from ..domain import Domain
 from ..errors import PlanError, TargetError, WorkloadError
 from ..privacy import Budget, resolve_pcost
+from ..protocols import HasClosure
 from ..queries import QueryWorkload
 from ..solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio
 from ..workload import Workload
+from .base import PlanBase
 from .explicit.plan import ExplicitStrategyPlan
 from .residual.plan import Plan, plan_residual
 
@@ -63,8 +66,7 @@ __all__ = [
     "Z95",
     "EXPLICIT_MAX_CELLS",
     "TargetReport",
-    "ResidualTargetPlan",
-    "ExplicitTargetPlan",
+    "TargetedPlan",
     "explicit_plan_from_strategy",
     "parse_targets",
     "plan_targets",
@@ -364,10 +366,94 @@ def _compact(t: np.ndarray) -> float | list:
     return float(flat[0]) if flat.size and np.all(flat == flat[0]) else flat.tolist()
 
 
-class _TargetMethods:
-    """``target_table()`` and ``certificate()`` of a plan holding a :class:`TargetReport`."""
+@dataclass(frozen=True, eq=False)
+class TargetedPlan:
+    """A plan selected from accuracy targets: any planner's plan with its :class:`TargetReport`.
 
-    target_report: TargetReport | None
+    The wrapper is the plan protocol by delegation: every fact, variance, mechanism and
+    estimator is the wrapped ``plan``'s (attribute access falls through to it), and it adds
+    the :class:`~dpmatrix.protocols.HasTargets` capability (``target_table()``,
+    ``certificate()``) and the ``"targets"`` entry of :meth:`to_dict`. It is a
+    :class:`dpmatrix.Plan` (registered as one); the budget it was planned with and its privacy
+    unit live on the wrapped plan, so a saved file states them as the plan alone would.
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan the targets planner selected (ResidualPlanner(+) or an explicit strategy).
+    target_report : TargetReport, optional
+        ``None`` only for a plan read back without its targets.
+
+    Examples
+    --------
+    >>> import dpmatrix as dm
+    >>> wk = dm.Workload(dm.Domain({"a": 2, "b": 2}), [("a", "b")])
+    >>> p = dm.plan(wk, targets=4.0)
+    >>> isinstance(p, TargetedPlan) and isinstance(p, dm.Plan), type(p.plan).__name__
+    (True, 'Plan')
+    >>> p.planner_name, round(p.pcost, 9)
+    ('ResidualPlanner', 0.25)
+    """
+
+    plan: Any
+    target_report: TargetReport | None = field(default=None, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("plan", "target_report"):
+            raise AttributeError(name)  # (copy/pickle look these up before the fields exist)
+        return getattr(self.plan, name)  # delegation: the wrapped plan answers the protocol
+
+    # -- what the wrapper keeps on the wrapped plan ------------------------------------------
+    @property
+    def planned_budget(self) -> Budget | None:
+        """The budget the plan was planned with (the wrapped plan's)."""
+        return self.plan.planned_budget
+
+    @planned_budget.setter
+    def planned_budget(self, budget: Budget | None) -> None:
+        object.__setattr__(self.plan, "planned_budget", budget)
+
+    @property
+    def privacy_unit(self):
+        """The person the plan protects (the wrapped plan's)."""
+        return self.plan.privacy_unit
+
+    def with_privacy_unit(self, unit) -> TargetedPlan:
+        """Mark the wrapped plan as protecting ``unit``; returns this plan."""
+        self.plan.with_privacy_unit(unit)
+        return self
+
+    # -- the protocol's own entries -------------------------------------------------------------
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4) -> tuple[Any, list]:
+        """The wrapped plan's records; the plan measured keeps the targets."""
+        measured, records = self.plan.mechanisms(noise=noise, rel_var_tol=rel_var_tol)
+        return (self if measured is self.plan else self._rewrapped(measured)), records
+
+    def _rewrapped(self, measured: Any) -> Any:
+        """The re-scored plan a measurement returns, as a targets plan when its class kept the
+        targets (an explicit strategy re-scored in place), else as is."""
+        return TargetedPlan(measured, self.target_report) if type(measured) is type(self.plan) \
+            and not isinstance(measured, HasClosure) else measured
+
+    def measure(self, data: Any, **options: Any) -> Any:
+        """:func:`dpmatrix.measure` of this plan (see :meth:`dpmatrix.Plan.measure`)."""
+        return PlanBase.measure(self, data, **options)
+
+    def report(self, path: str | Path, **options: Any) -> Path:
+        """The wrapped plan's HTML report, written for this plan (with its targets section);
+        options as the wrapped plan's ``report``."""
+        return type(self.plan).report(self, path, **options)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wrapped plan's description with the target report under ``"targets"``."""
+        out = self.plan.to_dict()
+        if self.target_report is not None:
+            out["targets"] = self.target_report.to_dict()
+        return out
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """:meth:`to_dict` as JSON text, also written to ``path`` when given."""
+        return PlanBase.to_json(self, path)
 
     def _targets(self) -> TargetReport:
         if self.target_report is None:
@@ -384,22 +470,12 @@ class _TargetMethods:
         return self._targets().certificate()
 
 
+PlanBase.register(TargetedPlan)
+
+
 # --------------------------------------------------------------------------------------------
 # Residual route
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class ResidualTargetPlan(_TargetMethods, Plan):
-    """A ResidualPlanner(+) plan selected from accuracy targets, with its :class:`TargetReport`."""
-
-    target_report: TargetReport | None = field(default=None, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        if self.target_report is not None:
-            out["targets"] = self.target_report.to_dict()
-        return out
 
 
 def _residual_certificate(plan: Plan, weights: Sequence[np.ndarray]) -> float:
@@ -468,7 +544,7 @@ def _dual_bound(C: sp.csr_matrix, p: np.ndarray, lam: np.ndarray) -> float:
 
 
 def _plan_residual_targets(workload: Workload, tgt: tuple[np.ndarray, ...], kind: str, pcost: float | None,
-                           strategies, construction: str, tol: float) -> ResidualTargetPlan:
+                           strategies, construction: str, tol: float) -> TargetedPlan:
     weights = [1.0 / t for t in tgt]
     if pcost is None:
         inner = plan_residual(workload, objective="max_var", loss_bound=1.0, strategies=strategies,
@@ -487,12 +563,7 @@ def _plan_residual_targets(workload: Workload, tgt: tuple[np.ndarray, ...], kind
         )
     lower = min(_residual_certificate(inner, weights), inner.pcost * max(float(np.max(a / t)) for a, t in zip(achieved, tgt)))
     report = _report(workload, tgt, achieved, kind, "residual", inner.pcost, lower, pcost is None, tol)
-    out = ResidualTargetPlan(workload, inner.sigma2, inner.objective, inner.strategies, inner.construction,
-                             report)
-    for name in ("bases", "_query_bases", "coefficients"):
-        if name in inner.__dict__:
-            out.__dict__[name] = inner.__dict__[name]
-    return out
+    return TargetedPlan(inner, report)
 
 
 def _report(workload, tgt, achieved, kind, route, pcost, lower, least_privacy, tol, gap=None, status=None):
@@ -541,22 +612,8 @@ def _dense_workload(workload: QueryWorkload) -> tuple[tuple[int, ...], np.ndarra
     return union, W
 
 
-@dataclass(frozen=True, eq=False)
-class ExplicitTargetPlan(_TargetMethods, ExplicitStrategyPlan):
-    """An :class:`~dpmatrix.planners.explicit.plan.ExplicitStrategyPlan` selected from accuracy
-    targets (the strategy of the fitness-for-use solver), with its :class:`TargetReport`."""
-
-    target_report: TargetReport | None = field(default=None, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        if self.target_report is not None:
-            out["targets"] = self.target_report.to_dict()
-        return out
-
-
 def explicit_plan_from_strategy(workload: QueryWorkload, A, pcost: float, *, attrs=None,
-                                target_report: TargetReport | None = None) -> ExplicitTargetPlan:
+                                target_report: TargetReport | None = None) -> ExplicitStrategyPlan | TargetedPlan:
     """A Gaussian plan measuring ``A x + N(0, I)`` on the cells of ``attrs`` (default: the union
     of the groups' attributes), with ``A`` rescaled so its privacy cost (largest squared column
     norm) is ``pcost``.
@@ -570,10 +627,11 @@ def explicit_plan_from_strategy(workload: QueryWorkload, A, pcost: float, *, att
         Privacy cost the plan spends (= 2ρ).
     attrs : iterable of str or int, optional, keyword-only
     target_report : TargetReport, optional, keyword-only
+        Given: the plan is a :class:`TargetedPlan` carrying it.
 
     Returns
     -------
-    ExplicitTargetPlan
+    ExplicitStrategyPlan or TargetedPlan
 
     Examples
     --------
@@ -593,10 +651,11 @@ def explicit_plan_from_strategy(workload: QueryWorkload, A, pcost: float, *, att
     A = A * math.sqrt(c / float(np.max(np.einsum("ij,ij->j", A, A))))
     A.setflags(write=False)
     # noise N(0, I) on the rescaled rows: privacy cost = largest squared column norm = pcost
-    return ExplicitTargetPlan(workload, tuple(union), A, 1.0, "fitness-for-use", target_report)
+    plan = ExplicitStrategyPlan(workload, tuple(union), A, 1.0, "fitness-for-use")
+    return plan if target_report is None else TargetedPlan(plan, target_report)
 
 
-def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable, tol) -> ExplicitTargetPlan:
+def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable, tol) -> TargetedPlan:
     union, W = _dense_workload(workload)
     c = np.concatenate([t.reshape(-1) for t in tgt])
     if pcost is None:
@@ -607,7 +666,7 @@ def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable
     achieved = tuple(plan.group_variance(i) for i in range(len(workload)))
     report = _report(workload, tgt, achieved, kind, "explicit", plan.pcost, res.cost_lower_bound, pcost is None,
                      tol, gap=res.gap, status=res.status)
-    return ExplicitTargetPlan(workload, plan.attrs, plan.strategy, plan.sigma2, plan.name, report)
+    return TargetedPlan(plan, report)
 
 
 # --------------------------------------------------------------------------------------------
@@ -655,8 +714,9 @@ def plan_targets(
 
     Returns
     -------
-    ResidualTargetPlan or ExplicitTargetPlan
-        With ``target_table()``, ``certificate()`` and the privacy cost in every unit.
+    TargetedPlan
+        The selected plan (ResidualPlanner(+) or explicit strategy) with ``target_table()``,
+        ``certificate()`` and the privacy cost in every unit.
 
     Examples
     --------

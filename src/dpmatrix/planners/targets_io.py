@@ -3,8 +3,9 @@
 A plan planned from accuracy targets saves its report under ``"targets"``
 (:meth:`TargetReport.to_dict`: the kind, one row per marginal/group, the certificate and every
 query's variance target).  A plan file (``dpmatrix plan --target ... --save``) and a release
-manifest keep that dict, so reading them back gives the same plan class with the same
-``target_table()`` and ``certificate()``: the targets come from the file, the achieved
+manifest keep that dict, so reading them back gives the plan wrapped with its targets
+(:class:`~dpmatrix.planners.targets.TargetedPlan`) with the same ``target_table()`` and
+``certificate()``: the targets come from the file, the achieved
 variances are recomputed from the plan's noise (they are what the plan delivers, not a copy).
 Files written before the per-query targets were saved have only the rows: each entry's target
 is then its row's (the worst query's) target, exact when an entry's targets are all equal.
@@ -21,7 +22,7 @@ from ..errors import PlanError
 from ..queries import QueryWorkload
 from .explicit.plan import ExplicitStrategyPlan
 from .residual.plan import Plan
-from .targets import TARGET_KINDS, ExplicitTargetPlan, ResidualTargetPlan, TargetReport
+from .targets import TARGET_KINDS, TargetedPlan, TargetReport
 
 __all__ = ["with_manifest_targets", "with_target_report"]
 
@@ -68,7 +69,7 @@ def with_target_report(plan, saved: Mapping[str, Any]):
 
     Returns
     -------
-    ResidualTargetPlan or ExplicitTargetPlan
+    TargetedPlan
 
     Raises
     ------
@@ -105,16 +106,9 @@ def with_target_report(plan, saved: Mapping[str, Any]):
         float(plan.pcost), float(cert["pcost_lower_bound"]), float(cert["gap"]), str(cert["status"]),
         column, float(cert["tol"]),
     )
-    if isinstance(plan, ExplicitStrategyPlan):
-        return ExplicitTargetPlan(plan.workload, plan.attrs, plan.strategy, plan.sigma2, plan.name, report)
-    if not isinstance(plan, Plan):
+    if not isinstance(plan, (ExplicitStrategyPlan, Plan)):
         raise PlanError(f"a {type(plan).__name__} cannot carry accuracy targets")
-    out = ResidualTargetPlan(plan.workload, plan.sigma2, plan.objective, plan.strategies, plan.construction,
-                             report)
-    for name in ("bases", "_query_bases", "coefficients"):
-        if name in plan.__dict__:
-            out.__dict__[name] = plan.__dict__[name]
-    return out
+    return TargetedPlan(plan, report)
 
 
 def with_manifest_targets(plan, manifest: Mapping[str, Any]):
@@ -129,7 +123,7 @@ def with_manifest_targets(plan, manifest: Mapping[str, Any]):
 
     Returns
     -------
-    Plan or ResidualTargetPlan
+    Plan or TargetedPlan
 
     Examples
     --------

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from ..errors import DPMatrixError
 from ..privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
-from ..protocols import HasClosure, HasMarginalColumns, HasMarginalTable, HasResidualColumns, HasTargets
+from ..protocols import HasClosure, HasMarginalColumns, HasMarginalTable, HasResidualColumns, HasTargets, WrapsPlan
 from ..release_tables import STAT_COLUMNS, read_table
 from ..statement import privacy_summary, pure_summary
 from ..version import __version__
@@ -487,6 +487,8 @@ def _fairness(plan, enabled: bool) -> Fairness:
     from ..planners.residual.plan import Plan
     from ..planners.residual.plan import plan_residual as make_plan
 
+    if isinstance(plan, WrapsPlan):  # e.g. planned from targets: the residual plan it selected
+        plan = plan.plan
     if not isinstance(plan, Plan):
         return Fairness((), "this planner optimizes the sum of variances only, so there is no "
                         "other objective to compare with")

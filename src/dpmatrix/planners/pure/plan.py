@@ -573,9 +573,7 @@ def plan_pure(
                          "max_variance": p.max_variance(), "rmse": p.rmse(), "groups": len(p.groups)})
             if best is None or key(p) < key(best):
                 best = p
-    return PurePlan(**{**{f: getattr(best, f) for f in
-                          ("domain", "workload", "epsilon", "strategy", "budgeting", "groups",
-                           "budgets", "variance_model")}, "comparison": tuple(rows)})
+    return dataclasses.replace(best, comparison=tuple(rows))
 
 
 def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_model, max_identity_cells):

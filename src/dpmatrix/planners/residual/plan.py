@@ -146,7 +146,26 @@ class Plan(PlanBase, PrivacyReport):
             ) from None
         return ResidualMechanism(key, tuple(self.bases[a] for a in key), float(self.sigma2[i]))
 
-    def mechanisms(self) -> Iterator[ResidualMechanism]:
+    def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4) -> tuple[Plan, list]:
+        """``(plan measured, records)`` for the sampler ``noise`` (``"gaussian"``,
+        ``"discrete_gaussian"``, ``"lattice_gaussian"``; ``None``: the secure default of
+        :func:`~dpmatrix.measure.secure.resolve_noise`): the plan re-scored for exact noise and
+        one record per measured residual (:mod:`dpmatrix.measure.residual_records`)."""
+        # the measurement modules load pandas and tqdm: only when measuring (reading a release
+        # or answering a query from one needs this class without them)
+        from ...measure.residual_records import residual_records
+        from ...measure.secure import resolve_noise
+
+        if noise is None or noise == "auto":
+            noise = resolve_noise(self, "auto")
+        return residual_records(self, "gaussian" if noise == "gaussian_float" else noise, rel_var_tol)
+
+    def used_attributes(self) -> tuple[int, ...] | None:
+        """Positions of the attributes of the measured residual sets."""
+        used = sorted({a for s, m in zip(self.closure.sets, self.measured) if m for a in s})
+        return tuple(used) if used else None
+
+    def residual_mechanisms(self) -> Iterator[ResidualMechanism]:
         """Residual mechanisms that release noisy answers (finite ``σ²``), in closure order."""
         for i, key in enumerate(self.closure.sets):
             if np.isfinite(self.sigma2[i]):
