@@ -20,7 +20,7 @@ SRC = Path(dpmatrix.__file__).parent
 
 # Lowest first. A module may import modules of its own layer or of lower layers only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dpmatrix.errors", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.provenance", "dpmatrix.csv_cells",
+    ("dpmatrix.errors", "dpmatrix._hooks", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.provenance", "dpmatrix.csv_cells",
      "dpmatrix.dates"),
     ("dpmatrix.linalg",),
     ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection",
@@ -114,18 +114,8 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
     return edges
 
 
-# The one sanctioned exception: ``Plan.report(path)`` and ``Release.report(path)`` (issue 20 asks
-# for them as methods) delegate to the presentation layer above them through an import inside the
-# method body. The report layer depends on them, never the other way round at import time; these
-# edges are listed here by name so that any other upward import still fails.
-DELEGATING_HOOKS = {
-    ("dpmatrix.planners.residual.plan", "dpmatrix.report"),
-    ("dpmatrix.release._reader", "dpmatrix.report"),  # Release.report()
-    ("dpmatrix.reconstruct.measurements", "dpmatrix.postprocess"),  # Measurements.postprocess()
-}
-
 MODULES = _modules()
-GRAPH = {m: {t for t in _imports(m, p, set(MODULES)) if (m, t) not in DELEGATING_HOOKS} for m, p in MODULES.items()}
+GRAPH = {m: _imports(m, p, set(MODULES)) for m, p in MODULES.items()}
 
 
 def test_every_module_has_a_layer():
@@ -170,13 +160,13 @@ def test_the_checker_sees_cycles_and_upward_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text(
         "from .a import x\n"
-        "def g():\n    from ..planners import residual\n    import dpmatrix.measure\n"
+        "def g():\n    from ..release import _reader\n    import dpmatrix.measure\n"
         "if TYPE_CHECKING:\n    from ..cli import main\n"
     )
-    known = {"dpmatrix.engines.a", "dpmatrix.planners", "dpmatrix.planners.residual", "dpmatrix.measure", "dpmatrix.cli"}
+    known = {"dpmatrix.engines.a", "dpmatrix.release", "dpmatrix.release._reader", "dpmatrix.measure", "dpmatrix.cli"}
     got = _imports("dpmatrix.engines.m", f, known)
-    assert got == {"dpmatrix.engines.a", "dpmatrix.planners", "dpmatrix.planners.residual", "dpmatrix.measure"}
-    assert layer_of("dpmatrix.planners.residual") > layer_of("dpmatrix.engines.m")
+    assert got == {"dpmatrix.engines.a", "dpmatrix.release", "dpmatrix.release._reader", "dpmatrix.measure"}
+    assert layer_of("dpmatrix.release._reader") > layer_of("dpmatrix.engines.m")
 
 
 @pytest.mark.parametrize("package", sorted(m for m, p in MODULES.items() if p.name == "__init__.py" and m != "dpmatrix"))

@@ -21,6 +21,7 @@ import sys as _sys
 import types as _types
 from typing import TYPE_CHECKING
 
+from . import _hooks
 from .version import __version__  # noqa: F401  (public)
 
 # public name -> (module that defines it, name there)
@@ -72,6 +73,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "record_budget": ("dpmatrix.unit", "record_budget"),
     "code_of": ("dpmatrix.values", "code_of"),
     "infer_domain": ("dpmatrix.engines.infer", "infer_domain"),
+    "postprocess": ("dpmatrix.postprocess", "postprocess"),
+    "report": ("dpmatrix.report", "report"),
 }
 
 __all__ = [
@@ -122,6 +125,8 @@ __all__ = [
     "plan_querysmasher",
     "write_release",
     "publish",
+    "postprocess",
+    "report",
 ]
 
 
@@ -158,6 +163,21 @@ class _Package(_types.ModuleType):
 
 _sys.modules[__name__].__class__ = _Package
 
+
+def _hook(name: str):
+    """The top-level function ``name``, imported when a method that aliases it is first called."""
+
+    def run(*args, **kwargs):
+        return __getattr__(name)(*args, **kwargs)
+
+    return run
+
+
+# Plan.report / Release.report / Measurements.postprocess live in lower layers; their work is done
+# by these top-level functions, registered here (the root runs before any submodule).
+_hooks.register("report", _hook("report"))
+_hooks.register("postprocess", _hook("postprocess"))
+
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .domain import Attribute, Domain
     from .errors import (
@@ -184,11 +204,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .planners.querysmasher.plan import QuerySmasherPlan
     from .planners.querysmasher.planner import plan_querysmasher
     from .planners.residual.plan import ResidualPlan
+    from .postprocess import postprocess
     from .privacy import Budget
     from .protocols import PlanFacts
     from .queries import QueryWorkload
     from .reconstruct.measurements import Measurements, QueryAnswer
     from .release import Release, load_release, write_release
+    from .report import report
     from .selection import codes
     from .solvers.svd_bound import SVDBound
     from .solvers.svd_bound import svd_bound as lower_bound

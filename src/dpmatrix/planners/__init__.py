@@ -1,24 +1,62 @@
-"""Planners: the plan protocol (:mod:`.base`), :func:`plan` (:mod:`.dispatch`), one subpackage per planner.
+"""Planners: :func:`plan`, the plan classes' base, and what adding a planner takes.
 
-``PlanBase`` and ``plan`` are loaded on first use (PEP 562): reading a release needs its own
-planner's module only, not every planner and its solvers."""
+* :func:`plan` / :func:`plan_from_dict` / :func:`compare`: plan a workload under a budget, read a
+  plan back, compare planners (also ``dm.plan``, ``dm.plan_from_dict``, ``dm.compare``).
+* :class:`Plan` (``PlanBase``): the base every planner's plan subclasses.
+* :class:`PlannerSpec`, :func:`register_planner`, :func:`find_planner`, :func:`planner_names`:
+  the planner registry; :func:`plan_format` registers a plan class's file format.
+* :class:`LinearMechanism`, :class:`Estimator`, :class:`EntryAnswer`: what a new planner's plan
+  returns from ``mechanisms()`` and ``estimator()``.
 
+The names are loaded on first use (PEP 562): reading a release needs its own planner's module
+only, not every planner and its solvers.
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .base import PlanBase
-    from .dispatch import plan
+# public name -> (module that defines it, name there)
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "EntryAnswer": ("dpmatrix.reconstruct.estimator", "EntryAnswer"),
+    "Estimator": ("dpmatrix.reconstruct.estimator", "Estimator"),
+    "LinearMechanism": ("dpmatrix.mechanisms.linear", "LinearMechanism"),
+    "Plan": ("dpmatrix.planners.base", "Plan"),
+    "PlanBase": ("dpmatrix.planners.base", "PlanBase"),
+    "PlannerSpec": ("dpmatrix.planners.registry", "PlannerSpec"),
+    "compare": ("dpmatrix.planners.compare", "compare"),
+    "find_planner": ("dpmatrix.planners.registry", "find_planner"),
+    "plan": ("dpmatrix.planners.dispatch", "plan"),
+    "plan_format": ("dpmatrix.planners.formats", "plan_format"),
+    "plan_from_dict": ("dpmatrix.planners.dispatch", "plan_from_dict"),
+    "planner_names": ("dpmatrix.planners.registry", "planner_names"),
+    "register_planner": ("dpmatrix.planners.registry", "register_planner"),
+}
 
-__all__ = ["PlanBase", "plan"]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
-    if name == "PlanBase":
-        from .base import PlanBase
+    """Import a public name on first use and keep it (PEP 562)."""
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
 
-        return PlanBase
-    if name == "plan":
-        from .dispatch import plan
 
-        return plan
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from ..mechanisms.linear import LinearMechanism
+    from ..reconstruct.estimator import EntryAnswer, Estimator
+    from .base import Plan, PlanBase
+    from .compare import compare
+    from .dispatch import plan, plan_from_dict
+    from .formats import plan_format
+    from .registry import PlannerSpec, find_planner, planner_names, register_planner

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._hooks import call as call_hook
 from ..errors import NotMeasuredError, PlanError, WorkloadError
 from ..protocols import HasClosure, ListsMechanisms
 from ..provenance import Provenance
@@ -456,10 +457,8 @@ class Measurements:
     def postprocess(self, **options):
         """Non-negative, mutually consistent marginals fitted to these measurements by
         private-pgm (no data, no privacy cost; biased, no exact variances). See
-        :func:`dpmatrix.postprocess.postprocess` for the options."""
-        from ..postprocess import postprocess
-
-        return postprocess(self, **options)
+        :func:`dpmatrix.postprocess` (this method is an alias of it) for the options."""
+        return call_hook("postprocess", self, **options)
 
     def synthetic(self, rows: int | None = None, *, rng: np.random.Generator, **options) -> pd.DataFrame:
         """Synthetic records drawn from the post-processed distribution

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._hooks import call as call_hook
 from ..domain import Domain
 from ..errors import DPMatrixError, NotMeasuredError, ReleaseError
 from ..protocols import HasClosure
@@ -285,10 +286,8 @@ class Release:
 
     def report(self, path: str | Path | None = None, *, fairness: bool = True) -> Path:
         """Write a self-contained HTML report of this release (default ``report.html`` in its
-        folder); see :func:`dpmatrix.report.write_release_report`."""
-        from ..report import write_release_report
-
-        return write_release_report(self, path, fairness=fairness)
+        folder): an alias of :func:`dpmatrix.report`."""
+        return call_hook("report", self, path, fairness=fairness)
     def postprocess(self, **options):
         """Non-negative, consistent marginals fitted to the saved measurements
         (:meth:`Measurements.postprocess <dpmatrix.reconstruct.measurements.Measurements.postprocess>`)."""

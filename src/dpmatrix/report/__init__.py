@@ -24,6 +24,7 @@ from .html import render, write_report
 
 __all__ = [
     "REPORT_FILE",
+    "report",
     "Report",
     "plan_content",
     "plan_facts",
@@ -36,6 +37,38 @@ __all__ = [
 
 #: name of the report written into a release folder
 REPORT_FILE = "report.html"
+
+
+def report(what, path: str | Path | None = None, **options: Any) -> Path:
+    """Write a self-contained HTML report of a plan or of a release.
+
+    Parameters
+    ----------
+    what : Plan or Release
+        A plan (privacy in every unit, accuracy before data, cell fairness, budget shares) or a
+        release read back with :func:`dpmatrix.load_release` (its answers as well).
+    path : str or Path, optional
+        The HTML file. Required for a plan; for a release, ``report.html`` in its folder.
+    **options
+        ``delta``, ``level``, ``fairness`` for a plan; ``fairness`` for a release.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Examples
+    --------
+    >>> import dpmatrix as dm, tempfile, pathlib
+    >>> p = dm.plan(dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")]), rho=1.0)
+    >>> dm.report(p, pathlib.Path(tempfile.mkdtemp()) / "plan.html").name
+    'plan.html'
+    """
+    if isinstance(what, Release):
+        return write_release_report(what, path, **options)
+    if path is None:
+        raise TypeError("dpmatrix.report(plan, path): a plan's report needs the file to write")
+    return write_plan_report(what, path, **options)
 
 
 def write_plan_report(plan, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._hooks import call as call_hook
 from ...domain import Domain
 from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
 from ...jsonfile import json_float
@@ -298,10 +299,8 @@ class Plan(PlanBase, PrivacyReport):
     def report(self, path: str | Path, *, delta: float = 1e-9, level: float = 0.95,
                fairness: bool = True) -> Path:
         """Write a self-contained HTML report of this plan (privacy in every unit, accuracy
-        before data, cell fairness, budget shares); see :func:`dpmatrix.report.write_plan_report`."""
-        from ...report import write_plan_report
-
-        return write_plan_report(self, path, delta=delta, level=level, fairness=fairness)
+        before data, cell fairness, budget shares): an alias of :func:`dpmatrix.report`."""
+        return call_hook("report", self, path, delta=delta, level=level, fairness=fairness)
 
     # -- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
