@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 import dpmatrix as dm
-from dpmatrix.accounting import epsilon_for
+from dpmatrix._accounting import epsilon_for
 
 DATA = Path(dm.__file__).parent / "data"
 ATTRS = ["age", "workclass", "education-num", "marital-status", "race", "sex"]

@@ -25,9 +25,9 @@ import time
 import numpy as np
 
 import dpmatrix as dm
-from dpmatrix.linalg.strategies import evaluate, haar, hierarchical, kron, quarter_root
-from dpmatrix.solvers.lsa import lsa, lsa_generalized, lsa_separated
-from dpmatrix.solvers.svd_bound import svd_bound
+from dpmatrix._linalg.strategies import evaluate, haar, hierarchical, kron, quarter_root
+from dpmatrix._solvers.lsa import lsa, lsa_generalized, lsa_separated
+from dpmatrix._solvers.svd_bound import svd_bound
 
 
 def all_range_gram(n: int) -> np.ndarray:

@@ -10,7 +10,7 @@ are made before the clock starts, so the floor pays only for producing the cells
     python benchmarks/bench_broadcast.py --d 100 --n 10
 
 Both ways of making the three-way tables are timed: numpy's broadcast passes, and the compiled
-kernel of :mod:`dpmatrix.reconstruct.fused` (numba), with the
+kernel of :mod:`dpmatrix._reconstruct.fused` (numba), with the
 one-off cost of the kernel in a fresh process.
 """
 
@@ -54,8 +54,8 @@ def floor_pass(d: int, n: int, seed: int = 0) -> tuple[int, float]:
 def ours_pass(meas) -> tuple[int, float]:
     """(cells, seconds) of dpmatrix's streamed reconstruction as arrays: the estimates and
     variances of every workload marginal, in blocks written into one reused buffer
-    (:func:`dpmatrix.reconstruct.broadcast.plain_blocks`, the API a release writer consumes)."""
-    from dpmatrix.reconstruct.broadcast import plain_blocks
+    (:func:`dpmatrix._reconstruct.broadcast.plain_blocks`, the API a release writer consumes)."""
+    from dpmatrix._reconstruct.broadcast import plain_blocks
 
     t0 = time.perf_counter()
     cells = 0
@@ -71,7 +71,7 @@ def main() -> None:
     import pandas as pd
 
     import dpmatrix as dm
-    from dpmatrix.reconstruct import fused
+    from dpmatrix._reconstruct import fused
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=100)
@@ -107,7 +107,7 @@ def main() -> None:
         print(f"ours, {name:8s} {best[name]:.3f} s ({co:,} cells), ours/floor {best[name] / best_f:.2f}")
     if "compiled" in paths:
         # what a fresh process pays once for the kernel: numba's import and the cached kernel
-        code = ("import time; t = time.perf_counter(); import numpy as np; from dpmatrix.reconstruct import fused; "
+        code = ("import time; t = time.perf_counter(); import numpy as np; from dpmatrix._reconstruct import fused; "
                 "n = 3; fused.tables3(np.zeros((1, 2, 2, 2)), [np.zeros((1, 1, n, n)), np.zeros((1, n, 1, n)), "
                 "np.zeros((1, n, n, 1))], np.zeros(7), np.empty((1, n, n, n))); print(time.perf_counter() - t)")
         once = min(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from dpmatrix.domain import Domain
-from dpmatrix.engines.base import marginals_from_maximal
-from dpmatrix.engines.duckdb_engine import DuckDBEngine
-from dpmatrix.engines.numpy_engine import NumpyEngine
+from dpmatrix._domain import Domain
+from dpmatrix.engines._base import marginals_from_maximal
+from dpmatrix.engines._duckdb_engine import DuckDBEngine
+from dpmatrix.engines._numpy_engine import NumpyEngine
 
 
 def timed(label: str, fn):  # noqa: ANN001, ANN201

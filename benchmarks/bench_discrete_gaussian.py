@@ -31,16 +31,15 @@ import platform
 import subprocess
 import sys
 import time
-from pathlib import Path
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
-
 import pandas as pd
 
 import dpmatrix as dm
-from dpmatrix.mechanisms.lattice import LatticeQuery, lattice_measure
-from dpmatrix.mechanisms.samplers import rational_upper_bound, sample_discrete_gaussian
+from dpmatrix._mechanisms.lattice import LatticeQuery, lattice_measure
+from dpmatrix._mechanisms.samplers import rational_upper_bound, sample_discrete_gaussian
 
 
 def best_rate(fn, n: int, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -173,8 +172,8 @@ def speed_cases() -> list[tuple[str, str, object]]:
 
 def rates_here(n: int, repeat: int) -> list[float]:
     """Draws per CPU second of every :func:`speed_cases` case, in this process."""
-    from dpmatrix.mechanisms.laplace import sample_discrete_laplace_eps
-    from dpmatrix.mechanisms.samplers import sample_discrete_laplace
+    from dpmatrix._mechanisms.laplace import sample_discrete_laplace_eps
+    from dpmatrix._mechanisms.samplers import sample_discrete_laplace
 
     fns = {"gaussian": sample_discrete_gaussian, "laplace": sample_discrete_laplace,
            "laplace_eps": sample_discrete_laplace_eps}  # fmt: skip

@@ -5,7 +5,7 @@ C(30, 3) = 4,060 triples; they are counted from data (everything else is a sum o
 (uniform random codes) are generated once, written as Parquet and CSV to a temporary folder
 (deleted at the end), and counted
 
-* by the DuckDB engine from each file, through ``dpmatrix.measure.counting.count_batches`` (the
+* by the DuckDB engine from each file, through ``dpmatrix._measure.counting.count_batches`` (the
   batches the release path uses, which follow the engine's ``preferred_batch``), once with the
   default ``strategy="auto"`` (the code columns streamed into numpy chunks: every triple in one
   call, one scan) and once with ``strategy="grouping_sets"`` (16 triples per ``GROUPING SETS``
@@ -49,11 +49,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from dpmatrix.domain import Domain
-from dpmatrix.engines import duckdb_engine
-from dpmatrix.engines.duckdb_engine import DuckDBEngine
-from dpmatrix.engines.numpy_engine import NumpyEngine
-from dpmatrix.measure.counting import count_batches
+from dpmatrix._domain import Domain
+from dpmatrix._measure.counting import count_batches
+from dpmatrix.engines import _duckdb_engine as duckdb_engine
+from dpmatrix.engines._duckdb_engine import DuckDBEngine
+from dpmatrix.engines._numpy_engine import NumpyEngine
 
 ATTRS, SIZE, WAY, SEED = 30, 10, 3, 0
 FILE_OPS = ("READ_PARQUET", "READ_CSV", "PARQUET_SCAN", "READ_CSV_AUTO")

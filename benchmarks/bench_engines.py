@@ -70,14 +70,14 @@ def write_parquet(path: Path, rows: int, chunk: int = 5_000_000) -> None:
 
 def point(engine: str, path: str, workers: int, spark_conf: dict[str, str]) -> dict:
     """One engine, in this (fresh) process: file -> every <= 2-way table."""
-    from dpmatrix.domain import Domain
-    from dpmatrix.engines.base import marginals_from_maximal
+    from dpmatrix._domain import Domain
+    from dpmatrix.engines._base import marginals_from_maximal
 
     domain = Domain.from_sizes([SIZE] * ATTRS)
     sets = [c for k in range(3) for c in itertools.combinations(range(ATTRS), k)]
     info: dict = {}
     if engine == "spark":
-        from dpmatrix.engines.spark_engine import SparkEngine, spark_session
+        from dpmatrix.engines._spark_engine import SparkEngine, spark_session
 
         t0 = time.perf_counter()
         spark, _ = spark_session(f"local[{workers}]", spark_conf)
@@ -86,11 +86,11 @@ def point(engine: str, path: str, workers: int, spark_conf: dict[str, str]) -> d
     if engine == "numpy":
         import pyarrow.parquet as pq
 
-        from dpmatrix.engines.numpy_engine import NumpyEngine
+        from dpmatrix.engines._numpy_engine import NumpyEngine
 
         eng = NumpyEngine(pq.read_table(path).to_pandas(), domain)
     elif engine == "duckdb":
-        from dpmatrix.engines.duckdb_engine import DuckDBEngine
+        from dpmatrix.engines._duckdb_engine import DuckDBEngine
 
         eng = DuckDBEngine(path, domain, threads=workers)
     else:

@@ -7,7 +7,7 @@ workload marginal as a tidy table (``meas.marginal``) plus one range count over 
 
 Every (n, tree) pair runs in a fresh process (per-attribute bases are cached in a process). The
 tree under test (``after``: structured O(n) matrices of a plain attribute,
-``dpmatrix.linalg.structured``) and a reference tree (``--before SRC``: e.g. the main branch with
+``dpmatrix._linalg.structured``) and a reference tree (``--before SRC``: e.g. the main branch with
 dense ``np.eye(n)`` strategies and a dense ``Sub`` in the secure-noise grouping) are run one
 after the other for each n, so both see the same machine load. The reference is run only up to
 ``--before-max`` (a 30,000² float matrix is 7 GB; the reference also runs under an address-space
@@ -34,8 +34,8 @@ if mem > 0:
     resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
 import numpy as np, pandas as pd
 import dpmatrix as dm
-import dpmatrix.planners.dispatch  # imports are not planning time
-import dpmatrix.measure.measure_plan  # noqa
+import dpmatrix.planners._dispatch  # imports are not planning time
+import dpmatrix._measure.measure_plan  # noqa
 load = os.getloadavg()[0]
 rng = np.random.default_rng(0)
 rows = 100_000
@@ -141,7 +141,7 @@ def main() -> None:
     lines += [
         "",
         "After: a plain attribute's workload, strategy, Sub, Sub⁺ and residual covariance are",
-        "structured matrices (`dpmatrix.linalg.structured`) applied in O(n) per fibre; nothing",
+        "structured matrices (`dpmatrix._linalg.structured`) applied in O(n) per fibre; nothing",
         "n x n is built on the plain path (tests/planners/test_high_cardinality.py runs a release at",
         "n = 50,000 under a 6 GB address-space limit). Before: planning built np.eye(n) per plain",
         "attribute (O(n^2) time and memory: what made it quadratic), and the secure measurement",

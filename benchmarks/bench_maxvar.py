@@ -27,8 +27,8 @@ import tracemalloc
 
 import numpy as np
 
-from dpmatrix.planners.residual.maxvar_problem import build_marginal_maxvar_problem
-from dpmatrix.solvers.maxvar_solver import solve_max_variance
+from dpmatrix._solvers.maxvar_solver import solve_max_variance
+from dpmatrix.planners._residual.maxvar_problem import build_marginal_maxvar_problem
 
 # table 22 of the paper: d -> (ResPlan time in s, ResPlan max variance)
 TABLE22 = {

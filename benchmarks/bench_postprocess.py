@@ -35,7 +35,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dpmatrix as dm  # noqa: E402
-from dpmatrix.postprocess import postprocess  # noqa: E402
+from dpmatrix._postprocess import postprocess  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "dpmatrix" / "data"
 

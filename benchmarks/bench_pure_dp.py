@@ -32,7 +32,7 @@ absolute error over ``--runs`` releases with the real sampler (the paper's metri
 columns measure different things: for Laplace-like noise E|e| ≈ 0.71 σ, so "meas" ≈ 0.7 "exp".
 The file has 48,842 records (the paper used the 32,561-record training split) and the non-binary
 attributes are NOT binary-encoded for Fourier (the paper's §4.1 encoding); ``fourier`` here uses
-the pairwise-difference residual blocks of dpmatrix.planners.pure.groups. Noise comes from a
+the pairwise-difference residual blocks of dpmatrix.planners._pure.groups. Noise comes from a
 seeded byte source for reproducibility (not a secure release).
 """
 
@@ -47,11 +47,11 @@ from math import prod
 import numpy as np
 import pandas as pd
 
-from dpmatrix.domain import Domain
-from dpmatrix.mechanisms.samplers import sample_discrete_laplace
-from dpmatrix.planners.pure import plan_pure, sample_discrete_laplace_eps
-from dpmatrix.mechanisms.laplace import sample_discrete_laplace_many
-from dpmatrix.workload import Workload
+from dpmatrix._domain import Domain
+from dpmatrix._mechanisms.laplace import sample_discrete_laplace_many
+from dpmatrix._mechanisms.samplers import sample_discrete_laplace
+from dpmatrix._workload import Workload
+from dpmatrix.planners._pure import plan_pure, sample_discrete_laplace_eps
 
 ADULT8 = ["workclass", "education-num", "marital-status", "occupation", "relationship", "race",
           "sex", "income>50K"]
@@ -154,7 +154,7 @@ def bench_hierarchical() -> None:
     """Prefix / range workloads under pure DP: plain cells vs trees vs Haar (optimal level shares;
     a uniform binary tree for reference), sum and max objectives, and what "auto" keeps (it also
     plans the consistent cell strategies: identity, marginals, fourier, clustering, optimized)."""
-    from dpmatrix.planners.pure.hierarchical import plan_hierarchical
+    from dpmatrix.planners._pure.hierarchical import plan_hierarchical
 
     cases = []
     for n in (16, 64, 256):
@@ -189,9 +189,9 @@ def bench_gaussian(path: str) -> None:
     """The paper's (eps, delta) variant: its strategies with Gaussian noise and the square-root rule
     vs equal noise, against ResidualPlanner (what dm.plan uses with delta > 0) at the same privacy
     cost (eps = 1, delta = 1e-9, exact analytic Gaussian conversion); weighted total variance."""
-    from dpmatrix.planners.dispatch import plan as dm_plan
-    from dpmatrix.planners.pure.gaussian_variant import plan_datacube_gaussian
-    from dpmatrix.privacy import Budget
+    from dpmatrix._privacy import Budget
+    from dpmatrix.planners._dispatch import plan as dm_plan
+    from dpmatrix.planners._pure.gaussian_variant import plan_datacube_gaussian
 
     full = Domain.from_json(path.replace("adult.csv", "adult-domain.json"))
     dom = Domain({a: full.size(a) for a in ADULT8})
@@ -275,7 +275,7 @@ def bench_hdmm(path: str | None, restarts: int, data: str) -> None:
 
 
 def bench_pidentity(path: str | None, restarts: int, sizes: str) -> None:
-    from dpmatrix.planners.pure.pidentity_plan import plan_pidentity
+    from dpmatrix.planners._pure.pidentity_plan import plan_pidentity
 
     mods = _import_hdmm(path)
     eps = 1.0
@@ -332,8 +332,8 @@ def bench_pidentity_union(path: str | None, restarts: int) -> None:
     KronPIdentity products. HDMM side, generous to it: each range factor is HDMM's best
     PIdentity over ``restarts`` seeds (the best factors combined, then one union), HDMM's cube-root
     union weights, and the explicit GLS error 2/eps^2 sens^2 tr(WᵀW (AᵀA)⁺) on the 4096 cells."""
-    from dpmatrix.linalg.marginal_map import marginal_map
-    from dpmatrix.planners.pure.pidentity_union import plan_pidentity_union
+    from dpmatrix._linalg.marginal_map import marginal_map
+    from dpmatrix.planners._pure.pidentity_union import plan_pidentity_union
 
     eps = 1.0
     dom = Domain({"a": 16, "b": 32, "c": 8})

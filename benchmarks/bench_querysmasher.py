@@ -33,7 +33,7 @@ import numpy as np
 
 def _workload(n: int, d: int):
     import dpmatrix as dm
-    from dpmatrix.queries import QueryWorkload
+    from dpmatrix._queries import QueryWorkload
 
     dom = dm.Domain.from_sizes([n] * d)
     return (QueryWorkload.kway(dom, 1, "range") + QueryWorkload.pairs(dom, "affine")
@@ -117,8 +117,8 @@ def _row(name, p_wff, p_qs, wff_paper, qs_paper, digits):
 
 def tables(_args) -> None:
     import dpmatrix as dm
+    from dpmatrix._queries import QueryWorkload
     from dpmatrix.plan.querysmasher import plan_querysmasher
-    from dpmatrix.queries import QueryWorkload
 
     print("Table 2 (hybrid marginal/prefix), privacy cost 1")
     for name, (cat, num), k, upto, wffp, qsp in TABLE2:

@@ -85,8 +85,8 @@ def stages(data: Path, domain_file: Path, work: Path, way: int, csv: bool) -> di
     import itertools
 
     import dpmatrix as dm
-    from dpmatrix.engines.duckdb_engine import DuckDBEngine
-    from dpmatrix.reconstruct.broadcast import plain_batches
+    from dpmatrix._reconstruct.broadcast import plain_batches
+    from dpmatrix.engines._duckdb_engine import DuckDBEngine
 
     out: dict = {"load_before": os.getloadavg()[0]}
 

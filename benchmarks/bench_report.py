@@ -14,7 +14,7 @@ average before and after (the machine is shared; compare the ratios):
 * ``report``           — ``dpmatrix report REL --out FILE``: re-rendering the report of the
   release (fresh process: interpreter start, imports, reading the release, writing the page);
 * ``report (render)``  — the same page rendered in a running process
-  (``dpmatrix.report.write_release_report``), i.e. without the interpreter start and imports;
+  (``dpmatrix._report.write_release_report``), i.e. without the interpreter start and imports;
 * ``python -c pass``   — the interpreter's own start, for reference.
 
 Targets (issue 28): the default release <= 3x the floor; the report <= 1 s.
@@ -105,7 +105,7 @@ def run(argv: list[str], env: dict) -> float:
 
 RENDER = r"""
 import sys, time
-from dpmatrix.report import write_release_report
+from dpmatrix._report import write_release_report
 rel, repeat = sys.argv[1], int(sys.argv[2])
 write_release_report(rel)  # warm: imports, the release's files read once
 best = (float("inf"), float("inf"))

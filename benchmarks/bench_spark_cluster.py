@@ -98,7 +98,7 @@ def _is_python_worker(pid: int) -> bool:
 
 
 def run_duckdb(glob: str, domain, sets) -> dict:
-    from dpmatrix.engines.duckdb_engine import DuckDBEngine
+    from dpmatrix.engines._duckdb_engine import DuckDBEngine
 
     c0, t0 = time.process_time(), time.perf_counter()
     eng = DuckDBEngine(glob, domain)
@@ -113,7 +113,7 @@ def run_duckdb(glob: str, domain, sets) -> dict:
 def run_spark(spark, glob: str, domain, sets, workers: list[int]) -> dict:
     """One build + count on an open session; CPU = this driver process + the worker daemons'
     process trees (executor JVMs, Python workers)."""
-    from dpmatrix.engines.spark_engine import SparkEngine
+    from dpmatrix.engines._spark_engine import SparkEngine
 
     def cpu() -> tuple[float, float]:
         return time.process_time(), tree_cpu(workers)
@@ -151,7 +151,7 @@ def main() -> None:
     ap.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark setting")
     args = ap.parse_args()
 
-    from dpmatrix.domain import Domain
+    from dpmatrix._domain import Domain
     from spark_cluster import StandaloneCluster
 
     domain = Domain.from_sizes([SIZE] * ATTRS)
@@ -171,7 +171,7 @@ def main() -> None:
             "spark.pyspark.python": sys.executable, "spark.driver.memory": "1g",
         }  # fmt: skip
         conf.update(kv.split("=", 1) for kv in args.conf)
-        from dpmatrix.engines.spark_engine import spark_session
+        from dpmatrix.engines._spark_engine import spark_session
 
         reps = []
         with StandaloneCluster(Path(tmp) / "cluster", args.workers, args.cores, mem) as cluster:

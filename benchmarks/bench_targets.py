@@ -42,8 +42,8 @@ from fitness_paper_workloads import (  # noqa: E402
 )
 
 import dpmatrix as dm  # noqa: E402
-from dpmatrix.solvers.fitness import solve_min_privacy_cost  # noqa: E402
-from dpmatrix.solvers.fitness_baselines import baseline_costs  # noqa: E402
+from dpmatrix._solvers.fitness import solve_min_privacy_cost  # noqa: E402
+from dpmatrix._solvers.fitness_baselines import baseline_costs  # noqa: E402
 
 COLS = ("IP", "HM", "CA", "wCA-I", "wCA-II")
 

@@ -1,5 +1,5 @@
 """BLAS threads under load (issue 17 item 7): planning steps with and without the one-thread
-limit on small matrices (``dpmatrix.linalg.threads``), side by side in one run, while background
+limit on small matrices (``dpmatrix._linalg.threads``), side by side in one run, while background
 processes keep every core busy (as on a shared machine). Not a test: prints timings and ratios.
 
 Each mode runs in its own worker process (warm-up, then timed repeats), the two modes
@@ -27,7 +27,7 @@ from importlib.resources import files
 import numpy as np
 
 import dpmatrix as dm
-from dpmatrix.linalg.threads import limiting
+from dpmatrix._linalg.threads import limiting
 
 
 def _busy(stop) -> None:

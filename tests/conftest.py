@@ -48,11 +48,11 @@ if "XLA_FLAGS" not in _os.environ:
     _os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
 
 # every release is charged to a privacy-budget ledger: tests use a throw-away one, never the
-# user's ~/.local/share/dpmatrix/ledger.sqlite3 (tests that need their own pass --ledger); each
+# user's ~/.local/share/dpmatrix/_ledger.sqlite3 (tests that need their own pass --ledger); each
 # xdist worker imports this file, so each worker has its own
 _os.environ["DPMATRIX_LEDGER"] = _os.path.join(_tempfile.mkdtemp(prefix="dpmatrix-test-ledger-"), "ledger.sqlite3")
 # a ledger named by DPMATRIX_LEDGER must exist (a missing one is an error, not a fresh start):
 # created here once, as a user would with 'dpmatrix ledger init'
-import dpmatrix.ledger as _ledger  # noqa: E402
+import dpmatrix._ledger as _ledger  # noqa: E402
 
 _ledger.Ledger.create(_os.environ["DPMATRIX_LEDGER"])

@@ -20,26 +20,26 @@ SRC = Path(dpmatrix.__file__).parent
 
 # Lowest first. A module may import modules of its own layer or of lower layers only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dpmatrix.errors", "dpmatrix._hooks", "dpmatrix.jsonfile", "dpmatrix.version", "dpmatrix.defaults", "dpmatrix.provenance", "dpmatrix.csv_cells",
-     "dpmatrix.dates"),
-    ("dpmatrix.linalg",),
-    ("dpmatrix.domain", "dpmatrix.privacy", "dpmatrix.accounting", "dpmatrix.statement", "dpmatrix.ledger", "dpmatrix.selection",
-     "dpmatrix.values"),
-    ("dpmatrix.workload", "dpmatrix.queries", "dpmatrix.workload_spec", "dpmatrix.encode", "dpmatrix.sizing",
-     "dpmatrix.unit"),
-    ("dpmatrix.mechanisms",),
-    ("dpmatrix.solvers",),
+    ("dpmatrix.errors", "dpmatrix._hooks", "dpmatrix._jsonfile", "dpmatrix._version", "dpmatrix._defaults", "dpmatrix._provenance", "dpmatrix._csv_cells",
+     "dpmatrix._dates"),
+    ("dpmatrix._linalg",),
+    ("dpmatrix._domain", "dpmatrix._privacy", "dpmatrix._accounting", "dpmatrix._statement", "dpmatrix._ledger", "dpmatrix._selection",
+     "dpmatrix._values"),
+    ("dpmatrix._workload", "dpmatrix._queries", "dpmatrix._workload_spec", "dpmatrix._encode", "dpmatrix._sizing",
+     "dpmatrix._unit"),
+    ("dpmatrix._mechanisms",),
+    ("dpmatrix._solvers",),
     ("dpmatrix.engines",),
     ("dpmatrix.protocols",),
-    ("dpmatrix.reconstruct",),
-    ("dpmatrix.measure",),
+    ("dpmatrix._reconstruct",),
+    ("dpmatrix._measure",),
     ("dpmatrix.planners",),
-    ("dpmatrix.plan_file",),
-    ("dpmatrix.release_tables",),
+    ("dpmatrix._plan_file",),
+    ("dpmatrix._release_tables",),
     ("dpmatrix.release",),
-    ("dpmatrix.report", "dpmatrix.postprocess"),
-    ("dpmatrix.workflow",),
-    ("dpmatrix.cli", "dpmatrix.__main__", "dpmatrix.table_text"),
+    ("dpmatrix._report", "dpmatrix._postprocess"),
+    ("dpmatrix._workflow",),
+    ("dpmatrix.cli", "dpmatrix.__main__", "dpmatrix._table_text"),
     ("dpmatrix",),  # the package root only re-exports the public API
 ]
 
@@ -160,12 +160,12 @@ def test_the_checker_sees_cycles_and_upward_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text(
         "from .a import x\n"
-        "def g():\n    from ..release import _reader\n    import dpmatrix.measure\n"
+        "def g():\n    from ..release import _reader\n    import dpmatrix._measure\n"
         "if TYPE_CHECKING:\n    from ..cli import main\n"
     )
-    known = {"dpmatrix.engines.a", "dpmatrix.release", "dpmatrix.release._reader", "dpmatrix.measure", "dpmatrix.cli"}
+    known = {"dpmatrix.engines.a", "dpmatrix.release", "dpmatrix.release._reader", "dpmatrix._measure", "dpmatrix.cli"}
     got = _imports("dpmatrix.engines.m", f, known)
-    assert got == {"dpmatrix.engines.a", "dpmatrix.release", "dpmatrix.release._reader", "dpmatrix.measure"}
+    assert got == {"dpmatrix.engines.a", "dpmatrix.release", "dpmatrix.release._reader", "dpmatrix._measure"}
     assert layer_of("dpmatrix.release._reader") > layer_of("dpmatrix.engines.m")
 
 
@@ -184,8 +184,8 @@ def test_no_name_shadows_a_submodule(package):
 
 def test_public_functions_are_what_their_import_says():
     import dpmatrix as dm
-    from dpmatrix.measure import measure
+    from dpmatrix._measure import measure
     from dpmatrix.planners import plan
 
-    assert callable(plan) and plan is dm.plan and plan.__module__ == "dpmatrix.planners.dispatch"
+    assert callable(plan) and plan is dm.plan and plan.__module__ == "dpmatrix.planners._dispatch"
     assert callable(measure) and measure is dm.measure

@@ -8,29 +8,29 @@ import importlib
 
 import pytest
 
-MODULES = ["dpmatrix.privacy", "dpmatrix.planners.dispatch", "dpmatrix.measure.measure_plan", "dpmatrix.release._writer",
+MODULES = ["dpmatrix._privacy", "dpmatrix.planners._dispatch", "dpmatrix._measure.measure_plan", "dpmatrix.release._writer",
            "dpmatrix.release._reader",
-           "dpmatrix.reconstruct.measurements", "dpmatrix.reconstruct.broadcast", "dpmatrix.reconstruct.fused", "dpmatrix.mechanisms.exact_exp", "dpmatrix.reconstruct.stacked",
-           "dpmatrix.planners.optimality", "dpmatrix.planners.explicit.plan",
-           "dpmatrix.planners.explicit.evaluation", "dpmatrix.planners.compare", "dpmatrix.linalg.marginal_map",
-           "dpmatrix.mechanisms.linear", "dpmatrix.planners.pure.plan", "dpmatrix.planners.querysmasher.plan",
-           "dpmatrix.queries", "dpmatrix.statement", "dpmatrix.measure.secure",
-           "dpmatrix.selection", "dpmatrix.engines.data_source", "dpmatrix.engines.infer",
-           "dpmatrix.table_text", "dpmatrix.engines.bincount",
+           "dpmatrix._reconstruct.measurements", "dpmatrix._reconstruct.broadcast", "dpmatrix._reconstruct.fused", "dpmatrix._mechanisms.exact_exp", "dpmatrix._reconstruct.stacked",
+           "dpmatrix.planners._optimality", "dpmatrix.planners._explicit.plan",
+           "dpmatrix.planners._explicit.evaluation", "dpmatrix.planners._compare", "dpmatrix._linalg.marginal_map",
+           "dpmatrix._mechanisms.linear", "dpmatrix.planners._pure.plan", "dpmatrix.planners._querysmasher.plan",
+           "dpmatrix._queries", "dpmatrix._statement", "dpmatrix._measure.secure",
+           "dpmatrix._selection", "dpmatrix.engines._data_source", "dpmatrix.engines._infer",
+           "dpmatrix._table_text", "dpmatrix.engines._bincount",
            # one value-matching rule, missing values, privacy unit (data27)
-           "dpmatrix.values", "dpmatrix.domain", "dpmatrix.unit", "dpmatrix.dates",
+           "dpmatrix._values", "dpmatrix._domain", "dpmatrix._unit", "dpmatrix._dates",
            # pure ε-DP strategies (issue 14)
-           "dpmatrix.planners.pure.levels", "dpmatrix.planners.pure.hierarchical", "dpmatrix.planners.pure.joint_levels",
-           "dpmatrix.planners.pure.joint_budgets", "dpmatrix.planners.pure.pidentity_plan", "dpmatrix.planners.pure.pidentity_union", "dpmatrix.solvers.pidentity",
-           "dpmatrix.planners.pure.matrix_strategy", "dpmatrix.planners.pure.gaussian_variant",
-           "dpmatrix.planners.pure.units", "dpmatrix.planners.pure.query_factors", "dpmatrix.solvers.budget_split",
+           "dpmatrix.planners._pure.levels", "dpmatrix.planners._pure.hierarchical", "dpmatrix.planners._pure.joint_levels",
+           "dpmatrix.planners._pure.joint_budgets", "dpmatrix.planners._pure.pidentity_plan", "dpmatrix.planners._pure.pidentity_union", "dpmatrix._solvers.pidentity",
+           "dpmatrix.planners._pure.matrix_strategy", "dpmatrix.planners._pure.gaussian_variant",
+           "dpmatrix.planners._pure.units", "dpmatrix.planners._pure.query_factors", "dpmatrix._solvers.budget_split",
            # fitness-for-use solvers and the targets reader (issue 13)
-           "dpmatrix.solvers.fitness", "dpmatrix.solvers.fitness_newton", "dpmatrix.solvers.fitness_reduction",
-           "dpmatrix.solvers.expsum", "dpmatrix.planners.targets_io",
+           "dpmatrix._solvers.fitness", "dpmatrix._solvers.fitness_newton", "dpmatrix._solvers.fitness_reduction",
+           "dpmatrix._solvers.expsum", "dpmatrix.planners._targets_io",
            # the release workflow and what it guards with
-           "dpmatrix.workflow", "dpmatrix.ledger", "dpmatrix.plan_file", "dpmatrix.csv_cells",
+           "dpmatrix._workflow", "dpmatrix._ledger", "dpmatrix._plan_file", "dpmatrix._csv_cells",
            # counts with exact intervals
-           "dpmatrix.reconstruct.linear_query"]
+           "dpmatrix._reconstruct.linear_query"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -80,7 +80,7 @@ def test_every_shell_line_is_run_or_an_install_command():
 def test_readme_shell_lines_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DPMATRIX_LEDGER", str(tmp_path / "ledger.sqlite3"))
-    from dpmatrix.ledger import Ledger
+    from dpmatrix._ledger import Ledger
 
     Ledger.create()  # a configured ledger must exist ('dpmatrix ledger init')
     assert len(JSON) == 1, "README.md should show one ```json domain file"

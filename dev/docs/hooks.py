@@ -1,7 +1,7 @@
 """MkDocs hooks of the documentation site (``mkdocs.yml``: ``hooks:``).
 
 ``on_page_content`` renders the Sphinx cross-reference roles of the docstrings
-(``:class:`~dpmatrix.privacy.Budget```, ``:func:``, ``:meth:``, …), which mkdocstrings shows
+(``:class:`~dpmatrix._privacy.Budget```, ``:func:``, ``:meth:``, …), which mkdocstrings shows
 verbatim, as code with the short name (``Budget``), the way Sphinx would print them.
 
 ``on_files`` adds ``reference/cli.md``, generated from the command line's own argument parser

@@ -22,12 +22,12 @@ import types as _types
 from typing import TYPE_CHECKING
 
 from . import _hooks
-from .version import __version__  # noqa: F401  (public)
+from ._version import __version__  # noqa: F401  (public)
 
 # public name -> (module that defines it, name there)
 _EXPORTS: dict[str, tuple[str, str]] = {
-    "Attribute": ("dpmatrix.domain", "Attribute"),
-    "Domain": ("dpmatrix.domain", "Domain"),
+    "Attribute": ("dpmatrix._domain", "Attribute"),
+    "Domain": ("dpmatrix._domain", "Domain"),
     "BudgetError": ("dpmatrix.errors", "BudgetError"),
     "DataError": ("dpmatrix.errors", "DataError"),
     "DomainError": ("dpmatrix.errors", "DomainError"),
@@ -40,41 +40,41 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "TargetError": ("dpmatrix.errors", "TargetError"),
     "UnknownAttributeError": ("dpmatrix.errors", "UnknownAttributeError"),
     "WorkloadError": ("dpmatrix.errors", "WorkloadError"),
-    "BudgetExceededError": ("dpmatrix.ledger", "BudgetExceededError"),
-    "Ledger": ("dpmatrix.ledger", "Ledger"),
-    "measure": ("dpmatrix.measure.measure_plan", "measure"),
-    "PlanBase": ("dpmatrix.planners.base", "PlanBase"),
-    "compare": ("dpmatrix.planners.compare", "compare"),
-    "plan": ("dpmatrix.planners.dispatch", "plan"),
-    "plan_from_dict": ("dpmatrix.planners.dispatch", "plan_from_dict"),
-    "ExplicitStrategyPlan": ("dpmatrix.planners.explicit", "ExplicitStrategyPlan"),
-    "evaluate": ("dpmatrix.planners.explicit", "evaluate"),
-    "PurePlan": ("dpmatrix.planners.pure.plan", "PurePlan"),
-    "plan_pure": ("dpmatrix.planners.pure.plan", "plan_pure"),
-    "QuerySmasherPlan": ("dpmatrix.planners.querysmasher.plan", "QuerySmasherPlan"),
-    "plan_querysmasher": ("dpmatrix.planners.querysmasher.planner", "plan_querysmasher"),
-    "Plan": ("dpmatrix.planners.base", "Plan"),
-    "ResidualPlan": ("dpmatrix.planners.residual.plan", "ResidualPlan"),
+    "BudgetExceededError": ("dpmatrix._ledger", "BudgetExceededError"),
+    "Ledger": ("dpmatrix._ledger", "Ledger"),
+    "measure": ("dpmatrix._measure.measure_plan", "measure"),
+    "PlanBase": ("dpmatrix.planners._base", "PlanBase"),
+    "compare": ("dpmatrix.planners._compare", "compare"),
+    "plan": ("dpmatrix.planners._dispatch", "plan"),
+    "plan_from_dict": ("dpmatrix.planners._dispatch", "plan_from_dict"),
+    "ExplicitStrategyPlan": ("dpmatrix.planners._explicit", "ExplicitStrategyPlan"),
+    "evaluate": ("dpmatrix.planners._explicit", "evaluate"),
+    "PurePlan": ("dpmatrix.planners._pure.plan", "PurePlan"),
+    "plan_pure": ("dpmatrix.planners._pure.plan", "plan_pure"),
+    "QuerySmasherPlan": ("dpmatrix.planners._querysmasher.plan", "QuerySmasherPlan"),
+    "plan_querysmasher": ("dpmatrix.planners._querysmasher.planner", "plan_querysmasher"),
+    "Plan": ("dpmatrix.planners._base", "Plan"),
+    "ResidualPlan": ("dpmatrix.planners._residual.plan", "ResidualPlan"),
     "PlanFacts": ("dpmatrix.protocols", "PlanFacts"),
-    "Budget": ("dpmatrix.privacy", "Budget"),
-    "QueryWorkload": ("dpmatrix.queries", "QueryWorkload"),
-    "Measurements": ("dpmatrix.reconstruct.measurements", "Measurements"),
-    "QueryAnswer": ("dpmatrix.reconstruct.measurements", "QueryAnswer"),
-    "SVDBound": ("dpmatrix.solvers.svd_bound", "SVDBound"),
-    "lower_bound": ("dpmatrix.solvers.svd_bound", "svd_bound"),
+    "Budget": ("dpmatrix._privacy", "Budget"),
+    "QueryWorkload": ("dpmatrix._queries", "QueryWorkload"),
+    "Measurements": ("dpmatrix._reconstruct.measurements", "Measurements"),
+    "QueryAnswer": ("dpmatrix._reconstruct.measurements", "QueryAnswer"),
+    "SVDBound": ("dpmatrix._solvers.svd_bound", "SVDBound"),
+    "lower_bound": ("dpmatrix._solvers.svd_bound", "svd_bound"),
     "Release": ("dpmatrix.release", "Release"),
     "load_release": ("dpmatrix.release", "load_release"),
     "write_release": ("dpmatrix.release", "write_release"),
-    "publish": ("dpmatrix.workflow", "publish"),
-    "codes": ("dpmatrix.selection", "codes"),
-    "Workload": ("dpmatrix.workload", "Workload"),
-    "Unit": ("dpmatrix.unit", "Unit"),
-    "bound_contributions": ("dpmatrix.unit", "bound_contributions"),
-    "record_budget": ("dpmatrix.unit", "record_budget"),
-    "code_of": ("dpmatrix.values", "code_of"),
-    "infer_domain": ("dpmatrix.engines.infer", "infer_domain"),
-    "postprocess": ("dpmatrix.postprocess", "postprocess"),
-    "report": ("dpmatrix.report", "report"),
+    "publish": ("dpmatrix._workflow", "publish"),
+    "codes": ("dpmatrix._selection", "codes"),
+    "Workload": ("dpmatrix._workload", "Workload"),
+    "Unit": ("dpmatrix._unit", "Unit"),
+    "bound_contributions": ("dpmatrix._unit", "bound_contributions"),
+    "record_budget": ("dpmatrix._unit", "record_budget"),
+    "code_of": ("dpmatrix._values", "code_of"),
+    "infer_domain": ("dpmatrix.engines._infer", "infer_domain"),
+    "postprocess": ("dpmatrix._postprocess", "postprocess"),
+    "report": ("dpmatrix._report", "report"),
 }
 
 __all__ = [
@@ -158,7 +158,7 @@ class _Package(_types.ModuleType):
 
     @measure.setter
     def measure(self, value) -> None:
-        pass  # the subpackage stays reachable as sys.modules["dpmatrix.measure"]
+        pass  # the subpackage stays reachable as sys.modules["dpmatrix._measure"]
 
 
 _sys.modules[__name__].__class__ = _Package
@@ -179,7 +179,19 @@ _hooks.register("report", _hook("report"))
 _hooks.register("postprocess", _hook("postprocess"))
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from .domain import Attribute, Domain
+    from ._domain import Attribute, Domain
+    from ._ledger import BudgetExceededError, Ledger
+    from ._measure.measure_plan import measure
+    from ._postprocess import postprocess
+    from ._privacy import Budget
+    from ._queries import QueryWorkload
+    from ._reconstruct.measurements import Measurements, QueryAnswer
+    from ._report import report
+    from ._selection import codes
+    from ._solvers.svd_bound import SVDBound
+    from ._solvers.svd_bound import svd_bound as lower_bound
+    from ._workflow import publish
+    from ._workload import Workload
     from .errors import (
         BudgetError,
         DataError,
@@ -194,25 +206,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         UnknownAttributeError,
         WorkloadError,
     )
-    from .ledger import BudgetExceededError, Ledger
-    from .measure.measure_plan import measure
-    from .planners.base import Plan, PlanBase
-    from .planners.compare import compare
-    from .planners.dispatch import plan, plan_from_dict
-    from .planners.explicit import ExplicitStrategyPlan, evaluate
-    from .planners.pure.plan import PurePlan, plan_pure
-    from .planners.querysmasher.plan import QuerySmasherPlan
-    from .planners.querysmasher.planner import plan_querysmasher
-    from .planners.residual.plan import ResidualPlan
-    from .postprocess import postprocess
-    from .privacy import Budget
+    from .planners._base import Plan, PlanBase
+    from .planners._compare import compare
+    from .planners._dispatch import plan, plan_from_dict
+    from .planners._explicit import ExplicitStrategyPlan, evaluate
+    from .planners._pure.plan import PurePlan, plan_pure
+    from .planners._querysmasher.plan import QuerySmasherPlan
+    from .planners._querysmasher.planner import plan_querysmasher
+    from .planners._residual.plan import ResidualPlan
     from .protocols import PlanFacts
-    from .queries import QueryWorkload
-    from .reconstruct.measurements import Measurements, QueryAnswer
     from .release import Release, load_release, write_release
-    from .report import report
-    from .selection import codes
-    from .solvers.svd_bound import SVDBound
-    from .solvers.svd_bound import svd_bound as lower_bound
-    from .workflow import publish
-    from .workload import Workload

@@ -1,7 +1,7 @@
 """The plan protocol: what every plan is, what some plans can do, and the facts they state.
 
 A *plan* (:func:`dpmatrix.plan`) is everything decided before touching data. Every plan
-satisfies :class:`PlanProtocol`: its domain, workload and privacy :class:`~dpmatrix.privacy.Budget`,
+satisfies :class:`PlanProtocol`: its domain, workload and privacy :class:`~dpmatrix._privacy.Budget`,
 the exact variance of every answer, a JSON description, ``measure(data, ...)`` and one frozen
 record of its :class:`PlanFacts` (what the report, the release manifest and the command line
 read). Abilities only some plans have are separate, runtime-checkable protocols, so code asks
@@ -23,8 +23,8 @@ capability                   meaning
 :class:`HasSecureNoise`      names the exact sampler it is measured with by default
 ===========================  ========================================================================
 
-This module sits below :mod:`dpmatrix.reconstruct` and :mod:`dpmatrix.measure` so that both can
-ask these questions; it imports nothing above :mod:`dpmatrix.privacy`.
+This module sits below :mod:`dpmatrix._reconstruct` and :mod:`dpmatrix.measure` so that both can
+ask these questions; it imports nothing above :mod:`dpmatrix._privacy`.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .privacy import Budget
+from ._privacy import Budget
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     import numpy as np
     import pandas as pd
 
-    from .domain import Domain
+    from ._domain import Domain
 
 __all__ = [
     "HasClosure",
@@ -85,7 +85,7 @@ class PlanFacts:
         of the (unweighted) variances.
     bound : Mapping or None
         The singular value bound entry of the manifest (``total``, ``rmse``, ``exact``,
-        ``ratio``, ``value``, ``quantity``, ...; see :mod:`dpmatrix.planners.optimality`), or
+        ``ratio``, ``value``, ``quantity``, ...; see :mod:`dpmatrix.planners._optimality`), or
         ``None`` when no Gaussian bound applies (pure ε-DP plans).
     bound_attainable : bool
         Whether the bound is attainable by some Gaussian matrix mechanism, so that a ratio of 1
@@ -196,7 +196,7 @@ class MechanismRecord(Protocol):
 @runtime_checkable
 class HasMechanisms(Protocol):
     """A plan that lists its mechanism records for a sampler: every plan, measured by the one
-    executor (:mod:`dpmatrix.measure.executor`)."""
+    executor (:mod:`dpmatrix._measure.executor`)."""
 
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4) -> Any:
         """``(plan measured, [MechanismRecord, ...])``: the plan actually measured (re-scored when
@@ -209,7 +209,7 @@ class ListsMechanisms(HasMechanisms, Protocol):
     by its own estimator."""
 
     def estimator(self, noisy: Mapping[Any, Any]) -> Any:
-        """An :class:`~dpmatrix.reconstruct.estimator.Estimator` bound to ``noisy``."""
+        """An :class:`~dpmatrix._reconstruct.estimator.Estimator` bound to ``noisy``."""
 
 
 @runtime_checkable

@@ -366,7 +366,7 @@ def test_release_with_discrete_gaussian_noise(capsys, data, tmp_path):
     assert 0.5 / (1 + 1e-4) <= manifest["privacy"]["rho"] <= 0.5
     assert manifest["mechanism"]["randomness"] == "seeded_insecure"  # --seed: testing only
     assert manifest["privacy"]["mu"] is None  # Gaussian DP is not claimed for discrete noise
-    from dpmatrix.privacy import epsilon_from_zcdp
+    from dpmatrix._privacy import epsilon_from_zcdp
     assert manifest["privacy"]["epsilon"] == pytest.approx(epsilon_from_zcdp(manifest["privacy"]["rho"], manifest["privacy"]["delta"]))
     rel = dm.load_release(out_dir)
     assert rel.measurements.noise == "discrete_gaussian"

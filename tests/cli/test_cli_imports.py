@@ -30,8 +30,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: third-party libraries a saved-table query must not import (whatever the release layout)
 HEAVY = ("pandas", "scipy", "duckdb", "pyspark", "jax", "matplotlib", "cvxpy", "mbi", "tqdm", "sklearn")
 #: dpmatrix's planning, measuring and reconstruction: not needed to print a saved table
-PLANNING = ("dpmatrix.planners", "dpmatrix.reconstruct", "dpmatrix.measure", "dpmatrix.solvers",
-            "dpmatrix.engines", "dpmatrix.report", "dpmatrix.postprocess")  # fmt: skip
+PLANNING = ("dpmatrix.planners", "dpmatrix._reconstruct", "dpmatrix._measure", "dpmatrix._solvers",
+            "dpmatrix.engines", "dpmatrix._report", "dpmatrix._postprocess")  # fmt: skip
 
 DOMAIN = {
     "age": {"bins": [0, 20, 40, 60, 120]},
@@ -93,7 +93,7 @@ def release_dir(tmp_path_factory) -> Path:
 def test_import_dpmatrix_loads_no_numerical_library():
     _, mods = _modules_of("import json, sys\nimport dpmatrix\nprint(json.dumps(sorted(sys.modules)))")
     assert _loaded(mods, HEAVY + ("numpy", "pyarrow")) == []
-    assert sorted(m for m in mods if m.startswith("dpmatrix")) == ["dpmatrix", "dpmatrix._hooks", "dpmatrix.version"]
+    assert sorted(m for m in mods if m.startswith("dpmatrix")) == ["dpmatrix", "dpmatrix._hooks", "dpmatrix._version"]
 
 
 def test_building_the_parser_loads_no_numerical_library():
@@ -118,7 +118,7 @@ def test_reconstructed_marginal_does_load_them(release_dir):
     r, mods = _modules_of(QUERY, "query", str(release_dir), "--marginal", "age,sex", "--level", "0.9",
                           "--format", "json")  # fmt: skip
     assert '"estimate"' in r.stdout
-    assert "dpmatrix.reconstruct" in _loaded(mods, PLANNING)
+    assert "dpmatrix._reconstruct" in _loaded(mods, PLANNING)
     # a --seed release has float Gaussian noise: its stated epsilon (the analytic Gaussian
     # mechanism's) needs SciPy's log_ndtr and brentq; pandas is never needed
     assert _loaded(mods, HEAVY) == ["scipy"]
@@ -212,8 +212,8 @@ def test_every_public_name_resolves_lazily():
         "    assert not isinstance(obj, types.ModuleType), n\n"
         "    home = importlib.import_module(obj.__module__)\n"
         "    assert getattr(home, obj.__name__) is obj, n\n"
-        "import dpmatrix.measure\n"
-        "assert callable(dm.measure) and dm.measure is sys.modules['dpmatrix.measure.measure_plan'].measure\n"
+        "import dpmatrix._measure\n"
+        "assert callable(dm.measure) and dm.measure is sys.modules['dpmatrix._measure.measure_plan'].measure\n"
         "assert set(dm.__all__) <= set(dir(dm))\n"
         "ns = {}\n"
         "exec('from dpmatrix import *', ns)\n"
@@ -228,4 +228,4 @@ def test_every_public_name_resolves_lazily():
     )
     for order in ("forward", "reversed"):
         _, mods = _modules_of(code, order)
-        assert "dpmatrix.planners.dispatch" in mods  # the names were really imported
+        assert "dpmatrix.planners._dispatch" in mods  # the names were really imported

@@ -12,7 +12,7 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.cli import main
-from dpmatrix.planners.pure import HierarchicalPlan
+from dpmatrix.planners._pure import HierarchicalPlan
 
 DOMAIN = {"age": {"bins": [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 120]}, "sex": {"labels": ["F", "M"]},
           "hours": 12}

@@ -9,7 +9,7 @@ import pytest
 import dpmatrix as dm
 from cli_run import run
 from dpmatrix.errors import TargetError
-from dpmatrix.planners.targets import parse_target_spec, targets_from_specs
+from dpmatrix.planners._targets import parse_target_spec, targets_from_specs
 
 Z95 = 1.959963984540054
 DOMAIN = {"age": 10, "sex": 2, "race": 5}

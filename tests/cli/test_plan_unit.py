@@ -5,7 +5,7 @@ column, each before anything is charged to the ledger. Old plan files (no unit) 
 
 Data: a real panel table (R package plm, ``Males``: 545 young men observed in 8 years each,
 identifier column ``nr``). Expected per-person numbers are hand derivations of
-:mod:`dpmatrix.unit`: a person with up to ``k`` records costs ``ρ·k²`` (zCDP) or ``ε·k``
+:mod:`dpmatrix._unit`: a person with up to ``k`` records costs ``ρ·k²`` (zCDP) or ``ε·k``
 (pure ε-DP) of the per-record plan.
 """
 
@@ -167,7 +167,7 @@ def test_plan_unit_options_are_checked(males, capsys, extra, msg):
 
 
 def test_stating_a_unit_does_not_import_pandas():
-    code = "import sys, dpmatrix.unit as u; u.Unit('id', 2).describe(); print('pandas' in sys.modules)"
+    code = "import sys, dpmatrix._unit as u; u.Unit('id', 2).describe(); print('pandas' in sys.modules)"
     env = dict(os.environ, PYTHONPATH=str(SRC))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

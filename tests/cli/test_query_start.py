@@ -30,7 +30,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: libraries a count from a saved release has no use for
 HEAVY = ("pandas", "scipy", "duckdb", "pyspark", "jax", "matplotlib", "cvxpy", "mbi", "tqdm", "sklearn")
 #: dpmatrix's measuring engines, solvers and report: not needed to answer from a release
-UNUSED = ("dpmatrix.measure", "dpmatrix.solvers", "dpmatrix.engines", "dpmatrix.report", "dpmatrix.postprocess")
+UNUSED = ("dpmatrix._measure", "dpmatrix._solvers", "dpmatrix.engines", "dpmatrix._report", "dpmatrix._postprocess")
 
 #: runs the CLI in a fresh interpreter and prints the modules it loaded (shared with test_cli_imports)
 from cli.test_cli_imports import QUERY  # noqa: E402
@@ -81,7 +81,7 @@ def test_count_loads_no_heavy_library_and_prints_the_full_paths_answer(release_d
     assert _loaded(mods, UNUSED) == []
     got = json.loads(text)
     rel = load_release(release_dir)
-    from dpmatrix.reconstruct.linear_query import parse_where
+    from dpmatrix._reconstruct.linear_query import parse_where
 
     want = rel.count(parse_where(rel.domain, where, "labels"), level=rel.level).to_frame().iloc[0]
     for col in ("estimate", "variance", "std", "lower", "upper", "level"):
@@ -94,7 +94,7 @@ def test_count_table_text_matches_pandas(release_dir, capsys):
     text, mods = _run("query", str(release_dir), "--where", "mpg=15..25", "-q")
     assert "pandas" not in mods
     rel = load_release(release_dir)
-    from dpmatrix.reconstruct.linear_query import parse_where
+    from dpmatrix._reconstruct.linear_query import parse_where
 
     df = rel.count(parse_where(rel.domain, ["mpg=15..25"], "labels"), level=rel.level).to_frame()
     assert text == df.to_string(index=False)
@@ -108,7 +108,7 @@ def test_by_loads_no_pandas_and_prints_what_pandas_prints(release_dir):
     text, mods = _run("query", str(release_dir), "--where", "mpg=15..25", "--by", "am", "-q")
     assert _loaded(mods, HEAVY) == []
     rel = load_release(release_dir)
-    from dpmatrix.reconstruct.linear_query import parse_where
+    from dpmatrix._reconstruct.linear_query import parse_where
 
     df = rel.count(parse_where(rel.domain, ["mpg=15..25"], "labels"), by=["am"], level=rel.level).to_frame()
     assert text == df.to_string(index=False)
@@ -117,7 +117,7 @@ def test_by_loads_no_pandas_and_prints_what_pandas_prints(release_dir):
 def _pandas_text(rel, attrs, level: float, fmt: str) -> str:
     df = rel.marginal(attrs, level)
     if fmt == "csv":
-        from dpmatrix.csv_cells import escape_frame
+        from dpmatrix._csv_cells import escape_frame
 
         return escape_frame(df).to_csv(index=False)
     with pd.option_context("display.max_rows", None, "display.width", 200):
@@ -141,7 +141,7 @@ def test_csr_products_in_numpy_equal_scipys():
     SciPy) give SciPy's numbers, bit for bit, with infinite noise scales too."""
     import scipy.sparse as sp
 
-    from dpmatrix.linalg.sparse import csr_rmatvec, csr_spmv_inf, spmv_inf
+    from dpmatrix._linalg.sparse import csr_rmatvec, csr_spmv_inf, spmv_inf
 
     rng = np.random.default_rng(5)
     m = sp.random(40, 30, density=0.2, format="csr", random_state=rng)
@@ -161,5 +161,5 @@ def test_report_rerender_loads_no_pandas_nor_scipy(release_dir, tmp_path):
     page = tmp_path / "r.html"
     text, mods = _run("report", str(release_dir), "--out", str(page), "-q")
     assert _loaded(mods, HEAVY) == []
-    assert _loaded(mods, ("dpmatrix.engines", "dpmatrix.measure", "dpmatrix.solvers")) == []
+    assert _loaded(mods, ("dpmatrix.engines", "dpmatrix._measure", "dpmatrix._solvers")) == []
     assert page.read_text().startswith("<!DOCTYPE html>")

@@ -1,4 +1,4 @@
-"""dpmatrix.table_text prints a saved table exactly as pandas does (the reference is pandas
+"""dpmatrix._table_text prints a saved table exactly as pandas does (the reference is pandas
 itself: ``DataFrame.to_string(index=False)`` and ``to_csv(index=False)`` of the same columns,
 held as ``Release.table`` holds them: int64 codes, float64 numbers, categorical labels)."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmatrix.table_text import to_csv, to_string
+from dpmatrix._table_text import to_csv, to_string
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -82,8 +82,8 @@ def test_to_string_is_pandas_to_string(table):
 @given(tables())
 def test_to_csv_is_pandas_to_csv(table):
     """pandas' CSV of the same table once every text cell a spreadsheet would run as a formula
-    has its leading quote (dpmatrix.csv_cells)."""
-    from dpmatrix.csv_cells import escape
+    has its leading quote (dpmatrix._csv_cells)."""
+    from dpmatrix._csv_cells import escape
 
     names, kinds, values = table
     safe = [[v if k != "text" or v is None or v != v else escape(str(v)) for v in col]

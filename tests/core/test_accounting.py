@@ -23,14 +23,14 @@ import pytest
 from scipy.stats import norm
 
 import dpmatrix as dm
-from dpmatrix.accounting import (
+from dpmatrix._accounting import (
     discrete_gaussian_delta,
     discrete_gaussian_epsilon,
     epsilon_for,
     gdp_holds,
 )
+from dpmatrix._statement import privacy_summary
 from dpmatrix.errors import BudgetError
-from dpmatrix.statement import privacy_summary
 
 DATA = Path(dm.__file__).parent / "data"
 REL = 1e-9  # the relative tolerance of "stated ≤ asked"
@@ -223,7 +223,7 @@ def test_grid_pure_epsilon(adult, eps):
 def test_plan_facts_state_the_default_release(adult):
     """The plan report's facts state the secure default noise's guarantee, equal to what the
     default release of the same plan states (up to the rounding of σ up to rationals)."""
-    from dpmatrix.report.content import plan_facts
+    from dpmatrix._report.content import plan_facts
 
     df, plain, mixed = adult
     for wk in (plain, mixed):

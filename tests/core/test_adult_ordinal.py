@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.reconstruct.linear_query import parse_where
+from dpmatrix._reconstruct.linear_query import parse_where
 
 DATA = Path(dm.__file__).resolve().parent / "data"
 NUMBERS = ("age", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week")

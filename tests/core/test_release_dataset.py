@@ -1,4 +1,4 @@
-"""The release's tables as one Parquet dataset (issue 18 item 2; dpmatrix.release_tables).
+"""The release's tables as one Parquet dataset (issue 18 item 2; dpmatrix._release_tables).
 
 Every expected value comes from outside the code under test: the tables are compared with
 ``Measurements.marginal`` (the reconstruction, computed without the writer), and the dataset is
@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import dpmatrix as dm
-from dpmatrix import release_tables
+from dpmatrix import _release_tables as release_tables
+from dpmatrix._release_tables import marginal_key
 from dpmatrix.cli import main
 from dpmatrix.release import load_release, write_release
-from dpmatrix.release_tables import marginal_key
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 V1 = Path(__file__).resolve().parent / "data" / "release_v1"
@@ -280,7 +280,7 @@ def test_saved_table_read_path_is_pandas_free(meas, tmp_path):
     code = (
         "import sys\n"
         "from dpmatrix.release import read_saved_table\n"
-        "from dpmatrix.table_text import to_csv\n"
+        "from dpmatrix._table_text import to_csv\n"
         f"t = read_saved_table({str(out)!r}, ['sex', 'age'])\n"
         "print(to_csv(t.columns, t.kinds, t.values), end='')\n"
         "print('pandas' in sys.modules)\n"
@@ -352,14 +352,14 @@ def test_generalized_marginals_round_trip(tmp_path):
 def test_cli_refuses_a_column_name_clash_before_reading_data(tmp_path, capsys, monkeypatch):
     (tmp_path / "d.csv").write_text("std,b\n0,1\n1,0\n")
     (tmp_path / "dom.json").write_text(json.dumps({"std": 2, "b": 2}))
-    import dpmatrix.workflow
+    import dpmatrix._workflow
 
-    monkeypatch.setattr(dpmatrix.workflow, "open_source", lambda *a, **k: pytest.fail("the data were opened"))
+    monkeypatch.setattr(dpmatrix._workflow, "open_source", lambda *a, **k: pytest.fail("the data were opened"))
     rc = main(["release", str(tmp_path / "d.csv"), "--domain", str(tmp_path / "dom.json"), "-w", "all:<=2",
                "--rho", "1", "--out", str(tmp_path / "rel"), "--ledger", str(tmp_path / "l.sqlite3"), "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and "'std'" in err and "column names" in err and err.count("dpmatrix: error:") == 1
     assert not (tmp_path / "rel").exists()
-    from dpmatrix.ledger import Ledger
+    from dpmatrix._ledger import Ledger
 
     assert Ledger(tmp_path / "l.sqlite3").rows() == []  # nothing charged

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._mechanisms.linear import LinearMechanism
+from dpmatrix._queries import QueryWorkload, affine_queries
+from dpmatrix._reconstruct.measurements import Measurements
 from dpmatrix.cli import main
-from dpmatrix.mechanisms.linear import LinearMechanism
-from dpmatrix.queries import QueryWorkload, affine_queries
-from dpmatrix.reconstruct.measurements import Measurements
 
 
 def _qs_workload():

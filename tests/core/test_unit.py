@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpmatrix._privacy import Budget
+from dpmatrix._unit import Unit, bound_contributions, person_budget, record_budget
 from dpmatrix.errors import DataError
-from dpmatrix.privacy import Budget
-from dpmatrix.unit import Unit, bound_contributions, person_budget, record_budget
 
 
 def _strategy():

@@ -1,4 +1,4 @@
-"""Workload specs on the command line and in JSON files (dpmatrix.workload_spec)."""
+"""Workload specs on the command line and in JSON files (dpmatrix._workload_spec)."""
 
 import itertools
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.workload_spec import WorkloadSpecError, parse_workload
+from dpmatrix._workload_spec import WorkloadSpecError, parse_workload
 
 DOM = dm.Domain.from_dict(
     {"age": {"size": 6, "kind": "ordinal"}, "sex": 2, "race": 3, "edu": {"size": 4, "kind": "ordinal"}}

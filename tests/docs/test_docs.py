@@ -139,7 +139,7 @@ def shell_env(tmp: Path) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     env["DPMATRIX_LEDGER"] = str(tmp / ".ledger.sqlite3")
     env["COLUMNS"] = "100"
-    from dpmatrix.ledger import Ledger
+    from dpmatrix._ledger import Ledger
 
     Ledger(env["DPMATRIX_LEDGER"])  # the page's own ledger exists before its first release
     return env
@@ -206,7 +206,7 @@ def test_page_blocks_run_as_shown(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DPMATRIX_LEDGER", str(tmp_path / ".ledger.sqlite3"))
     monkeypatch.syspath_prepend(str(ROOT / "src"))
-    from dpmatrix.ledger import Ledger
+    from dpmatrix._ledger import Ledger
 
     Ledger(tmp_path / ".ledger.sqlite3")  # dm.publish in a python block charges the page's ledger
     run_page(page, tmp_path)

@@ -64,7 +64,7 @@ def test_cli_reference_lists_every_command_and_option(site):
 
 def test_api_reference_is_generated_from_docstrings(site):
     html = (site / "reference" / "api.html").read_text()
-    from dpmatrix.planners.dispatch import plan
+    from dpmatrix.planners._dispatch import plan
 
     def words(s: str) -> str:
         return " ".join(re.sub(r"[^A-Za-z0-9]+", " ", s).split())

@@ -16,7 +16,7 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from dpmatrix.engines.spark_engine import spark_session
+    from dpmatrix.engines._spark_engine import spark_session
 
     session, owned = spark_session(
         "local[2]",

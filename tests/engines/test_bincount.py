@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from dpmatrix.engines.bincount import add_counts
+from dpmatrix.engines._bincount import add_counts
 
 SIZES = (2, 3, 5, 4, 7, 3)
 

@@ -10,18 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmatrix.domain import Attribute, Domain
-from dpmatrix.encode import (
+from dpmatrix._domain import Attribute, Domain
+from dpmatrix._encode import (
     InferredDomainWarning,
     RemappedValuesWarning,
     encode_frame,
     label_key,
     read_csv_text,
 )
-from dpmatrix.engines.base import marginals_from_maximal
-from dpmatrix.engines.duckdb_engine import DuckDBEngine
-from dpmatrix.engines.infer import infer_domain
-from dpmatrix.engines.numpy_engine import NumpyEngine
+from dpmatrix.engines._base import marginals_from_maximal
+from dpmatrix.engines._duckdb_engine import DuckDBEngine
+from dpmatrix.engines._infer import infer_domain
+from dpmatrix.engines._numpy_engine import NumpyEngine
 from dpmatrix.errors import DataError, DomainError, UnknownAttributeError
 
 SPEC = {

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmatrix.domain import Domain
-from dpmatrix.engines.base import CountEngine, marginals_from_maximal, maximal_sets, project
-from dpmatrix.engines.duckdb_engine import DuckDBEngine
-from dpmatrix.engines.numpy_engine import NumpyEngine
+from dpmatrix._domain import Domain
+from dpmatrix.engines._base import CountEngine, marginals_from_maximal, maximal_sets, project
+from dpmatrix.engines._duckdb_engine import DuckDBEngine
+from dpmatrix.engines._numpy_engine import NumpyEngine
 from dpmatrix.errors import DataError, WorkloadError
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "dpmatrix" / "data"
@@ -132,7 +132,7 @@ MIXED_SETS = [(), (4,), (5, 0), (1, 2, 4), (0, 2, 3, 4), (0, 1, 2, 3, 4, 5), (3,
 def test_duckdb_stream_in_chunks_equals_groupby(
     frame, domain, files, monkeypatch, materialize, chunk_bytes, arrow_rows, chunks
 ):
-    from dpmatrix.engines import duckdb_engine
+    from dpmatrix.engines import _duckdb_engine as duckdb_engine
 
     seen: list[int] = []
     real = duckdb_engine.add_counts
@@ -200,7 +200,7 @@ def test_duckdb_auto_strategy_rule(frame, domain, files):
 
 def test_duckdb_preferred_batch(domain, files):
     """Callers batching many sets (measure.counting) get one call for all sets when streaming."""
-    from dpmatrix.engines.duckdb_engine import STREAM_BATCH
+    from dpmatrix.engines._duckdb_engine import STREAM_BATCH
 
     with DuckDBEngine(files["csv"], domain) as de:
         assert de.preferred_batch == STREAM_BATCH

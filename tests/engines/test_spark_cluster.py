@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmatrix.domain import Domain
+from dpmatrix._domain import Domain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spark_cluster import (
@@ -118,8 +118,8 @@ def test_release_on_cluster_equals_duckdb_and_runs_on_executors(cluster, tmp_pat
 KILL_JOB = textwrap.dedent(
     """
     import itertools, json, sys, numpy as np
-    from dpmatrix.domain import Domain
-    from dpmatrix.engines.spark_engine import SparkEngine, spark_session
+    from dpmatrix._domain import Domain
+    from dpmatrix.engines._spark_engine import SparkEngine, spark_session
     url, lake, dom, out, conf = sys.argv[1:6]
     spark, _ = spark_session(url, json.loads(conf))
     eng = SparkEngine(lake + "/*.parquet", Domain.from_json(dom), spark=spark, encoding="codes")
@@ -197,8 +197,8 @@ NO_EXECUTOR_JOB = textwrap.dedent(
     """
     import sys, json
     import pandas as pd
-    from dpmatrix.domain import Domain
-    from dpmatrix.engines.spark_engine import SparkEngine, spark_session
+    from dpmatrix._domain import Domain
+    from dpmatrix.engines._spark_engine import SparkEngine, spark_session
     from dpmatrix.errors import DataError
     url, path, conf = sys.argv[1:4]
     spark, _ = spark_session(url, json.loads(conf))

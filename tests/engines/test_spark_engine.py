@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.domain import Domain
-from dpmatrix.encode import RemappedValuesWarning, encode_frame
-from dpmatrix.engines.base import CountEngine, marginals_from_maximal
-from dpmatrix.engines.duckdb_engine import DuckDBEngine
-from dpmatrix.engines.numpy_engine import NumpyEngine
-from dpmatrix.engines.spark_engine import JAVA_HINT, SparkEngine, spark_session
+from dpmatrix._domain import Domain
+from dpmatrix._encode import RemappedValuesWarning, encode_frame
+from dpmatrix.engines._base import CountEngine, marginals_from_maximal
+from dpmatrix.engines._duckdb_engine import DuckDBEngine
+from dpmatrix.engines._numpy_engine import NumpyEngine
+from dpmatrix.engines._spark_engine import JAVA_HINT, SparkEngine, spark_session
 from dpmatrix.errors import DataError
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "dpmatrix" / "data"
@@ -138,7 +138,7 @@ def raw_with_problems() -> pd.DataFrame:
 MIXED = {"age": "clip", "grade": "other", "income": "other", "n": "clip", "color": "error"}
 
 
-@pytest.mark.filterwarnings("ignore::dpmatrix.encode.RemappedValuesWarning")  # DuckDB's copy
+@pytest.mark.filterwarnings("ignore::dpmatrix._encode.RemappedValuesWarning")  # DuckDB's copy
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("policy", ["error", "mixed"])
 def test_raw_encoding_identical(spark, tmp_path, fmt, policy):
@@ -291,7 +291,7 @@ def test_glob_of_parquet_parts(spark, tmp_path):
 def test_java_missing_is_one_clear_line(monkeypatch):
     from pyspark.sql import SparkSession
 
-    import dpmatrix.engines.spark_engine as se
+    import dpmatrix.engines._spark_engine as se
 
     monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
     monkeypatch.setattr(se.shutil, "which", lambda name: None)
@@ -350,11 +350,11 @@ def test_cli_release_records_engine_not_cluster(spark, tmp_path, capsys):
 
 
 def test_spark_agrees_on_missing_values_and_numeric_forms(spark, tmp_path):
-    """Spark reads values by the one rule (dpmatrix.values): the same hand counts as the numpy
+    """Spark reads values by the one rule (dpmatrix._values): the same hand counts as the numpy
     and DuckDB engines in tests/engines/test_values.py."""
     from test_values import DOMAIN, FRAME, NA  # same directory (pytest puts it on sys.path)
 
-    from dpmatrix.engines.projected import ProjectedEngine, subdomain
+    from dpmatrix.engines._projected import ProjectedEngine, subdomain
 
     csv, pq = tmp_path / "x.csv", tmp_path / "x.parquet"
     FRAME.to_csv(csv, index=False)

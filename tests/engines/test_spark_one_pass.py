@@ -21,16 +21,16 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from dpmatrix._domain import Domain
 from dpmatrix.cli import main
-from dpmatrix.domain import Domain
 from dpmatrix.engines import engine_for
-from dpmatrix.engines.spark_count import (
+from dpmatrix.engines._spark_count import (
     add_pieces,
     count_partition,
     piece_array,
     plan_passes,
 )
-from dpmatrix.engines.spark_engine import (
+from dpmatrix.engines._spark_engine import (
     SparkEngine,
     check_master_reachable,
     quiet_pyspark,
@@ -84,7 +84,7 @@ def test_plan_passes_by_hand():
 def test_pieces_smallest_width_and_sum():
     a = np.array([0, 255, 3], dtype=np.int64)
     b = np.array([1, 1, 70_000], dtype=np.int64)
-    from dpmatrix.engines.spark_count import _piece_bytes
+    from dpmatrix.engines._spark_count import _piece_bytes
 
     pa_, pb = _piece_bytes(a), _piece_bytes(b)
     assert pa_[0] == 1 and len(pa_) == 1 + 3  # max 255 fits one byte

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from dpmatrix.engines.spark_console import forward, is_startup_noise
+from dpmatrix.engines._spark_console import forward, is_startup_noise
 
 ROOT = Path(__file__).resolve().parents[2]
-#: what the JVM printed on every start before (see dpmatrix.engines.spark_console)
+#: what the JVM printed on every start before (see dpmatrix.engines._spark_console)
 CHATTER = ("WARNING: Using incubator modules", "Setting default log level", "sc.setLogLevel", "NativeCodeLoader")
 
 

@@ -1,13 +1,13 @@
 """Engines agree on what they accept and say it with the same words: one corpus of bad (and
 tricky but valid) CSV files read through the numpy, DuckDB and Spark (local mode) engines by the
-release workflow's reader (:func:`dpmatrix.workflow.open_source`). Expected counts are the files'
+release workflow's reader (:func:`dpmatrix._workflow.open_source`). Expected counts are the files'
 rows counted by hand. Lives next to the Spark fixture (one JVM per run)."""
 
 from __future__ import annotations
 
 import dpmatrix as dm
+from dpmatrix._workflow import open_source
 from dpmatrix.errors import DataError
-from dpmatrix.workflow import open_source
 
 CODES = dm.Domain({"a": 2, "b": 2})
 LABELS = dm.Domain.from_dict({"a": {"labels": ['x "q"', "plain, too"]}, "b": 2})

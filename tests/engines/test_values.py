@@ -1,7 +1,7 @@
-"""The one value-matching rule (dpmatrix.values) and first-class missing values, on every engine.
+"""The one value-matching rule (dpmatrix._values) and first-class missing values, on every engine.
 
 Expected codes and counts are written by hand from the rule's statement (module docstring of
-``dpmatrix.values``), never produced by the encoders under test."""
+``dpmatrix._values``), never produced by the encoders under test."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.domain import MISSING_LABEL, Attribute, Domain, with_missing
-from dpmatrix.encode import encode_frame
+from dpmatrix._domain import MISSING_LABEL, Attribute, Domain, with_missing
+from dpmatrix._encode import encode_frame
+from dpmatrix._values import LabelIndex, code_of, is_missing, parse_number, value_key
 from dpmatrix.engines import engine_for
-from dpmatrix.engines.infer import infer_domain_report
+from dpmatrix.engines._infer import infer_domain_report
 from dpmatrix.errors import DataError, DomainError, WorkloadError
-from dpmatrix.values import LabelIndex, code_of, is_missing, parse_number, value_key
 
 
 def test_numeric_forms_of_a_label_match():

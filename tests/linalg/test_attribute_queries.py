@@ -1,14 +1,14 @@
 import numpy as np
 import pytest
 
-from dpmatrix.errors import WorkloadError
-from dpmatrix.linalg.attribute_queries import (
+from dpmatrix._linalg.attribute_queries import (
     all_ranges,
     identity,
     prefix,
     query_matrix,
     validate_query_matrix,
 )
+from dpmatrix.errors import WorkloadError
 
 
 def test_paper_examples_n3():

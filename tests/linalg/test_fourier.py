@@ -11,9 +11,9 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.linalg import fourier as ff
-from dpmatrix.planners.querysmasher.planner import plan_querysmasher
-from dpmatrix.queries import QueryWorkload, circular_range_rows
+from dpmatrix._linalg import fourier as ff
+from dpmatrix._queries import QueryWorkload, circular_range_rows
+from dpmatrix.planners._querysmasher.planner import plan_querysmasher
 
 
 def dft_vectors(sizes):

@@ -10,8 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.linalg.strategies import (
+from dpmatrix._linalg.strategies import (
     evaluate,
     fourier,
     haar,
@@ -20,6 +19,7 @@ from dpmatrix.linalg.strategies import (
     kron,
     quarter_root,
 )
+from dpmatrix.errors import PlanError, WorkloadError
 
 
 def all_range(n):

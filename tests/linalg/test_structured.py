@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpmatrix.linalg.kron import is_identity, kron_apply
-from dpmatrix.linalg.structured import AxisOperator, Centring, Identity, Subtraction, SubtractionPinv, dense
+from dpmatrix._linalg.kron import is_identity, kron_apply
+from dpmatrix._linalg.structured import AxisOperator, Centring, Identity, Subtraction, SubtractionPinv, dense
 
 
 def _sub(n):

@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmatrix.domain import Domain
-from dpmatrix.engines.duckdb_engine import STREAM_BATCH, DuckDBEngine
-from dpmatrix.engines.numpy_engine import NumpyEngine
-from dpmatrix.measure.counting import (
+from dpmatrix._domain import Domain
+from dpmatrix._measure.counting import (
     COUNT_BATCH,
     MEASURE_BATCH_CELLS,
     count_batch,
     count_batches,
 )
+from dpmatrix.engines._duckdb_engine import STREAM_BATCH, DuckDBEngine
+from dpmatrix.engines._numpy_engine import NumpyEngine
 
 
 class Spy:
@@ -99,7 +99,7 @@ def test_cells_still_bound_a_streamed_batch():
 def test_release_workflow_gate_forwards_the_preferred_batch(data):
     """The release workflow wraps the engine (to know when counts reach the noise step); the
     wrapper keeps the engine's batch size."""
-    from dpmatrix.workflow import _Gate
+    from dpmatrix._workflow import _Gate
 
     domain, df, path = data
     with DuckDBEngine(path, domain) as de:

@@ -9,9 +9,9 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.measure.discrete import apply_centering, discrete_measure, gamma_squared, integer_outputs, round_plan
-from dpmatrix.mechanisms.basis import identity_basis
-from dpmatrix.mechanisms.residual import ResidualMechanism
+from dpmatrix._measure.discrete import apply_centering, discrete_measure, gamma_squared, integer_outputs, round_plan
+from dpmatrix._mechanisms.basis import identity_basis
+from dpmatrix._mechanisms.residual import ResidualMechanism
 
 
 def test_example_3():
@@ -113,7 +113,7 @@ def test_discrete_release_end_to_end_and_errors():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({n: rng.integers(0, s, 200) for n, s in zip(dom.names, dom.sizes)})
     plan = dm.plan(dm.Workload.marginals(dom, 2), rho=1.0)
-    from dpmatrix.measure.discrete import InsecureRandomnessWarning
+    from dpmatrix._measure.discrete import InsecureRandomnessWarning
 
     with pytest.warns(InsecureRandomnessWarning):
         meas = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(5))
@@ -132,7 +132,7 @@ def test_discrete_release_end_to_end_and_errors():
 
 
 def test_randomness_is_recorded_and_a_seeded_source_warns():
-    from dpmatrix.measure.discrete import InsecureRandomnessWarning
+    from dpmatrix._measure.discrete import InsecureRandomnessWarning
 
     dom = dm.Domain.from_sizes([3, 2])
     df = pd.DataFrame({"a0": [0, 1, 2, 2], "a1": [0, 1, 1, 0]})
@@ -149,7 +149,7 @@ def test_randomness_is_recorded_and_a_seeded_source_warns():
 @pytest.mark.parametrize("rho", [0.01, 0.5, 2.0])
 @pytest.mark.parametrize("delta", [1e-5, 1e-9])
 def test_zcdp_conversion_between_exact_gaussian_and_bun_steinke(rho, delta):
-    from dpmatrix.privacy import epsilon_from_delta, epsilon_from_zcdp
+    from dpmatrix._privacy import epsilon_from_delta, epsilon_from_zcdp
 
     cks = epsilon_from_zcdp(rho, delta)
     exact_gaussian = epsilon_from_delta(delta, 2 * rho)  # the best any rho-zCDP Gaussian gets
@@ -165,8 +165,8 @@ def test_many_at_once_is_one_at_a_time_with_the_same_noise(monkeypatch):
     """discrete_measure_many (one sampler call per noise scale and shape) computes, for given
     noise draws, exactly what discrete_measure computes mechanism by mechanism: the noise is
     replaced by a fixed integer sequence, handed out in call order, in both runs."""
-    from dpmatrix.measure import discrete as disc
-    from dpmatrix.measure.discrete import discrete_measure_many
+    from dpmatrix._measure import discrete as disc
+    from dpmatrix._measure.discrete import discrete_measure_many
 
     mechs = [ResidualMechanism(key, tuple(identity_basis(n) for n in sizes), 1.0)
              for key, sizes in [((0, 1), (3, 2)), ((2,), (4,)), ((1, 2), (3, 2)), ((0,), (4,)), ((), ())]]
@@ -194,7 +194,7 @@ def test_many_at_once_is_one_at_a_time_with_the_same_noise(monkeypatch):
 
 
 def test_many_at_once_has_the_distribution_of_algorithm_3():
-    from dpmatrix.measure.discrete import discrete_measure_many
+    from dpmatrix._measure.discrete import discrete_measure_many
 
     sizes = (3, 2)
     mech = ResidualMechanism((0, 1), tuple(identity_basis(n) for n in sizes), float(Fraction(3, 2) ** 2))

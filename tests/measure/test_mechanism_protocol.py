@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.mechanisms.linear import LinearMechanism
-from dpmatrix.reconstruct.estimator import EntryAnswer, Estimator
+from dpmatrix._mechanisms.linear import LinearMechanism
+from dpmatrix._reconstruct.estimator import EntryAnswer, Estimator
 
 DOM = dm.Domain({"a": 2, "b": 3, "c": 2})
 ATTRS = (0, 1)

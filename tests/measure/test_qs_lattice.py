@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.mechanisms import noise_families
-from dpmatrix.planners.querysmasher.plan import QuerySmasherPlan
+from dpmatrix._mechanisms import noise_families
+from dpmatrix.planners._querysmasher.plan import QuerySmasherPlan
 
 DOM = dm.Domain({"a": 4, "b": 3, "c": 5})
 

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._measure.secure import residual_lattice_form, resolve_noise
 from dpmatrix.cli import main
-from dpmatrix.measure.secure import residual_lattice_form, resolve_noise
 
-secure = importlib.import_module("dpmatrix.measure.secure")  # dm.measure is the function
+secure = importlib.import_module("dpmatrix._measure.secure")  # dm.measure is the function
 
 
 class _NoFloatGaussian(np.random.Generator):
@@ -126,7 +126,7 @@ def test_residual_lattice_form_is_the_residual_mechanism():
 def test_reported_rho_covers_the_lattice_mechanism(monkeypatch):
     """Σ over residuals of (Δ₂ + γ√m)²/(2σ̄²), recomputed from the dense query, the σ̄ and γ
     actually used, is at most the re-scored plan's ρ, which is at most the planned ρ."""
-    from dpmatrix.measure import residual_records
+    from dpmatrix._measure import residual_records
 
     used = []
     real = residual_records.lattice_measure

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._reconstruct import store as store_mod
+from dpmatrix._reconstruct.store import MeasurementStore, open_store
 from dpmatrix.errors import DataError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.reconstruct import store as store_mod
-from dpmatrix.reconstruct.store import MeasurementStore, open_store
 
 
 def _setup(d=6, n=4, rows=300, seed=0):

@@ -6,14 +6,14 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from dpmatrix.errors import WorkloadError
-from dpmatrix.linalg.attribute_queries import all_ranges, identity, prefix
-from dpmatrix.mechanisms.basis import (
+from dpmatrix._linalg.attribute_queries import all_ranges, identity, prefix
+from dpmatrix._mechanisms.basis import (
     attribute_basis,
     psd_cholesky,
     subtraction_and_gamma,
     subtraction_matrix,
 )
+from dpmatrix.errors import WorkloadError
 
 
 def kron(mats):

@@ -22,8 +22,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmatrix.errors import SamplerArgumentError
-from dpmatrix.mechanisms.exact_exp import (
+from dpmatrix._mechanisms.exact_exp import (
     MAX_SLACK,
     SLACK,
     accept_threshold,
@@ -32,15 +31,16 @@ from dpmatrix.mechanisms.exact_exp import (
     geometric_words,
     reject_threshold,
 )
-from dpmatrix.mechanisms.laplace import (
+from dpmatrix._mechanisms.laplace import (
     sample_discrete_laplace_eps,
     sample_discrete_laplace_many,
 )
-from dpmatrix.mechanisms.samplers import (
+from dpmatrix._mechanisms.samplers import (
     RandomSource,
     SeededRandom,
     sample_discrete_gaussian,
 )
+from dpmatrix.errors import SamplerArgumentError
 
 P_MIN = 1e-4
 
@@ -326,8 +326,8 @@ def test_gaussian_large_scales(sigma2: Fraction) -> None:
 def test_the_samplers_check_numpy_exp_on_the_machine_that_draws(monkeypatch) -> None:
     """An exp less accurate than the proof assumes stops the float path with a typed error before
     any threshold (hence any noise) is computed; an accurate one passes."""
+    from dpmatrix._mechanisms import exact_exp as X
     from dpmatrix.errors import SamplerEnvironmentError
-    from dpmatrix.mechanisms import exact_exp as X
 
     X.exp_self_check.cache_clear()
     assert X.exp_self_check() <= X.EXP_REL_ERROR

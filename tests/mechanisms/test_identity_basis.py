@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpmatrix.mechanisms.basis import _build, identity_basis
+from dpmatrix._mechanisms.basis import _build, identity_basis
 
 FIELDS = ("W", "S", "Sub", "Gamma", "Sub_inv", "total_inv", "resid_cov", "diag_in", "diag_out")
 
@@ -32,7 +32,7 @@ def test_identity_basis_of_a_large_attribute_builds_no_matrix():
 
 
 def test_is_identity_by_blocks_agrees_with_the_dense_comparison():
-    from dpmatrix.linalg.kron import is_identity
+    from dpmatrix._linalg.kron import is_identity
 
     rng = np.random.default_rng(3)
     for n in (1, 2, 5, 40):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmatrix.mechanisms.lattice import (
+from dpmatrix._mechanisms.lattice import (
     LatticeQuery,
     choose_exponent,
     lattice_measure,
@@ -21,7 +21,7 @@ from dpmatrix.mechanisms.lattice import (
     max_exponent,
     snap,
 )
-from dpmatrix.mechanisms.samplers import SeededRandom
+from dpmatrix._mechanisms.samplers import SeededRandom
 
 
 # -- independent oracle: exact rationals -----------------------------------------------------------
@@ -199,7 +199,7 @@ def test_noise_variance_by_simulation():
 
 
 def test_default_source_is_the_os_csprng(monkeypatch):
-    import dpmatrix.mechanisms.samplers as smp
+    import dpmatrix._mechanisms.samplers as smp
 
     calls = []
     real = smp.os.urandom

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmatrix.errors import BudgetError, DPMatrixError
-from dpmatrix.mechanisms.samplers import (
+from dpmatrix._mechanisms.samplers import (
     RandomSource,
     SamplerArgumentError,
     SecureRandom,
@@ -27,6 +26,7 @@ from dpmatrix.mechanisms.samplers import (
     sample_discrete_gaussian,
     sample_discrete_laplace,
 )
+from dpmatrix.errors import BudgetError, DPMatrixError
 
 P_MIN = 1e-4
 

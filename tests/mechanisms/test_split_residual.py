@@ -14,8 +14,8 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.linalg.attribute_queries import all_ranges, prefix
-from dpmatrix.mechanisms.basis import attribute_basis, subtraction_and_gamma
+from dpmatrix._linalg.attribute_queries import all_ranges, prefix
+from dpmatrix._mechanisms.basis import attribute_basis, subtraction_and_gamma
 
 
 def test_hand_derived_prefix_n2_with_itself():
@@ -171,7 +171,7 @@ def test_json_round_trip_keeps_the_construction(tmp_path):
 
 
 def test_auto_compares_both_only_where_it_is_cheap():
-    from dpmatrix.planners.residual.plan import AUTO_MAX_SETS, _constructions
+    from dpmatrix.planners._residual.plan import AUTO_MAX_SETS, _constructions
 
     small = dm.Workload.marginals(dm.Domain.from_sizes([5] * 4), 2, query_types={"a0": "prefix"})
     assert _constructions(small, "auto", None, "max_var") == ("centred", "split")

@@ -7,7 +7,7 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from dpmatrix.planners.querysmasher.decompose import (
+from dpmatrix.planners._querysmasher.decompose import (
     all_subsets,
     decompose,
     decompose_batch,

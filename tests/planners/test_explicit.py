@@ -13,7 +13,7 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import NotMeasuredError, PlanError, WorkloadError
-from dpmatrix.planners.explicit import ExplicitStrategyPlan, explicit_plan
+from dpmatrix.planners._explicit import ExplicitStrategyPlan, explicit_plan
 from oracle import generalized_marginal_query, range_matrix
 from oracle import pcost as oracle_pcost
 
@@ -80,7 +80,7 @@ def test_privacy_and_variances_against_explicit_definitions(name):
 
 
 def test_per_attribute_names_are_kronecker_products():
-    from dpmatrix.linalg.strategies import haar, hierarchical
+    from dpmatrix._linalg.strategies import haar, hierarchical
 
     wk = two_attr_workload()
     assert np.array_equal(dm.evaluate(wk, "haar", pcost=1).strategy, np.kron(haar(4), haar(3)))

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
 from dpmatrix.errors import PlanError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
 
 DOM = dm.Domain({"a": 3, "b": 2})
 WK = dm.Workload(DOM, [("a",), ("a", "b")])

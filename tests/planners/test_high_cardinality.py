@@ -1,6 +1,6 @@
 """Plain attributes of any size: the O(n) structured path equals the explicit matrices.
 
-ResidualPlanner's plain attributes hold structured matrices (``dpmatrix.linalg.structured``)
+ResidualPlanner's plain attributes hold structured matrices (``dpmatrix._linalg.structured``)
 instead of dense ``n × n`` ones. On small domains (attribute sizes 2..7, mixed with others) every
 number the plan and the measurements state is compared with the brute-force oracle
 (``tests/oracle``: the stacked mechanism ``B``, ``Σ`` written out from the paper's definitions,
@@ -26,13 +26,13 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.linalg.structured import StructuredMatrix
-from dpmatrix.planners.residual.plan import Plan
+from dpmatrix._linalg.structured import StructuredMatrix
+from dpmatrix.planners._residual.plan import Plan
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 # seeded floating-point noise where a test needs determinism (recorded as not private: fine here)
-pytestmark = pytest.mark.filterwarnings("ignore::dpmatrix.measure.discrete.InsecureRandomnessWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::dpmatrix._measure.discrete.InsecureRandomnessWarning")
 
 CASES = [
     ((2,), [(0,)]),
@@ -170,7 +170,7 @@ BIG = textwrap.dedent(
     import numpy as np, pandas as pd
     import dpmatrix as dm
     from dpmatrix.cli import main
-    from dpmatrix.planners.residual.plan import Plan
+    from dpmatrix.planners._residual.plan import Plan
     rng = np.random.default_rng(0)
     rows = 60_000
     pd.DataFrame({"big": rng.integers(0, n, rows), "g": rng.choice(["x", "y", "z"], rows)}).to_csv(
@@ -338,8 +338,8 @@ def test_structured_integer_centring_gives_the_dense_lattice_query_bit_for_bit()
     integer reference."""
     from fractions import Fraction
 
-    from dpmatrix.linalg.structured import IntegerCentring
-    from dpmatrix.mechanisms.lattice import LatticeQuery, lattice_rho, snap, snap_exact
+    from dpmatrix._linalg.structured import IntegerCentring
+    from dpmatrix._mechanisms.lattice import LatticeQuery, lattice_rho, snap, snap_exact
 
     rng = np.random.default_rng(0)
     others = (np.array([[0.3, 0.7, -0.1], [1.0, 0.5, 0.25]]), np.array([[1.0, -1.0]]),

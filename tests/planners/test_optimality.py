@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.planners.pure import plan_pure
+from dpmatrix.planners._pure import plan_pure
 from oracle import generalized_marginal_query, prefix_matrix, range_matrix
 
 

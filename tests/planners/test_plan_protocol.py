@@ -7,8 +7,8 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, PlanError, UnknownAttributeError, WorkloadError
-from dpmatrix.planners.base import PlanBase
-from dpmatrix.planners.querysmasher.planner import plan_querysmasher
+from dpmatrix.planners._base import PlanBase
+from dpmatrix.planners._querysmasher.planner import plan_querysmasher
 
 
 @pytest.fixture(scope="module")

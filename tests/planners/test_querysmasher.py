@@ -11,11 +11,11 @@ import pytest
 
 import dpmatrix as dm
 import oracle
+from dpmatrix._queries import QueryWorkload, affine_queries
+from dpmatrix._solvers.lowdim_optimal import optimize_subworkload
 from dpmatrix.engines import NumpyEngine
-from dpmatrix.planners.querysmasher.planner import plan_querysmasher
-from dpmatrix.planners.querysmasher.submechanisms import DenseMech, FourierMech, KronMech
-from dpmatrix.queries import QueryWorkload, affine_queries
-from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
+from dpmatrix.planners._querysmasher.planner import plan_querysmasher
+from dpmatrix.planners._querysmasher.submechanisms import DenseMech, FourierMech, KronMech
 
 
 def explicit_strategy(mech):

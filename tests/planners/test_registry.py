@@ -7,10 +7,10 @@ import pytest
 
 import dpmatrix as dm
 from dpmatrix.errors import BudgetError, PlanError
-from dpmatrix.planners.builtin import PureOptions, QuerySmasherOptions, ResidualOptions
-from dpmatrix.planners.dispatch import budget_of
-from dpmatrix.planners.formats import plan_formats
-from dpmatrix.planners.registry import PlannerSpec, find_planner, planner_names, register_planner
+from dpmatrix.planners._builtin import PureOptions, QuerySmasherOptions, ResidualOptions
+from dpmatrix.planners._dispatch import budget_of
+from dpmatrix.planners._formats import plan_formats
+from dpmatrix.planners._registry import PlannerSpec, find_planner, planner_names, register_planner
 
 WK = dm.Workload(dm.Domain({"a": 3, "b": 4}), [("a", "b"), ("a",)])
 

@@ -10,7 +10,7 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.linalg.attribute_queries import all_ranges, prefix
+from dpmatrix._linalg.attribute_queries import all_ranges, prefix
 
 TYPES = ["identity", "prefix", "range"]
 
@@ -191,8 +191,8 @@ def certified_rmse_bound(W, d, k):
     attributes) with the per-attribute factor β·trace_in at its certified lower bound."""
     from math import comb, sqrt
 
-    from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
-    from dpmatrix.solvers.strategy1d import centered
+    from dpmatrix._solvers.lowdim_optimal import optimize_subworkload
+    from dpmatrix._solvers.strategy1d import centered
 
     n = W.shape[1]
     c = optimize_subworkload(centered(W), sizes=(n,), tol=1e-6).lower_bound
@@ -304,8 +304,8 @@ def test_tables_10_to_12_are_algorithm4_with_a_suboptimal_1d_factor():
     # lower than the paper's: the paper's 1-D strategies are not optimal for Algorithm 4, and
     # how they were obtained is not published in enough detail to reproduce them (the
     # authors' public code, HDMM's convex optimizer on the uncentred W, gives +16-117 %).
-    from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
-    from dpmatrix.solvers.strategy1d import centered
+    from dpmatrix._solvers.lowdim_optimal import optimize_subworkload
+    from dpmatrix._solvers.strategy1d import centered
 
     ns = [2, 4, 8, 16, 32, 64]
     rp10 = {3: [1.39, 2.25, 3.64, 5.77, 8.87, 13.18], 4: [1.55, 2.95, 5.59, 10.34, 18.37, 31.13],
@@ -353,7 +353,7 @@ def _certified_maxvar_bound(W):
     weights μ on the simplices, t* ≥ ||diag(λ)^½ W diag(μ)^½||_*² (weak duality, see
     dpmatrix.plan.maxvar_strategy). The library only supplies good weights; the bound holds for
     any weights, whatever their origin."""
-    from dpmatrix.solvers.maxvar_strategy import optimize_maxvar_strategy
+    from dpmatrix._solvers.maxvar_strategy import optimize_maxvar_strategy
 
     sol = optimize_maxvar_strategy(W)
     lam = np.asarray(sol.query_weights) / np.sum(sol.query_weights)
@@ -382,7 +382,7 @@ def test_table9_has_entries_no_gaussian_mechanism_can_reach():
     # underestimates the cost, yet recomputing that way gives CPS 4.68 / 9.94 / 12.43 / 13.56,
     # not the printed 7.158 / 24.193 / 12.814 / 28.526.
     # Sanity of the product rule used above, on an explicit Kronecker product:
-    from dpmatrix.solvers.maxvar_strategy import optimize_maxvar_strategy
+    from dpmatrix._solvers.maxvar_strategy import optimize_maxvar_strategy
 
     kron = optimize_maxvar_strategy(np.kron(prefix(4), prefix(3)), tol=1e-7)
     assert kron.max_variance == pytest.approx(

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.linalg.kron import kron_apply
-from dpmatrix.mechanisms.basis import identity_basis
-from dpmatrix.mechanisms.residual import apply_pinv, apply_sub
-from dpmatrix.workload import Closure, _combinations
+from dpmatrix._linalg.kron import kron_apply
+from dpmatrix._mechanisms.basis import identity_basis
+from dpmatrix._mechanisms.residual import apply_pinv, apply_sub
+from dpmatrix._workload import Closure, _combinations
 
 
 @pytest.mark.parametrize("d,k", [(5, 0), (5, 1), (5, 3), (7, 4), (3, 3), (3, 4), (9, 5)])
@@ -132,7 +132,7 @@ def test_iter_marginals_streams_the_tables_of_marginal():
 
 
 def test_iter_marginals_batches_many_same_shape_tables(monkeypatch):
-    from dpmatrix.reconstruct import measurements as M
+    from dpmatrix._reconstruct import measurements as M
 
     monkeypatch.setattr(M, "_BATCH_CELLS", 300)  # several batches, groups split across them
     dom = dm.Domain.from_sizes([3] * 8)
@@ -153,7 +153,7 @@ def test_streamed_tables_survive_cache_eviction(monkeypatch):
     import pandas as pd
 
     import dpmatrix as dm
-    from dpmatrix.reconstruct import measurements as M
+    from dpmatrix._reconstruct import measurements as M
 
     monkeypatch.setattr(M, "_CACHE_FLOATS", 7)
     monkeypatch.setattr(M, "_BATCH_CELLS", 300)  # many batches, so lower-order residuals are reused

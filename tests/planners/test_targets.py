@@ -111,7 +111,7 @@ def test_table10_marginals_residual_equals_explicit_optimum(t):
     # Paper §7.7 / Table 10 workload: all 1- and 2-way marginals of 3 attributes with t values,
     # targets 1. The residual route must reach the explicit certified optimum (uniform targets
     # per marginal: residual mechanisms are optimal), here solved on the dense matrix.
-    from dpmatrix.solvers.fitness import solve_min_privacy_cost
+    from dpmatrix._solvers.fitness import solve_min_privacy_cost
 
     dom = dm.Domain.from_sizes([t] * 3)
     sets = [s for k in (1, 2) for s in itertools.combinations(range(3), k)]

@@ -3,7 +3,7 @@
 The files in ``tests/data/targets_v0`` were written by the code of main@be833de, where a plan
 from accuracy targets was a subclass of its planner's plan (``ResidualTargetPlan``,
 ``ExplicitTargetPlan``; ``generate.py`` there is the script). Read now, each is a
-:class:`~dpmatrix.planners.targets.TargetedPlan` around the same planner's plan, with the target
+:class:`~dpmatrix.planners._targets.TargetedPlan` around the same planner's plan, with the target
 table, certificate and privacy cost the old code printed (``expected.json``), and it writes
 the same description back.
 """
@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.plan_file import load_plan
-from dpmatrix.planners.explicit.plan import ExplicitStrategyPlan
-from dpmatrix.planners.targets import TargetedPlan
+from dpmatrix._plan_file import load_plan
+from dpmatrix.planners._explicit.plan import ExplicitStrategyPlan
+from dpmatrix.planners._targets import TargetedPlan
 from dpmatrix.protocols import HasTargets
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "targets_v0"

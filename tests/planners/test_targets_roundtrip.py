@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._plan_file import load_plan
 from dpmatrix.cli import main
 from dpmatrix.errors import PlanError
-from dpmatrix.plan_file import load_plan
-from dpmatrix.planners.dispatch import plan_from_dict
-from dpmatrix.planners.explicit.plan import ExplicitStrategyPlan
-from dpmatrix.planners.targets import TargetedPlan
-from dpmatrix.planners.targets_io import with_target_report
+from dpmatrix.planners._dispatch import plan_from_dict
+from dpmatrix.planners._explicit.plan import ExplicitStrategyPlan
+from dpmatrix.planners._targets import TargetedPlan
+from dpmatrix.planners._targets_io import with_target_report
 
 DF = pd.DataFrame({"a": [0, 0, 1, 2, 2, 2, 1, 3], "b": [0, 1, 1, 0, 1, 1, 0, 1]})
 

@@ -13,15 +13,15 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from dpmatrix._mechanisms.linear import LinearMechanism
+from dpmatrix._privacy import Budget, PrivacyReport
+from dpmatrix._reconstruct.estimator import EntryAnswer, Estimator
+from dpmatrix._reconstruct.measurements import axis_labels
+from dpmatrix._workload import Workload
 from dpmatrix.errors import PlanError
-from dpmatrix.mechanisms.linear import LinearMechanism
-from dpmatrix.planners.base import PlanBase
-from dpmatrix.planners.formats import plan_format
-from dpmatrix.planners.registry import PlannerSpec
-from dpmatrix.privacy import Budget, PrivacyReport
-from dpmatrix.reconstruct.estimator import EntryAnswer, Estimator
-from dpmatrix.reconstruct.measurements import axis_labels
-from dpmatrix.workload import Workload
+from dpmatrix.planners._base import PlanBase
+from dpmatrix.planners._formats import plan_format
+from dpmatrix.planners._registry import PlannerSpec
 
 TOY_FORMAT = "tests.toy_identity_plan/1"
 
@@ -74,7 +74,7 @@ class IdentityPlan(PlanBase, PrivacyReport):
 
     @classmethod
     def from_dict(cls, spec):
-        from dpmatrix.domain import Domain
+        from dpmatrix._domain import Domain
 
         domain = Domain.from_dict(spec["domain"])
         return cls(Workload.from_dict(domain, spec["workload"]), Budget(float(spec["pcost"])))

@@ -17,10 +17,10 @@ import pytest
 
 import dpmatrix as dm
 import oracle
+from dpmatrix._postprocess import _mbi, _mbi_domain, linear_measurements, postprocess, whitener
+from dpmatrix._reconstruct.measurements import Measurements
 from dpmatrix.errors import PlanError
-from dpmatrix.planners.residual.plan import Plan
-from dpmatrix.postprocess import _mbi, _mbi_domain, linear_measurements, postprocess, whitener
-from dpmatrix.reconstruct.measurements import Measurements
+from dpmatrix.planners._residual.plan import Plan
 
 
 def _data(dom, n, rng):

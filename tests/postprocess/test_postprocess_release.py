@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.postprocess import fit_report, postprocess_release
+from dpmatrix._postprocess import fit_report, postprocess_release
 
 ADULT = Path(dm.__file__).parent / "data" / "adult.csv"
 

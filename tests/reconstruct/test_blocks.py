@@ -15,7 +15,7 @@ import pytest
 from reconstruct_cases import DenseReference, answerable, random_plan
 
 import dpmatrix as dm
-from dpmatrix.reconstruct import broadcast as B
+from dpmatrix._reconstruct import broadcast as B
 
 
 def _random_plan(seed: int):

@@ -15,8 +15,8 @@ import pytest
 from reconstruct_cases import DenseReference, answerable, random_plan
 
 import dpmatrix as dm
-from dpmatrix.reconstruct import broadcast as B
-from dpmatrix.reconstruct import fused
+from dpmatrix._reconstruct import broadcast as B
+from dpmatrix._reconstruct import fused
 
 
 def _random_plan(seed: int):

@@ -12,9 +12,9 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix.planners.querysmasher.planner import plan_querysmasher
-from dpmatrix.queries import QueryWorkload
-from dpmatrix.reconstruct.linear_query import count, naive_cell_sum_variance, parse_where, query_vectors
+from dpmatrix._queries import QueryWorkload
+from dpmatrix._reconstruct.linear_query import count, naive_cell_sum_variance, parse_where, query_vectors
+from dpmatrix.planners._querysmasher.planner import plan_querysmasher
 from planners.test_querysmasher import stacked
 
 SIZES = [2, 3, 4]
@@ -238,7 +238,7 @@ PURE_DOM = {"a": {"size": 8, "kind": "ordinal"}, "b": 3}
 PURE_DATA = pd.DataFrame({"a": [0, 3, 5, 7, 2, 4], "b": [0, 1, 2, 1, 0, 2]})
 
 
-@pytest.mark.filterwarnings("ignore::dpmatrix.measure.discrete.InsecureRandomnessWarning")
+@pytest.mark.filterwarnings("ignore::dpmatrix._measure.discrete.InsecureRandomnessWarning")
 @pytest.mark.parametrize("types, options", [
     (None, {}),                                         # per-residual cells (PurePlan)
     ({"a": "prefix"}, {}),                              # hierarchical / Haar on a (HierarchicalPlan)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.reconstruct import stacked as S
+from dpmatrix._reconstruct import stacked as S
 
 
 @pytest.fixture()

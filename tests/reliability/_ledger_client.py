@@ -1,5 +1,5 @@
 """Child-process body of the concurrent-ledger test, in a module of its own: a ``spawn``ed child
-imports the module of its target, and this one imports only :mod:`dpmatrix.ledger` (not the
+imports the module of its target, and this one imports only :mod:`dpmatrix._ledger` (not the
 command line, pandas and numpy that ``_support`` pulls in), so each child starts in about half the
 time."""
 
@@ -10,7 +10,7 @@ def reserve_in_process(path, barrier, results, i):
     """Reserve rho 0.6 against a shared cap once both children are ready; report ok/refused."""
     import time
 
-    from dpmatrix.ledger import BudgetExceededError, Ledger
+    from dpmatrix._ledger import BudgetExceededError, Ledger
 
     led = Ledger(path)
     barrier.wait()

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dpmatrix as dm
+from dpmatrix._plan_file import load_plan
 from dpmatrix.cli import main
 from dpmatrix.errors import DPMatrixError
-from dpmatrix.plan_file import load_plan
 
 from ._support import DOMAIN, NO_REPORT, frame
 
@@ -177,7 +177,7 @@ def test_data_files_both_engines_agree(tmp_path_factory, rows, policy):
 
     import numpy as np
 
-    from dpmatrix.encode import encode_frame, read_csv_text
+    from dpmatrix._encode import encode_frame, read_csv_text
     from dpmatrix.engines import DuckDBEngine, NumpyEngine
     from dpmatrix.errors import DataError
 

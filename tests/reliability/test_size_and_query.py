@@ -7,8 +7,8 @@ import json
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._sizing import SizeError, check_size, estimate_size
 from dpmatrix.release import load_release
-from dpmatrix.sizing import SizeError, check_size, estimate_size
 
 from ._support import NO_REPORT, assert_one_line_error, release_args, run
 

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError
+from dpmatrix._ledger import BudgetExceededError, Ledger, LedgerError
 
 
 @pytest.fixture()

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import dpmatrix as dm
-import dpmatrix.workflow as wf
+import dpmatrix._workflow as wf
+from dpmatrix._ledger import Ledger
 from dpmatrix.errors import ReleaseError
-from dpmatrix.ledger import Ledger
 from dpmatrix.release import LeftoverWarning, digest_list, recover_output, verify_files
 
 from ._support import NO_REPORT, assert_one_line_error, release_args, run

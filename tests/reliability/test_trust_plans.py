@@ -8,8 +8,8 @@ import json
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._plan_file import load_plan
 from dpmatrix.errors import PlanError
-from dpmatrix.plan_file import load_plan
 
 
 def _plan():

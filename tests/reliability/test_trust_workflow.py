@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import dpmatrix as dm
-import dpmatrix.workflow as wf
+import dpmatrix._workflow as wf
+from dpmatrix._ledger import BudgetExceededError, Ledger, LedgerError
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._sizing import SizeError
 from dpmatrix.errors import DataError
-from dpmatrix.ledger import BudgetExceededError, Ledger, LedgerError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.sizing import SizeError
 
 from ._support import NO_REPORT, assert_one_line_error, release_args, run
 
@@ -290,7 +290,7 @@ def test_ledger_verify_finds_edits_truncation_deletion_and_recreation(small, cap
 
 
 def test_the_report_says_where_the_spend_is_recorded(small):
-    from dpmatrix.report import write_release_report
+    from dpmatrix._report import write_release_report
 
     done = dm.publish(_plan(small), small / "people.csv", small / "r", ledger=_led(small), report=True)
     assert f"entry 1 of ledger {_led(small).id}" in (done.path / "report.html").read_text()

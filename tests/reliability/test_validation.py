@@ -11,9 +11,9 @@ import sys
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._plan_file import load_plan
+from dpmatrix._statement import LargeDeltaWarning, check_delta
 from dpmatrix.errors import BudgetError, DomainError, PlanError
-from dpmatrix.plan_file import load_plan
-from dpmatrix.statement import LargeDeltaWarning, check_delta
 
 from ._support import DOMAIN, NO_REPORT, assert_one_line_error, env, release_args, run
 

@@ -40,7 +40,7 @@ def adult_plan():
 @pytest.fixture(scope="session")
 def adult_release(tmp_path_factory, adult_plan):
     """A release folder of all ≤2-way marginals of five Adult attributes, with its report."""
-    from dpmatrix.report import write_release_report
+    from dpmatrix._report import write_release_report
 
     out = tmp_path_factory.mktemp("adult") / "release"
     meas = adult_plan.measure(adult_codes(), rng=np.random.default_rng(20240601))

@@ -1,6 +1,6 @@
 """Checks of a rendered report page, shared by the report tests.
 
-Every number on a report page is tagged with its origin (see ``dpmatrix/report/html.py``).
+Every number on a report page is tagged with its origin (see ``dpmatrix/_report/html.py``).
 These helpers read the tags out of the live page and recompute each number *without* the
 report code: manifest paths are looked up, derived quantities are recomputed from their
 definitions (the oracle's Theorem 4.3 coefficients, the analytic-Gaussian δ(ε) formula solved

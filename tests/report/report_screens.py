@@ -79,8 +79,8 @@ def make_release(out: Path) -> Path:
     import pandas as pd
 
     import dpmatrix as dm
+    from dpmatrix._report import write_release_report
     from dpmatrix.release import write_release
-    from dpmatrix.report import write_release_report
 
     data = Path(dm.__file__).resolve().parent / "data"
     full = dm.Domain.from_json(data / "adult-domain.json")

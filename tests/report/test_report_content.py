@@ -13,9 +13,9 @@ from report_checks import check_numbers, tagged_from_html
 from report_data import adult_codes, adult_domain
 
 import dpmatrix as dm
+from dpmatrix._report import content, plan_facts, write_plan_report, write_release_report
+from dpmatrix._report.html import fmt
 from dpmatrix.release import write_release
-from dpmatrix.report import content, plan_facts, write_plan_report, write_release_report
-from dpmatrix.report.html import fmt
 
 
 def page_text(html: str) -> str:
@@ -64,7 +64,7 @@ def test_discrete_noise_from_the_secure_source(tmp_path):
 
 
 def test_seeded_discrete_noise_is_flagged_not_for_publication(tmp_path):
-    from dpmatrix.measure.discrete import InsecureRandomnessWarning
+    from dpmatrix._measure.discrete import InsecureRandomnessWarning
 
     with pytest.warns(InsecureRandomnessWarning):
         meas = small_plan().measure(adult_codes(), noise="discrete_gaussian", rng=np.random.default_rng(1))
@@ -84,7 +84,7 @@ def test_big_release_is_capped_and_says_what_was_left_out(tmp_path, monkeypatch)
     monkeypatch.setattr(content, "MAX_LINKS", 3)
     monkeypatch.setattr(content, "MAX_STD_BARS", 5)
     monkeypatch.setattr(content, "MAX_RESIDUAL_ROWS", 4)
-    monkeypatch.setattr("dpmatrix.report.html.MAX_STD_BARS", 5)
+    monkeypatch.setattr("dpmatrix._report.html.MAX_STD_BARS", 5)
     html = write_release_report(out, fairness=False).read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     n = len(manifest["marginals"])  # 1 + 5 + 10
@@ -227,7 +227,7 @@ def test_plan_and_release_report_methods(tmp_path):
 def test_pure_epsilon_privacy_is_stated_without_a_delta_curve():
     """Hook for pure ε-DP planners (issue 14): a privacy entry with δ = 0 is shown as pure ε-DP
     (with ρ = ε²/2 when given), without an ε(δ) curve and without μ-GDP."""
-    from dpmatrix.report.html import render
+    from dpmatrix._report.html import render
 
     plan = small_plan()
     facts = plan_facts(plan)

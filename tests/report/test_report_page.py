@@ -24,9 +24,9 @@ from report_data import INCOME_LABELS, adult_codes, save_screenshot
 
 import dpmatrix as dm
 import oracle
+from dpmatrix._report import write_plan_report
+from dpmatrix._statement import privacy_summary
 from dpmatrix.release import load_release
-from dpmatrix.report import write_plan_report
-from dpmatrix.statement import privacy_summary
 
 
 def _key(*path) -> str:
@@ -183,8 +183,8 @@ def test_plan_report_in_chromium(chromium, adult_plan, tmp_path):
 @pytest.mark.parametrize("level", [0.9])
 def test_numbers_follow_the_release_level_and_delta(chromium, adult_plan, tmp_path, level):
     """A release at another confidence level and δ: the page's margins and ε follow it."""
+    from dpmatrix._report import write_release_report
     from dpmatrix.release import write_release
-    from dpmatrix.report import write_release_report
 
     small = dm.plan(dm.Workload(adult_plan.domain, [("race", "sex"), ("income>50K",)]), mu=0.8)
     out = write_release(small.measure(adult_codes(), rng=np.random.default_rng(5)), tmp_path / "rel",

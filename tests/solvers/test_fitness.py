@@ -26,20 +26,20 @@ from fitness_paper_workloads import (  # noqa: E402
     random_targets,
 )
 
-from dpmatrix.errors import PlanError  # noqa: E402
-from dpmatrix.solvers.fitness import (  # noqa: E402
+from dpmatrix._solvers.fitness import (  # noqa: E402
     fitness_lower_bound,
     solve_min_privacy_cost,
     solve_min_target_ratio,
     solve_weighted_sum,
 )
-from dpmatrix.solvers.fitness_baselines import (  # noqa: E402
+from dpmatrix._solvers.fitness_baselines import (  # noqa: E402
     baseline_costs,
     hierarchical_matrix,
     identity_gram,
     required_privacy_cost,
     sum_optimal_gram,
 )
+from dpmatrix.errors import PlanError  # noqa: E402
 
 # --------------------------------------------------------------------------------------------
 # Explicit-definition checks (numpy only)

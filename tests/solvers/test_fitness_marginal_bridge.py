@@ -3,7 +3,7 @@
 Problem 1 is homogeneous: at privacy cost P every variance is (variance at cost 1) / P.  So with
 workload weights 1/target, ``t* = min max_k weight_k · var_k`` at ``pcost=1`` (the existing
 ``objective="max_var"`` planner) is the least pcost meeting every target.  The explicit solver
-(dpmatrix.solvers.fitness) on the stacked Kronecker marginal matrices must give the same Δ².
+(dpmatrix._solvers.fitness) on the stacked Kronecker marginal matrices must give the same Δ².
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fitness_paper_workloads import marginal_matrix  # noqa: E402
 
 import dpmatrix as dm  # noqa: E402
-from dpmatrix.solvers.fitness import solve_min_privacy_cost  # noqa: E402
+from dpmatrix._solvers.fitness import solve_min_privacy_cost  # noqa: E402
 
 SIZES = {"a": 3, "b": 2, "c": 4}
 NAMES = tuple(SIZES)

@@ -25,10 +25,10 @@ from fitness_paper_workloads import (
     random_targets,
 )
 
-import dpmatrix.solvers.fitness_newton as fn
-from dpmatrix.solvers.expsum import reciprocal_expsum
-from dpmatrix.solvers.fitness import solve_min_privacy_cost
-from dpmatrix.solvers.fitness_reduction import identity_reduction, reduce_instance
+import dpmatrix._solvers.fitness_newton as fn
+from dpmatrix._solvers.expsum import reciprocal_expsum
+from dpmatrix._solvers.fitness import solve_min_privacy_cost
+from dpmatrix._solvers.fitness_reduction import identity_reduction, reduce_instance
 
 
 def sdp_problem1(W, c):

@@ -12,15 +12,15 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from dpmatrix.errors import PlanError
-from dpmatrix.planners.querysmasher.decompose import decompose_batch
-from dpmatrix.solvers.lowdim_optimal import (
+from dpmatrix._solvers.lowdim_optimal import (
     LowDimMechanism,
     clear_cache,
     optimize_subworkload,
     strategy_loss,
     svd_lower_bound,
 )
+from dpmatrix.errors import PlanError
+from dpmatrix.planners._querysmasher.decompose import decompose_batch
 
 
 def centred(Q, sizes):

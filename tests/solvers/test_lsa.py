@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
+from dpmatrix._solvers.lsa import lsa, lsa_generalized, lsa_separated
 from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.solvers.lsa import lsa, lsa_generalized, lsa_separated
 
 
 def all_range(n):

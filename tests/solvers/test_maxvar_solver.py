@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpmatrix.planners.residual.maxvar_problem import build_marginal_maxvar_problem
-from dpmatrix.solvers.maxvar_solver import (
+from dpmatrix._solvers.maxvar_solver import (
     dual_bound,
     solve_max_variance,
     solve_min_cost,
 )
+from dpmatrix.planners._residual.maxvar_problem import build_marginal_maxvar_problem
 
 
 def upto_k(d: int, k: int) -> list[tuple[int, ...]]:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.solvers.maxvar_strategy import (
+from dpmatrix._solvers.maxvar_strategy import (
     MaxVarStrategy,
     clear_cache,
     maxvar_lower_bound,
     optimize_maxvar_strategy,
 )
+from dpmatrix.errors import PlanError, WorkloadError
 
 
 def prefix(n: int) -> np.ndarray:

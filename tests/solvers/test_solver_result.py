@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpmatrix.solvers.budget_split import convex_budget_split, cube_root_split, uniform_split
-from dpmatrix.solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio, solve_weighted_sum
-from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
-from dpmatrix.solvers.lsa import lsa
-from dpmatrix.solvers.maxvar_solver import solve_max_variance, solve_min_cost
-from dpmatrix.solvers.maxvar_strategy import optimize_maxvar_strategy
-from dpmatrix.solvers.result import STATUSES, SolverResult
-from dpmatrix.solvers.strategy1d import optimize_pidentity
+from dpmatrix._solvers.budget_split import convex_budget_split, cube_root_split, uniform_split
+from dpmatrix._solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio, solve_weighted_sum
+from dpmatrix._solvers.lowdim_optimal import optimize_subworkload
+from dpmatrix._solvers.lsa import lsa
+from dpmatrix._solvers.maxvar_solver import solve_max_variance, solve_min_cost
+from dpmatrix._solvers.maxvar_strategy import optimize_maxvar_strategy
+from dpmatrix._solvers.result import STATUSES, SolverResult
+from dpmatrix._solvers.strategy1d import optimize_pidentity
 
 PREFIX2 = np.array([[1.0, 0.0], [1.0, 1.0]])  # prefix sums over 2 cells
 

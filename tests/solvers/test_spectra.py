@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._queries import QueryWorkload
+from dpmatrix._solvers.spectra import gram_eigenvalues, marginal_spectrum
+from dpmatrix._solvers.svd_bound import p_factor, svd_bound
 from dpmatrix.errors import BudgetError, WorkloadError
-from dpmatrix.queries import QueryWorkload
-from dpmatrix.solvers.spectra import gram_eigenvalues, marginal_spectrum
-from dpmatrix.solvers.svd_bound import p_factor, svd_bound
 
 
 # -- brute-force builders (no dpmatrix) ---------------------------------------------------------

@@ -3,10 +3,9 @@ import itertools
 import numpy as np
 import pytest
 
-from dpmatrix.errors import WorkloadError
-from dpmatrix.linalg.attribute_queries import all_ranges, identity, prefix
-from dpmatrix.mechanisms.basis import attribute_basis
-from dpmatrix.solvers.strategy1d import (
+from dpmatrix._linalg.attribute_queries import all_ranges, identity, prefix
+from dpmatrix._mechanisms.basis import attribute_basis
+from dpmatrix._solvers.strategy1d import (
     default_p,
     optimize_pidentity,
     optimized_strategy,
@@ -14,6 +13,7 @@ from dpmatrix.solvers.strategy1d import (
     pidentity_strategy,
     strategy_matrix,
 )
+from dpmatrix.errors import WorkloadError
 
 
 def centred(W):
@@ -161,8 +161,8 @@ def test_table11_kron_prefix_d3(n, paper, lo, hi):
 # n=2 1.50 (-0.2%), 4 2.43 (-4.3%), 8 3.73 (-7.0%), 16 5.48 (-6.9%), 32 7.74 (-6.0%).
 @pytest.mark.parametrize("n,paper", [(2, 1.50), (4, 2.54), (8, 4.01), (16, 5.89), (32, 8.23)])
 def test_table11_optimal_strategy_never_above_paper(n, paper):
-    from dpmatrix.solvers.lowdim_optimal import optimize_subworkload
-    from dpmatrix.solvers.strategy1d import centered, rp_attribute_cost
+    from dpmatrix._solvers.lowdim_optimal import optimize_subworkload
+    from dpmatrix._solvers.strategy1d import centered, rp_attribute_cost
 
     W = prefix(n)
     S = strategy_matrix(W)  # default: optimal

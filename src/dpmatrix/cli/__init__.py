@@ -11,7 +11,7 @@ Commands:
 * ``infer-domain`` — derive a domain file from data (opt-in; weakens privacy, see its warning).
 * ``ledger``  — the privacy-budget ledger: ``show`` totals per dataset, ``set-cap`` a dataset's cap.
 
-Every release is charged to the ledger (:mod:`dpmatrix.ledger`; ``--ledger PATH`` or
+Every release is charged to the ledger (:mod:`dpmatrix._ledger`; ``--ledger PATH`` or
 ``$DPMATRIX_LEDGER``) before any noise is drawn, under ``--dataset NAME`` (default: the data
 file's name without suffix). Every option is checked before any data is read.
 

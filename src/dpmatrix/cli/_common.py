@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..domain import Domain
+from .._domain import Domain
 from ..errors import DomainError, DPMatrixError
 
 EXIT_USAGE = 2
@@ -66,7 +66,7 @@ def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
             extra = {"strategy": args.strategy} if getattr(args, "strategy", None) else {}
             return {"epsilon": args.epsilon, "delta": 0.0, **extra}
         if _draws_continuous_noise(args):  # the continuous Gaussian's own exact curve
-            from ..privacy import Budget
+            from .._privacy import Budget
 
             return {"budget": Budget.approx(args.epsilon, args.delta, noise="gaussian")}
         return {"epsilon": args.epsilon, "delta": args.delta}  # converted for the secure (discrete) noise
@@ -75,7 +75,7 @@ def _budget_kwargs(args: argparse.Namespace) -> dict[str, float]:
 
 def _draws_continuous_noise(args: argparse.Namespace) -> bool:
     """The release will draw floating-point Gaussian noise: ``--noise gaussian_float`` (alias
-    ``gaussian``), or ``--seed`` with the default noise (:func:`dpmatrix.measure.secure.resolve_noise`)."""
+    ``gaussian``), or ``--seed`` with the default noise (:func:`dpmatrix._measure.secure.resolve_noise`)."""
     noise = getattr(args, "noise", None) or "auto"
     return noise in ("gaussian", "gaussian_float") or (noise == "auto" and getattr(args, "seed", None) is not None)
 
@@ -86,8 +86,8 @@ def _is_pure(plan) -> bool:
 
 
 def _report_delta(args: argparse.Namespace) -> float:
+    from .._statement import check_delta
     from ..release import DEFAULT_DELTA
-    from ..statement import check_delta
 
     d = getattr(args, "delta", None)
     if d is None:
@@ -108,7 +108,7 @@ def _read_domain(path: str) -> Domain:
 
 
 def _workload(args: argparse.Namespace, domain: Domain):
-    from ..workload_spec import parse_workload
+    from .._workload_spec import parse_workload
 
     if args.workload is None and args.marginals is None and args.workload_file is None:
         raise CLIError('no workload: give --workload (e.g. "all:<=2"), --marginals or --workload-file')
@@ -123,7 +123,7 @@ def _workload(args: argparse.Namespace, domain: Domain):
 
 
 def unit_of_args(args: argparse.Namespace):
-    """The :class:`~dpmatrix.unit.Unit` of ``--privacy-id COL --max-records K [--missing-ids]``,
+    """The :class:`~dpmatrix._unit.Unit` of ``--privacy-id COL --max-records K [--missing-ids]``,
     or ``None`` when neither is given (``plan`` and ``release`` read the same options)."""
     col, k = getattr(args, "privacy_id", None), getattr(args, "max_records", None)
     missing_ids = getattr(args, "missing_ids", None)
@@ -137,7 +137,7 @@ def unit_of_args(args: argparse.Namespace):
     if k <= 0:
         raise CLIError(f"--max-records must be at least 1, got {k} (the records kept per person; 1 protects "
                        "single records)")  # fmt: skip
-    from ..unit import Unit
+    from .._unit import Unit
 
     try:
         return Unit(col, int(k), missing_ids=missing_ids or "error")
@@ -146,7 +146,7 @@ def unit_of_args(args: argparse.Namespace):
 
 
 def _make_plan(args: argparse.Namespace, domain: Domain):
-    from ..planners.dispatch import plan as make_plan
+    from ..planners._dispatch import plan as make_plan
 
     unit = unit_of_args(args)
     wk = _workload(args, domain)
@@ -161,8 +161,8 @@ def _make_plan(args: argparse.Namespace, domain: Domain):
 
 def _plan_from_targets(args: argparse.Namespace, wk):
     """The plan for ``--target`` specs: least budget, or least ratio at a budget."""
-    from ..planners.dispatch import plan as make_plan
-    from ..planners.targets import targets_from_specs
+    from ..planners._dispatch import plan as make_plan
+    from ..planners._targets import targets_from_specs
 
     given = [n for n in ("rho", "epsilon", "mu") if getattr(args, n) is not None]
     budget = _budget_kwargs(args) if given else {}

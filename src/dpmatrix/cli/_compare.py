@@ -13,7 +13,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Every applicable strategy / planner against the singular value bound (dm.compare)."""
     import pandas as pd
 
-    from ..planners.compare import compare as compare_all
+    from ..planners._compare import compare as compare_all
 
     budget = _budget_kwargs(args)
     wk = _workload(args, _read_domain(args.domain))

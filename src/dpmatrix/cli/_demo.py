@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..defaults import DEFAULT_OBJECTIVE
-from ..domain import Domain
-from ..version import __version__
+from .._defaults import DEFAULT_OBJECTIVE
+from .._domain import Domain
+from .._version import __version__
 from ._common import CLIError
 from ._options import _add_ledger, _add_noise, _add_quiet, _add_round
 from ._output import Out, _negative_note

@@ -1,5 +1,5 @@
 """The ``--on-unknown`` option of ``release``; the engines themselves are opened by the release
-workflow (:func:`dpmatrix.workflow.open_source`)."""
+workflow (:func:`dpmatrix._workflow.open_source`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _column_policies(text: str, option: str, policies) -> str | dict[str, str]:
 
 
 def _on_unknown(text: str) -> str | dict[str, str]:
-    from ..encode import POLICIES
+    from .._encode import POLICIES
 
     return _column_policies(text, "--on-unknown", POLICIES)
 
@@ -37,7 +37,7 @@ def _na_values(text: str | None) -> tuple[str, ...]:
 
 def _missing(text: str | None) -> str | dict[str, str] | None:
     """``--missing category`` or ``--missing col=policy,...`` (policies of domain.MISSING_POLICIES)."""
-    from ..domain import MISSING_POLICIES
+    from .._domain import MISSING_POLICIES
 
     if not text:
         return None

@@ -14,7 +14,7 @@ from ._output import Out
 
 
 def cmd_infer_domain(args: argparse.Namespace) -> int:
-    from ..engines.infer import infer_domain_report
+    from ..engines._infer import infer_domain_report
 
     path = Path(args.data)
     if not path.exists():

@@ -14,8 +14,8 @@ from ._common import CLIError, _report_delta
 def cmd_ledger_show(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..ledger import Ledger
-    from ..privacy import DISCRETE_ZCDP, stated_epsilon
+    from .._ledger import Ledger
+    from .._privacy import DISCRETE_ZCDP, stated_epsilon
 
     delta = _report_delta(args)
     led = Ledger(args.ledger, create=False)
@@ -37,7 +37,7 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_set_cap(args: argparse.Namespace) -> int:
-    from ..ledger import Ledger
+    from .._ledger import Ledger
 
     if args.rho is None and args.epsilon is None:
         raise CLIError("give --rho and/or --epsilon")
@@ -55,7 +55,7 @@ def cmd_ledger_set_cap(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_init(args: argparse.Namespace) -> int:
-    from ..ledger import Ledger, default_ledger_path
+    from .._ledger import Ledger, default_ledger_path
 
     path = args.ledger or default_ledger_path()
     if Path(path).exists():
@@ -67,8 +67,8 @@ def cmd_ledger_init(args: argparse.Namespace) -> int:
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     """Check the ledger's hash chain, then every release folder given against it."""
-    from ..jsonfile import loads_strict
-    from ..ledger import Ledger
+    from .._jsonfile import loads_strict
+    from .._ledger import Ledger
     from ..release import MANIFEST, verify_files
 
     problems: list[str] = []
@@ -105,7 +105,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     """The ``ledger`` command and its options, added to the ``dpmatrix`` parser's subcommands."""
     led = sub.add_parser("ledger", help="the privacy-budget ledger: show spends, set a dataset's cap",
                          description="Every release is charged to a ledger before any noise is drawn "
-                         "(default file: $DPMATRIX_LEDGER or ~/.local/share/dpmatrix/ledger.sqlite3).")
+                         "(default file: $DPMATRIX_LEDGER or ~/.local/share/dpmatrix/_ledger.sqlite3).")
     lsub = led.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     ls = lsub.add_parser("show", help="totals per dataset (and every spend with --all)")
     ls.add_argument("--ledger", metavar="PATH", help="ledger file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..defaults import DEFAULT_OBJECTIVE
+from .._defaults import DEFAULT_OBJECTIVE
 
 
 def _add_noise(p: argparse.ArgumentParser) -> None:
@@ -106,7 +106,7 @@ def _add_targets(p: argparse.ArgumentParser) -> None:
 def _add_ledger(p: argparse.ArgumentParser, dataset: bool = True) -> None:
     g = p.add_argument_group("privacy-budget ledger")
     g.add_argument("--ledger", metavar="PATH",
-                   help="ledger file (default: $DPMATRIX_LEDGER, else ~/.local/share/dpmatrix/ledger.sqlite3)")
+                   help="ledger file (default: $DPMATRIX_LEDGER, else ~/.local/share/dpmatrix/_ledger.sqlite3)")
     if dataset:
         g.add_argument("--dataset", metavar="NAME",
                        help="name the spend is charged to (default: the data file's name without suffix)")

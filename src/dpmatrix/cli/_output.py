@@ -8,8 +8,8 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .._statement import privacy_line, privacy_summary, pure_summary
 from ..errors import DPMatrixError
-from ..statement import privacy_line, privacy_summary, pure_summary
 from ._common import _draws_continuous_noise, _is_pure
 
 if TYPE_CHECKING:
@@ -50,12 +50,12 @@ EPSILON_WARNING_ABOVE = 10.0
 def plan_privacy(plan, delta: float, args: argparse.Namespace | None = None) -> dict:
     """THE privacy statement of a plan before any noise is drawn: that of the noise its release
     will draw (``--noise``/``--seed``, else the secure default), by the function that writes the
-    manifest's (:func:`dpmatrix.statement.privacy_summary`). The ε-above-10 warning, the plan's
+    manifest's (:func:`dpmatrix._statement.privacy_summary`). The ε-above-10 warning, the plan's
     console line and the ledger note all print this one number; the manifest states the same
     function of the noise actually drawn (σ rounded up, so never more)."""
     if plan.budget.is_pure:
         return _per_person(pure_summary(plan), plan, "discrete_laplace", delta)
-    from ..measure.secure import resolve_noise
+    from .._measure.secure import resolve_noise
 
     if args is not None and _draws_continuous_noise(args):
         noise = "gaussian"
@@ -69,7 +69,7 @@ def _per_person(privacy: dict, plan, noise: str, delta: float) -> dict:
     unit = plan.privacy_unit
     if unit is None:
         return privacy
-    from ..unit import unit_privacy
+    from .._unit import unit_privacy
 
     stated = unit_privacy(privacy, unit, noise=noise, delta=delta)["unit"]
     return {**stated["per_person"], "record": privacy, "unit": stated}  # printed per person, naming the unit
@@ -165,7 +165,7 @@ def _showwarning(message, category, filename, lineno, file=None, line=None) -> N
 
 
 def fmt_privacy(privacy: dict) -> str:
-    """The privacy line: :func:`dpmatrix.statement.privacy_line` (the one function every command
+    """The privacy line: :func:`dpmatrix._statement.privacy_line` (the one function every command
     uses, fed with the manifest's own ``privacy`` object after a release)."""
     return privacy_line(privacy)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..version import __version__
+from .._version import __version__
 from . import _compare, _demo, _infer_domain, _ledger, _plan, _postprocess, _query, _release, _report, _synth
 
 

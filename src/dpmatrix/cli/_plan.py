@@ -7,9 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
+from .._statement import privacy_summary
 from ..errors import DPMatrixError
 from ..protocols import HasComparison
-from ..statement import privacy_summary
 from ._common import CLIError, _budget_kwargs, _is_pure, _make_plan, _read_domain, _report_delta, check_out_file
 from ._options import _add_budget, _add_privacy_unit, _add_targets, _add_workload
 from ._output import (
@@ -114,7 +114,7 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
 
 
 def _write_plan_report(plan, path: str, delta: float) -> None:
-    from ..report import write_plan_report
+    from .._report import write_plan_report
 
     try:
         write_plan_report(plan, path, delta=delta)

@@ -11,8 +11,8 @@ from ._output import Out, warn_line
 
 
 def cmd_postprocess(args: argparse.Namespace) -> int:
+    from .._postprocess import postprocess_release
     from ..errors import DPMatrixError
-    from ..postprocess import postprocess_release
 
     say = Out(args.quiet)
     options = {"method": args.method}

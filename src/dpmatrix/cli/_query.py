@@ -9,16 +9,16 @@ import argparse
 import math
 from pathlib import Path
 
-from ..jsonfile import loads_strict
+from .._jsonfile import loads_strict
 from ._common import CLIError
 from ._options import _add_quiet
 from ._output import Out, _say_negatives, fmt_privacy
 
 
 def _print_columns(cols, kinds, values, fmt: str) -> None:
-    """A table given as columns (``(columns, kinds, values)``, see :mod:`dpmatrix.table_text`)
+    """A table given as columns (``(columns, kinds, values)``, see :mod:`dpmatrix._table_text`)
     printed as text (what pandas' ``to_string`` prints), CSV or JSON records, without pandas."""
-    from ..table_text import to_csv, to_json, to_string
+    from .._table_text import to_csv, to_json, to_string
 
     if fmt == "csv":
         print(to_csv(cols, kinds, values), end="")  # no spreadsheet formulas in labels
@@ -44,8 +44,8 @@ def _asks_count(args: argparse.Namespace) -> bool:
 def cmd_count(args: argparse.Namespace, say: Out) -> int:
     """``--where`` / ``--by`` / ``--contrast``: one count (or one per group) with the exact
     variance of the reconstruction, from the saved measurements (no data, no budget)."""
+    from .._reconstruct.linear_query import parse_where
     from ..errors import DPMatrixError
-    from ..reconstruct.linear_query import parse_where
     from ..release import load_release
 
     rel = load_release(args.release, verify=not args.no_verify)

@@ -1,7 +1,7 @@
 """``dpmatrix release``: plan, measure a CSV/Parquet file (DuckDB by default) and write a release
 folder.
 
-Every release is charged to the ledger (:mod:`dpmatrix.ledger`; ``--ledger PATH`` or
+Every release is charged to the ledger (:mod:`dpmatrix._ledger`; ``--ledger PATH`` or
 ``$DPMATRIX_LEDGER``) before any noise is drawn, under ``--dataset NAME`` (default: the data
 file's name without suffix). Every option is checked before any data is read."""
 
@@ -13,8 +13,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..defaults import ENCODINGS
-from ..domain import Domain
+from .._defaults import ENCODINGS
+from .._domain import Domain
 from ..errors import DPMatrixError
 from ._common import (
     SEED_WARNING,
@@ -52,13 +52,13 @@ from ._output import (
 
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
     """Every option of ``release``/``demo`` checked before any file is read (issue 16 item 12)."""
-    from ..engines.duckdb_engine import detect_format
-    from ..release import _check_formats
-    from ..sizing import DEFAULT_MAX_CELLS
+    from .._sizing import DEFAULT_MAX_CELLS
+    from ..engines._duckdb_engine import detect_format
+    from ..release import check_formats
 
     out: dict[str, Any] = {"delta": _report_delta(args)}
     try:
-        out["formats"] = _check_formats(args.tables)
+        out["formats"] = check_formats(args.tables)
     except DPMatrixError as exc:
         raise CLIError(f"--tables: {exc}") from None
     level = args.level
@@ -80,7 +80,7 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
         raise CLIError(f"data file {data!r} does not exist" if not Path(data).exists() else f"data {data!r} is not a file")
     try:
         if spark:
-            from ..engines.spark_engine import detect_spark_format
+            from ..engines._spark_engine import detect_spark_format
 
             out["format"] = detect_spark_format(data, args.data_format)
         else:
@@ -130,10 +130,10 @@ def _plan_unit(plan: Any, asked: Any, plan_path: str) -> None:
 def _reading_note(args: argparse.Namespace, unit: Any, plan: Any) -> str:
     """What reading the data will do: the named engine counts it, except under a privacy unit,
     where the used columns and the identifier are read into memory, bounded per person and
-    counted by numpy whatever engine was named (:mod:`dpmatrix.measure.unit_records`)."""
+    counted by numpy whatever engine was named (:mod:`dpmatrix._measure.unit_records`)."""
     if unit is None:
         return f"reading {args.data} with {args.engine} ..."
-    from ..measure.measure_plan import used_attributes
+    from .._measure.measure_plan import used_attributes
 
     used = used_attributes(plan)
     names = [plan.domain.names[i] for i in (used or range(len(plan.domain)))]
@@ -145,7 +145,7 @@ def _reading_note(args: argparse.Namespace, unit: Any, plan: Any) -> str:
 
 
 def _dataset_name(data: str) -> str:
-    from ..workflow import dataset_name
+    from .._workflow import dataset_name
 
     return dataset_name(data)
 
@@ -162,9 +162,9 @@ def _spark_conf(items: list[str] | None) -> dict[str, str]:
 
 def _plan_of(args: argparse.Namespace, domain: Domain | None, opts: dict):
     """The plan: a checked plan file (--plan) or planned from the workload and budget."""
-    from ..plan_file import load_plan
-    from ..planners.dispatch import plan as make_plan
-    from ..sizing import check_size, estimate_size
+    from .._plan_file import load_plan
+    from .._sizing import check_size, estimate_size
+    from ..planners._dispatch import plan as make_plan
 
     if getattr(args, "plan", None):
         if any(getattr(args, n) is not None for n in ("workload", "marginals", "workload_file")):
@@ -192,7 +192,7 @@ def _publish(args: argparse.Namespace, plan: Any, opts: dict, delta: float, nois
     """The library's release workflow with the command line's options."""
     import numpy as np
 
-    from ..workflow import publish
+    from .._workflow import publish
 
     no_ledger = getattr(args, "no_ledger", False)
     return publish(
@@ -219,7 +219,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
     """Check the options, plan (or load a plan) and hand everything to the library's release
     workflow (:func:`dpmatrix.publish`: validation, ledger, counting, noise, writing and the
     report, in that order); print what it did. Returns the Measurements."""
-    from ..measure.discrete import InsecureRandomnessWarning
+    from .._measure.discrete import InsecureRandomnessWarning
     from ..release import TABLES_README
 
     opts = _check_options(args)
@@ -257,7 +257,7 @@ def run_release(args: argparse.Namespace, domain: Domain | None, say: Out, overw
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from ..postprocess import postprocess, write_postprocessed
+    from .._postprocess import postprocess, write_postprocessed
 
     say = Out(args.quiet)
     domain = _read_domain(args.domain) if args.domain else None
@@ -265,7 +265,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     if missing is not None:
         if domain is None:
             raise CLIError("--missing changes the --domain file's attributes; give --domain")
-        from ..domain import with_missing
+        from .._domain import with_missing
 
         domain = with_missing(domain, missing)
     meas = run_release(args, domain, say, overwrite=args.overwrite)

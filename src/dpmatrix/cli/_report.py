@@ -12,15 +12,15 @@ from ._output import Out
 
 def write_release_report_into(out: Path) -> Path:
     """Write ``report.html`` into a release folder (verified first; inside its lock; its digest
-    joins the digest list): :func:`dpmatrix.report.into.write_report_into`."""
-    from ..report.into import write_report_into
+    joins the digest list): :func:`dpmatrix._report.into.write_report_into`."""
+    from .._report.into import write_report_into
 
     return write_report_into(out)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..report import REPORT_FILE
-    from ..report.into import write_report_into
+    from .._report import REPORT_FILE
+    from .._report.into import write_report_into
 
     say = Out(args.quiet)
     folder = Path(args.release)

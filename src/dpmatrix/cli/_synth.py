@@ -14,7 +14,7 @@ from ._output import Out
 def cmd_synth(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..postprocess import postprocess
+    from .._postprocess import postprocess
     from ..release import load_release
 
     say = Out(args.quiet)
@@ -31,7 +31,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if out.suffix.lower() == ".parquet":
         df.to_parquet(out, index=False)
     else:
-        from ..csv_cells import escape_frame
+        from .._csv_cells import escape_frame
 
         escape_frame(df).to_csv(out, index=False)  # labels made from data: no spreadsheet formulas
     say(f"wrote {len(df)} synthetic records ({pp.method}, fitted to the release's measurements) to {out}")

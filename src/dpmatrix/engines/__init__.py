@@ -14,11 +14,11 @@ the column, offending values and number of rows.
 
 from __future__ import annotations
 
-from .base import Closable, CountEngine, marginals_from_maximal, maximal_sets, project
-from .data_source import ENCODINGS, engine_for
-from .duckdb_engine import DuckDBEngine
-from .numpy_engine import NumpyEngine
-from .spark_engine import SparkEngine
+from ._base import Closable, CountEngine, marginals_from_maximal, maximal_sets, project
+from ._data_source import ENCODINGS, engine_for
+from ._duckdb_engine import DuckDBEngine
+from ._numpy_engine import NumpyEngine
+from ._spark_engine import SparkEngine
 
 __all__ = [
     "Closable",

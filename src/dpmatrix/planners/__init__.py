@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING
 
 # public name -> (module that defines it, name there)
 _EXPORTS: dict[str, tuple[str, str]] = {
-    "EntryAnswer": ("dpmatrix.reconstruct.estimator", "EntryAnswer"),
-    "Estimator": ("dpmatrix.reconstruct.estimator", "Estimator"),
-    "LinearMechanism": ("dpmatrix.mechanisms.linear", "LinearMechanism"),
-    "Plan": ("dpmatrix.planners.base", "Plan"),
-    "PlanBase": ("dpmatrix.planners.base", "PlanBase"),
-    "PlannerSpec": ("dpmatrix.planners.registry", "PlannerSpec"),
-    "compare": ("dpmatrix.planners.compare", "compare"),
-    "find_planner": ("dpmatrix.planners.registry", "find_planner"),
-    "plan": ("dpmatrix.planners.dispatch", "plan"),
-    "plan_format": ("dpmatrix.planners.formats", "plan_format"),
-    "plan_from_dict": ("dpmatrix.planners.dispatch", "plan_from_dict"),
-    "planner_names": ("dpmatrix.planners.registry", "planner_names"),
-    "register_planner": ("dpmatrix.planners.registry", "register_planner"),
+    "EntryAnswer": ("dpmatrix._reconstruct.estimator", "EntryAnswer"),
+    "Estimator": ("dpmatrix._reconstruct.estimator", "Estimator"),
+    "LinearMechanism": ("dpmatrix._mechanisms.linear", "LinearMechanism"),
+    "Plan": ("dpmatrix.planners._base", "Plan"),
+    "PlanBase": ("dpmatrix.planners._base", "PlanBase"),
+    "PlannerSpec": ("dpmatrix.planners._registry", "PlannerSpec"),
+    "compare": ("dpmatrix.planners._compare", "compare"),
+    "find_planner": ("dpmatrix.planners._registry", "find_planner"),
+    "plan": ("dpmatrix.planners._dispatch", "plan"),
+    "plan_format": ("dpmatrix.planners._formats", "plan_format"),
+    "plan_from_dict": ("dpmatrix.planners._dispatch", "plan_from_dict"),
+    "planner_names": ("dpmatrix.planners._registry", "planner_names"),
+    "register_planner": ("dpmatrix.planners._registry", "register_planner"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -53,10 +53,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ..mechanisms.linear import LinearMechanism
-    from ..reconstruct.estimator import EntryAnswer, Estimator
-    from .base import Plan, PlanBase
-    from .compare import compare
-    from .dispatch import plan, plan_from_dict
-    from .formats import plan_format
-    from .registry import PlannerSpec, find_planner, planner_names, register_planner
+    from .._mechanisms.linear import LinearMechanism
+    from .._reconstruct.estimator import EntryAnswer, Estimator
+    from ._base import Plan, PlanBase
+    from ._compare import compare
+    from ._dispatch import plan, plan_from_dict
+    from ._formats import plan_format
+    from ._registry import PlannerSpec, find_planner, planner_names, register_planner

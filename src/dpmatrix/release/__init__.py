@@ -17,7 +17,7 @@ Layout of a release folder (format ``dpmatrix.release/2``)::
                              ``marginal`` (the key, e.g. ``age,sex``), one per attribute (labels
                              or codes; null where the marginal lacks it), estimate, variance, std,
                              lower, upper; row groups of whole marginals (see
-                             :mod:`dpmatrix.release_tables`, which also gives the one-call DuckDB /
+                             :mod:`dpmatrix._release_tables`, which also gives the one-call DuckDB /
                              pandas / pyarrow reads)
     marginals/<slug>-<hash>.csv
                              only on request (``formats=("parquet", "csv")``): one CSV per
@@ -41,7 +41,7 @@ checks), ``_measurements`` (``measurements.parquet``), ``_writer`` (:func:`write
 
 from __future__ import annotations
 
-from ..release_tables import table_stem
+from .._release_tables import table_stem
 from ._layout import (
     _HELD,
     _HELD_GUARD,
@@ -51,12 +51,12 @@ from ._layout import (
     _existing_folder,
     _fallback_folder,
     _prepare_target,
-    _sibling,
     _siblings,
     _swap_into_place,
     check_target,
     output_lock,
     recover_output,
+    sibling_path,
 )
 from ._manifest import (
     DERIVED_PATHS,
@@ -113,7 +113,6 @@ from ._writer import (
     NOT_IN_LEDGER,
     NOT_PRIVATE_README,
     TABLES_README,
-    _check_formats,
     _lower_bound_entry,
     _stage_digests,
     _table_entry,
@@ -121,6 +120,7 @@ from ._writer import (
     _write_stage,
     _write_stage_listed,
     _write_synced,
+    check_formats,
     tables_readme,
     write_release,
 )

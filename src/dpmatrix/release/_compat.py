@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._workload import AttrSet
 from ..errors import ReleaseError
 from ..protocols import HasClosure
-from ..workload import AttrSet
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,7 +22,7 @@ def table_v1(rel: Release, key: AttrSet, e: dict, format: str) -> pd.DataFrame:
     :meth:`Release.table <dpmatrix.release.Release.table>` returns it."""
     import pandas as pd
 
-    from ..reconstruct.measurements import query_labels
+    from .._reconstruct.measurements import query_labels
 
     if format not in e["files"]:
         raise ReleaseError(f"this release has no {format} tables (it has {sorted(e['files'])})")

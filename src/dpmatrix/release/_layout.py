@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .._release_tables import fsync_path
 from ..errors import ReleaseError
-from ..release_tables import fsync_path
 from ._manifest import is_release, release_problem
 
 WORK_MEANING = (
@@ -44,7 +44,7 @@ class LeftoverWarning(UserWarning):
     """Files of an interrupted release were found next to the output folder and dealt with."""
 
 
-def _sibling(out: Path, kind: str) -> Path:
+def sibling_path(out: Path, kind: str) -> Path:
     import uuid  # here: reading a release never needs it
 
     return out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex[:8]}"
@@ -222,7 +222,7 @@ def _swap_into_place(stage: Path, out: Path) -> None:
     """``stage`` becomes ``out``; an existing ``out`` is renamed aside first and removed last,
     so a kill at any point leaves a complete release under ``out`` or a hidden sibling."""
     if out.exists() and any(out.iterdir()):
-        trash = _sibling(out, "old")
+        trash = sibling_path(out, "old")
         os.rename(out, trash)
         try:
             os.rename(stage, out)

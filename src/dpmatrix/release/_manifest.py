@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._jsonfile import loads_strict
+from .._statement import privacy_summary
+from .._version import __version__
 from ..errors import DPMatrixError, ReleaseError
-from ..jsonfile import loads_strict
-from ..statement import privacy_summary
-from ..version import __version__
 
 if TYPE_CHECKING:
-    from ..planners.residual.plan import Plan
+    from ..planners._residual.plan import Plan
 
 
 RELEASE_FORMAT = "dpmatrix.release/2"
@@ -354,16 +354,16 @@ def _check_privacy_consistent(manifest: dict, plan: Plan, folder: Path) -> None:
 def _checked_plan(manifest: dict, folder: Path):
     """The plan a manifest describes, its fields validated and its stated privacy checked
     against its own noise scales."""
-    from ..plan_file import check_plan_spec
+    from .._plan_file import check_plan_spec
 
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
         if "plan" in manifest and "targets" in manifest["plan"]:  # with its target report
-            from ..planners.dispatch import plan_from_dict  # every planner: imported only here
+            from ..planners._dispatch import plan_from_dict  # every planner: imported only here
 
             plan = plan_from_dict(manifest["plan"])
         elif "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
-            from ..planners.base import PlanBase  # the plan's own planner module only
+            from ..planners._base import PlanBase  # the plan's own planner module only
 
             plan = PlanBase.from_dict(manifest["plan"])
         else:
@@ -377,14 +377,14 @@ def _checked_plan(manifest: dict, folder: Path):
     _check_privacy_consistent(manifest, plan, folder)
     if "targets" not in manifest:  # the targets planner (and its solvers) imported only when needed
         return plan
-    from ..planners.targets_io import with_manifest_targets  # a targets plan keeps its report
+    from ..planners._targets_io import with_manifest_targets  # a targets plan keeps its report
 
     return with_manifest_targets(plan, manifest)
 
 
 def _residual_plan(manifest: dict) -> Plan:
     """The ResidualPlanner plan of a manifest (its fields are the plan's, at the top level)."""
-    from ..planners.residual.plan import PLAN_FORMAT, Plan
+    from ..planners._residual.plan import PLAN_FORMAT, Plan
 
     spec = {
         "format": manifest.get("plan_format", PLAN_FORMAT),

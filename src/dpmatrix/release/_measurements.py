@@ -14,14 +14,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..domain import Domain
+from .._domain import Domain
+from .._workload import AttrSet
 from ..errors import DPMatrixError, ReleaseError
 from ..protocols import HasClosure
-from ..workload import AttrSet
 from ._manifest import sha256_file
 
 if TYPE_CHECKING:
-    from ..reconstruct.measurements import Measurements
+    from .._reconstruct.measurements import Measurements
 
 
 # noisy numbers per Parquet row group of measurements.parquet

@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._domain import Domain
 from .._hooks import call as call_hook
-from ..domain import Domain
+from .._release_tables import CODE, STAT_COLUMNS, marginal_key, plain_types, read_csv_table, read_table
+from .._workload import AttrSet, Workload
 from ..errors import DPMatrixError, NotMeasuredError, ReleaseError
 from ..protocols import HasClosure
-from ..release_tables import CODE, STAT_COLUMNS, marginal_key, plain_types, read_csv_table, read_table
-from ..workload import AttrSet, Workload
 from ._compat import table_v1
 from ._layout import _existing_folder
 from ._manifest import (
@@ -36,8 +36,8 @@ from ._measurements import _ParquetResiduals, _read_mechanism_outputs
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..planners.residual.plan import Plan
-    from ..reconstruct.measurements import Measurements
+    from .._reconstruct.measurements import Measurements
+    from ..planners._residual.plan import Plan
 
 # pandas, the planners and the reconstruction are imported by the functions that use them:
 # reading one saved table (read_saved_table, for ``dpmatrix query``) needs none of them.
@@ -188,7 +188,7 @@ class Release:
         (rounded if the release was). ``format``: see :meth:`read_table`."""
         import pandas as pd
 
-        from ..reconstruct.measurements import query_labels
+        from .._reconstruct.measurements import query_labels
 
         key, e = self._saved(attrs)
         fmt = format or self.formats[0]
@@ -236,7 +236,7 @@ class Release:
 
     def marginal_columns(self, attrs: Iterable[str] | str, level: float | None = None):
         """The table :meth:`marginal` gives, as ``(columns, kinds, values)`` lists built without
-        pandas (what ``dpmatrix query`` prints through :mod:`dpmatrix.table_text`)."""
+        pandas (what ``dpmatrix query`` prints through :mod:`dpmatrix._table_text`)."""
         key = self.domain.resolve(attrs)
         lv = self.level if level is None else float(level)
         meas = self.measurements
@@ -279,7 +279,7 @@ class Release:
         >>> round(rel.count({"age": (1, 3), "sex": "M"}).estimate, 3)
         2.0
         """
-        from ..reconstruct.linear_query import count
+        from .._reconstruct.linear_query import count
 
         lv = self.level if level is None else float(level)
         return count(self.measurements, where, by=by, contrast=contrast, level=lv)
@@ -290,7 +290,7 @@ class Release:
         return call_hook("report", self, path, fairness=fairness)
     def postprocess(self, **options):
         """Non-negative, consistent marginals fitted to the saved measurements
-        (:meth:`Measurements.postprocess <dpmatrix.reconstruct.measurements.Measurements.postprocess>`)."""
+        (:meth:`Measurements.postprocess <dpmatrix._reconstruct.measurements.Measurements.postprocess>`)."""
         return self.measurements.postprocess(**options)
 
     def synthetic(self, rows: int | None = None, *, rng: np.random.Generator, **options) -> pd.DataFrame:
@@ -306,7 +306,7 @@ class Release:
 
 
 def _open_measurements(rel: Release) -> Measurements:
-    from ..reconstruct.measurements import Measurements
+    from .._reconstruct.measurements import Measurements
 
     manifest, plan, folder = rel.manifest, rel.plan, rel.path
     meas_info = manifest.get("measurements", {})
@@ -345,7 +345,7 @@ def _open_measurements(rel: Release) -> Measurements:
 
 def _provenance(manifest: dict):
     """The measurements' provenance as the manifest states it (ledger entry or status)."""
-    from ..provenance import Provenance
+    from .._provenance import Provenance
 
     mech = manifest.get("mechanism", {})
     return Provenance.from_manifest(manifest.get("ledger"), str(mech.get("randomness", "unknown")))

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..defaults import DEFAULT_DELTA as _DEFAULT_DELTA
+from .._defaults import DEFAULT_DELTA as _DEFAULT_DELTA
+from .._jsonfile import json_float
+from .._provenance import NOT_IN_LEDGER as _NOT_IN_LEDGER
+from .._release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
+from .._statement import check_delta, privacy_line, privacy_summary
 from ..errors import DPMatrixError, ReleaseError
-from ..jsonfile import json_float
 from ..protocols import HasClosure
-from ..provenance import NOT_IN_LEDGER as _NOT_IN_LEDGER
-from ..release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, fsync_path, write_tables
-from ..statement import check_delta, privacy_line, privacy_summary
-from ._layout import _sibling, _swap_into_place, check_target, output_lock, recover_output
+from ._layout import _swap_into_place, check_target, output_lock, recover_output, sibling_path
 from ._manifest import (
     MANIFEST,
     MANIFEST_DIGEST,
@@ -35,8 +35,8 @@ from ._manifest import (
 from ._measurements import _write_measurements
 
 if TYPE_CHECKING:
-    from ..planners.residual.plan import Plan
-    from ..reconstruct.measurements import Measurements
+    from .._reconstruct.measurements import Measurements
+    from ..planners._residual.plan import Plan
 
 
 MARGINALS_DIR = "marginals"
@@ -92,7 +92,7 @@ def _parquet_marks(reproducible: bool) -> dict[str, str] | None:
             "dpmatrix.note": "REPRODUCIBLE, NOT PRIVATE: the noise came from a seeded generator (testing only)"}
 
 
-def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
+def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
     if isinstance(formats, str):
         formats = [f for f in formats.split(",")]
     fs = tuple(dict.fromkeys(str(f).strip().lower() for f in formats if str(f).strip()))
@@ -135,7 +135,7 @@ def write_release(
     level : float
         Confidence level of the ``lower``/``upper`` columns.
     delta : float
-        δ at which ε is reported (checked by :func:`dpmatrix.statement.check_delta`).
+        δ at which ε is reported (checked by :func:`dpmatrix._statement.check_delta`).
     formats : iterable of {"parquet", "csv"}
         ``"parquet"`` (default): every table in one Parquet dataset under ``tables/``;
         ``"csv"``: also (or only) one CSV file per marginal under ``marginals/``.
@@ -167,8 +167,8 @@ def write_release(
         (``manifest.sha256``). A failure there is warned and the release written without them.
     privacy_unit : Unit, optional
         The person the measurements protect (default: the plan's,
-        :attr:`~dpmatrix.planners.base.PlanBase.privacy_unit`): the privacy section gains
-        ``"unit"`` with the per-person statement (:func:`dpmatrix.unit.unit_privacy`), and
+        :attr:`~dpmatrix.planners._base.PlanBase.privacy_unit`): the privacy section gains
+        ``"unit"`` with the per-person statement (:func:`dpmatrix._unit.unit_privacy`), and
         README.txt names it.
 
     Returns
@@ -186,11 +186,11 @@ def write_release(
     >>> dm.load_release(folder).table(("a", "b")).shape[0]
     6
     """
-    from ..reconstruct.measurements import Measurements
+    from .._reconstruct.measurements import Measurements
 
     if not isinstance(measurements, Measurements):
         raise ReleaseError(f"write_release needs Measurements, got {type(measurements).__name__}")
-    formats = _check_formats(formats)
+    formats = check_formats(formats)
     if isinstance(level, (str, bool)) or not 0 < float(level) < 1:
         raise ReleaseError(f"confidence level must be strictly between 0 and 1, got {level!r}")
     pure = measurements.noise == "discrete_laplace"
@@ -203,7 +203,7 @@ def write_release(
     privacy = privacy_summary(plan, noise=measurements.noise, delta=delta, reproducible=reproducible)
     unit = privacy_unit if privacy_unit is not None else plan.privacy_unit
     if unit is not None:
-        from ..unit import unit_privacy  # pandas-free import of this module (the saved-table read path)
+        from .._unit import unit_privacy  # pandas-free import of this module (the saved-table read path)
 
         privacy = unit_privacy(privacy, unit, noise=measurements.noise, delta=delta)
     if reproducible:  # said in words too, for readers of the manifest alone
@@ -213,7 +213,7 @@ def write_release(
         if fresh:
             recover_output(out)
         check_target(out, overwrite)
-        stage = _sibling(out, "partial")
+        stage = sibling_path(out, "partial")
         try:
             # the ledger entry the measurements carry (dpmatrix.publish sets it; "not in any
             # ledger" for dpmatrix.measure outside the workflow), unless the caller names one

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
 from dpmatrix.cli import main
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import PurePlan
-from dpmatrix.planners.residual.plan import plan_residual
+from dpmatrix.planners._pure import PurePlan
+from dpmatrix.planners._residual.plan import plan_residual
 
 DOM = dm.Domain({"A": 2, "B": 3, "C": 2})
 SETS = [("A", "B"), ("B", "C"), ("C",)]

@@ -4,14 +4,14 @@ import numpy as np
 import pure_oracle as po
 import pytest
 
-from dpmatrix.errors import BudgetError, PlanError
-from dpmatrix.planners.pure import strategies as st
-from dpmatrix.solvers.budget_split import (
+from dpmatrix._solvers.budget_split import (
     convex_budget_split,
     cube_root_split,
     square_root_split,
     uniform_split,
 )
+from dpmatrix.errors import BudgetError, PlanError
+from dpmatrix.planners._pure import strategies as st
 
 SIZES = (3, 2, 4)
 SETS = [(0, 1), (1, 2), (2,)]

@@ -6,11 +6,11 @@ import numpy as np
 import pure_oracle as po
 import pytest
 
-from dpmatrix.domain import Domain
+from dpmatrix._domain import Domain
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._workload import Workload
 from dpmatrix.errors import BudgetError, DataError, NotMeasuredError, PlanError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import PurePlan, plan_pure
-from dpmatrix.workload import Workload
+from dpmatrix.planners._pure import PurePlan, plan_pure
 
 SIZES = (2, 3, 2)
 SETS = [("a0",), ("a1", "a2"), ("a0", "a1")]

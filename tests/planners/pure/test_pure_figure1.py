@@ -10,11 +10,11 @@ import numpy as np
 import pure_oracle as po
 import pytest
 
-from dpmatrix.domain import Domain
-from dpmatrix.planners.pure import plan_pure
-from dpmatrix.planners.pure import strategies as st
-from dpmatrix.solvers.budget_split import convex_budget_split, cube_root_split, uniform_split
-from dpmatrix.workload import Workload
+from dpmatrix._domain import Domain
+from dpmatrix._solvers.budget_split import convex_budget_split, cube_root_split, uniform_split
+from dpmatrix._workload import Workload
+from dpmatrix.planners._pure import plan_pure
+from dpmatrix.planners._pure import strategies as st
 
 SIZES = (2, 2, 2)
 X = np.array([1, 2, 0, 1, 0, 0, 1, 0], dtype=float)

@@ -14,9 +14,9 @@ from math import comb, sqrt
 
 import pytest
 
-from dpmatrix.domain import Domain
-from dpmatrix.planners.pure import plan_pure
-from dpmatrix.workload import Workload
+from dpmatrix._domain import Domain
+from dpmatrix._workload import Workload
+from dpmatrix.planners._pure import plan_pure
 
 
 def closed_forms(d, k):

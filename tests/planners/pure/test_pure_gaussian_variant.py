@@ -1,6 +1,6 @@
 """The (ε, δ) variant of the datacubes budgeting (Cormode et al. §3.1, Corollary 3.3): the
 square-root rule for Gaussian noise per group, derived in
-:mod:`dpmatrix.planners.pure.gaussian_variant`, checked against a brute-force convex solve with one
+:mod:`dpmatrix.planners._pure.gaussian_variant`, checked against a brute-force convex solve with one
 precision per row and one constraint per column on an explicit small domain; the GLS variances
 against (SᵀΣ⁻¹S)⁺; and the user-facing decision: ResidualPlanner (what dm.plan uses with δ > 0) is
 never worse than these strategies."""
@@ -11,8 +11,8 @@ import pure_oracle as po
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.planners.pure import plan_datacube_gaussian
-from dpmatrix.planners.pure import strategies as st
+from dpmatrix.planners._pure import plan_datacube_gaussian
+from dpmatrix.planners._pure import strategies as st
 
 SIZES = (3, 2, 2)
 SETS = [(0, 1), (1, 2), (2,)]

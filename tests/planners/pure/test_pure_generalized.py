@@ -10,9 +10,9 @@ import pure_oracle as po
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import PurePlan, plan_pure
-from dpmatrix.workload import Workload
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._workload import Workload
+from dpmatrix.planners._pure import PurePlan, plan_pure
 
 SIZES = (4, 3, 5)
 DOM = dm.Domain.from_sizes(SIZES)

@@ -13,13 +13,13 @@ import pure_oracle as po
 import pytest
 
 import dpmatrix as dm
-from dpmatrix.domain import Domain
+from dpmatrix._domain import Domain
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._workload import Workload
 from dpmatrix.errors import NotMeasuredError, PlanError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.dispatch import plan_from_dict
-from dpmatrix.planners.pure import HierarchicalPlan, plan_hierarchical, plan_pure
-from dpmatrix.planners.pure.levels import best_levels, haar_levels, tree_levels
-from dpmatrix.workload import Workload
+from dpmatrix.planners._dispatch import plan_from_dict
+from dpmatrix.planners._pure import HierarchicalPlan, plan_hierarchical, plan_pure
+from dpmatrix.planners._pure.levels import best_levels, haar_levels, tree_levels
 
 SIZES = (16, 3, 5)
 
@@ -83,7 +83,7 @@ def test_haar_levels_by_hand(n):
     # the deepest cell has a ±1 on every level at once, so per-level budgets add up exactly
     assert np.abs(stack).sum(axis=0).max() == len(ours)
     # the same rows as the Gaussian strategy of dm.evaluate (linalg.strategies.haar), any order
-    from dpmatrix.linalg.strategies import haar
+    from dpmatrix._linalg.strategies import haar
 
     assert sorted(map(tuple, haar(n))) == sorted(map(tuple, stack.astype(float)))
 
@@ -370,7 +370,7 @@ def test_release_round_trip(tmp_path):
 def test_factor_and_gradient(kind, objective, p):
     """The factor (sum / max / p-norm of the query variances, times (Ση)²) against dense numpy on
     the hand-built levels, and its analytic gradient against finite differences."""
-    from dpmatrix.planners.pure.levels import _Factor
+    from dpmatrix.planners._pure.levels import _Factor
 
     n = 9  # levels of the ternary tree: total, thirds, cells
     q = _prefix(n) if kind == "prefix" else _ranges(n) if kind == "range" else \
@@ -393,7 +393,7 @@ def test_factor_and_gradient(kind, objective, p):
 def test_quadratic_diagonal_of_intervals():
     """diag(Q M Qᵀ) from prefix sums for rows that are intervals in any order (cells, totals,
     prefixes, ranges) equals the dense product; other rows are recognised as not intervals."""
-    from dpmatrix.planners.pure.levels import interval_rows, quadratic_diagonal
+    from dpmatrix.planners._pure.levels import interval_rows, quadratic_diagonal
 
     gen = np.random.default_rng(7)
     n = 11

@@ -20,11 +20,11 @@ import numpy as np
 import pure_oracle as po
 import pytest
 
-from dpmatrix.domain import Domain
+from dpmatrix._domain import Domain
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._workload import Workload
 from dpmatrix.errors import NotMeasuredError, PlanError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import HierarchicalPlan, plan_hierarchical
-from dpmatrix.workload import Workload
+from dpmatrix.planners._pure import HierarchicalPlan, plan_hierarchical
 
 SIZES = (3, 4, 5, 2)  # a3 is in no marginal
 
@@ -249,8 +249,8 @@ def test_joint_budget_split(wname, strategy, model):
 def test_joint_sum_objective_is_the_continuous_total():
     """The budget-split objective F(ε) = f(ε)(Σε)² (:mod:`joint_budgets`) at any split equals the
     explicit GLS total Σ_K w_K tr(Q_K 2(SᵀΣ⁻¹S)⁺ Q_Kᵀ) (Σε)² with product-form level budgets."""
-    from dpmatrix.planners.pure.joint_budgets import JointSumObjective
-    from dpmatrix.planners.pure.joint_levels import AttributeBasis
+    from dpmatrix.planners._pure.joint_budgets import JointSumObjective
+    from dpmatrix.planners._pure.joint_levels import AttributeBasis
 
     wl = _workloads()["nested and 1-way"]
     plan = plan_hierarchical(wl, 1.0, strategy="haar", budgeting="uniform")

@@ -6,13 +6,13 @@ import pytest
 import scipy.optimize
 
 import dpmatrix as dm
-from dpmatrix.domain import Domain
+from dpmatrix._domain import Domain
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._workload import Workload
 from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import MatrixPurePlan, plan_pure
-from dpmatrix.planners.pure.matrix_strategy import integer_rows, plan_pure_matrix
-from dpmatrix.planners.pure.optimize import _system, optimize_marginal_budgets
-from dpmatrix.workload import Workload
+from dpmatrix.planners._pure import MatrixPurePlan, plan_pure
+from dpmatrix.planners._pure.matrix_strategy import integer_rows, plan_pure_matrix
+from dpmatrix.planners._pure.optimize import _system, optimize_marginal_budgets
 
 SIZES = (2, 2, 2)
 
@@ -75,7 +75,7 @@ def test_optimizer_gradient_matches_finite_differences():
     sizes = (3, 2, 4)
     sets = [(0, 1), (1, 2), (2,)]
     w = np.array([1.0, 2.0, 0.5])
-    from dpmatrix.planners.pure.subspaces import downward_closure
+    from dpmatrix.planners._pure.subspaces import downward_closure
 
     cands = downward_closure(sets)
     t, m = _system(sizes, sets, w, cands)

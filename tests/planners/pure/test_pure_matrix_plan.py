@@ -10,10 +10,10 @@ import pure_oracle as po
 import pytest
 
 import dpmatrix as dm
+from dpmatrix._solvers.budget_split import convex_max_budget_split
 from dpmatrix.errors import PlanError, WorkloadError
-from dpmatrix.planners.dispatch import plan_from_dict
-from dpmatrix.planners.pure import MatrixPurePlan
-from dpmatrix.solvers.budget_split import convex_max_budget_split
+from dpmatrix.planners._dispatch import plan_from_dict
+from dpmatrix.planners._pure import MatrixPurePlan
 
 
 def _tree8():

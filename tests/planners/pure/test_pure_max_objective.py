@@ -7,14 +7,14 @@ import numpy as np
 import pure_oracle as po
 import pytest
 
-from dpmatrix.domain import Domain
-from dpmatrix.errors import PlanError
-from dpmatrix.planners.pure import plan_pure
-from dpmatrix.solvers.max_variance_split import (
+from dpmatrix._domain import Domain
+from dpmatrix._solvers.max_variance_split import (
     cube_root_lower_bound,
     max_variance_split,
 )
-from dpmatrix.workload import Workload
+from dpmatrix._workload import Workload
+from dpmatrix.errors import PlanError
+from dpmatrix.planners._pure import plan_pure
 
 
 def _simplex_grid(sens, eps, steps):

@@ -15,17 +15,9 @@ import numpy as np
 import pure_oracle as po
 import pytest
 
-from dpmatrix.domain import Domain
-from dpmatrix.errors import PlanError
-from dpmatrix.measure.discrete import InsecureRandomnessWarning
-from dpmatrix.planners.pure import plan_pure
-from dpmatrix.planners.pure.levels import best_levels
-from dpmatrix.planners.pure.pidentity_plan import (
-    interval_bounds,
-    plan_pidentity,
-    quantized_strategy,
-)
-from dpmatrix.solvers.pidentity import (
+from dpmatrix._domain import Domain
+from dpmatrix._measure.discrete import InsecureRandomnessWarning
+from dpmatrix._solvers.pidentity import (
     DenseGram,
     PrefixGram,
     RangeGram,
@@ -34,7 +26,15 @@ from dpmatrix.solvers.pidentity import (
     pidentity_loss_grad,
     tree_theta,
 )
-from dpmatrix.workload import Workload
+from dpmatrix._workload import Workload
+from dpmatrix.errors import PlanError
+from dpmatrix.planners._pure import plan_pure
+from dpmatrix.planners._pure.levels import best_levels
+from dpmatrix.planners._pure.pidentity_plan import (
+    interval_bounds,
+    plan_pidentity,
+    quantized_strategy,
+)
 
 
 def prefixes(n):
@@ -230,7 +230,7 @@ def test_level_search_does_not_depend_on_call_order():
     gives the same strategy (the cached shares never change which candidates are refined)."""
     code = textwrap.dedent("""
         import sys, numpy as np
-        from dpmatrix.planners.pure.levels import best_levels
+        from dpmatrix.planners._pure.levels import best_levels
         n = 64
         q = np.array([[1.0 if a <= j <= b else 0.0 for j in range(n)] for a in range(n) for b in range(a, n)])
         if sys.argv[1] == "after":
@@ -284,7 +284,7 @@ def test_union_of_products_privacy_and_joint_gls_explicit(model):
     full table (the joint estimate), and consistency of the marginals' estimates."""
     from functools import reduce
 
-    from dpmatrix.planners.pure.pidentity_union import plan_pidentity_union
+    from dpmatrix.planners._pure.pidentity_union import plan_pidentity_union
 
     dom = Domain({"a": 6, "b": 4, "c": 3})
     wl = Workload(dom, [("a", "b"), ("a", "c"), ("b", "c")], query_types={"a": "range", "b": "prefix"})
@@ -309,7 +309,7 @@ def test_union_of_products_privacy_and_joint_gls_explicit(model):
 
 
 def test_union_measure_is_consistent():
-    from dpmatrix.planners.pure.pidentity_union import plan_pidentity_union
+    from dpmatrix.planners._pure.pidentity_union import plan_pidentity_union
 
     dom = Domain({"a": 5, "b": 3})
     wl = Workload(dom, [("a",), ("a", "b")], query_types={"a": "prefix"})

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmatrix.errors import BudgetError, SamplerArgumentError
-from dpmatrix.mechanisms.laplace import (
+from dpmatrix._mechanisms.laplace import (
     discrete_laplace_variance,
     round_budgets,
     sample_discrete_laplace_eps,
     sample_discrete_laplace_many,
 )
+from dpmatrix.errors import BudgetError, SamplerArgumentError
 
 
 def pmf(eps, y):
