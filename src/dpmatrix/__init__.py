@@ -17,8 +17,6 @@ import Plan`` and ``dir(dpmatrix)`` work as if everything were imported up front
 from __future__ import annotations
 
 import importlib as _importlib
-import sys as _sys
-import types as _types
 from typing import TYPE_CHECKING
 
 from . import _hooks
@@ -137,31 +135,12 @@ def __getattr__(name: str):
     except KeyError:
         raise AttributeError(f"module 'dpmatrix' has no attribute {name!r}") from None
     value = getattr(_importlib.import_module(module), attr)
-    if name != "measure":  # see _Package: the subpackage of that name must not hide it
-        globals()[name] = value
+    globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(_types.ModuleType):
-    """The package module. ``dm.measure`` is the function, not the subpackage
-    ``dpmatrix.measure``: importing that subpackage sets the attribute ``measure`` of its
-    parent (the import system does so), which must not replace the function, so the
-    attribute is a property that always gives the function."""
-
-    @property
-    def measure(self):  # noqa: D401 - the public function
-        return __getattr__("measure")
-
-    @measure.setter
-    def measure(self, value) -> None:
-        pass  # the subpackage stays reachable as sys.modules["dpmatrix._measure"]
-
-
-_sys.modules[__name__].__class__ = _Package
 
 
 def _hook(name: str):
@@ -190,6 +169,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from ._selection import codes
     from ._solvers.svd_bound import SVDBound
     from ._solvers.svd_bound import svd_bound as lower_bound
+    from ._unit import Unit, bound_contributions, record_budget
+    from ._values import code_of
     from ._workflow import publish
     from ._workload import Workload
     from .errors import (

@@ -26,6 +26,9 @@ import sys
 import warnings
 
 from ..errors import DPMatrixError
+
+__all__ = ["main"]
+
 from ._common import (
     EXIT_USAGE,
     SEED_WARNING,

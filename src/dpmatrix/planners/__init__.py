@@ -5,8 +5,9 @@
 * :class:`Plan` (``PlanBase``): the base every planner's plan subclasses.
 * :class:`PlannerSpec`, :func:`register_planner`, :func:`find_planner`, :func:`planner_names`:
   the planner registry; :func:`plan_format` registers a plan class's file format.
-* :class:`LinearMechanism`, :class:`Estimator`, :class:`EntryAnswer`: what a new planner's plan
-  returns from ``mechanisms()`` and ``estimator()``.
+* :class:`LinearMechanism`, :class:`Estimator`, :class:`EntryAnswer`, :class:`PrivacyReport`,
+  :func:`axis_labels`: what a new planner's plan returns from ``mechanisms()``, ``estimator()``
+  and ``privacy()``, and the labels of a marginal's cells.
 
 The names are loaded on first use (PEP 562): reading a release needs its own planner's module
 only, not every planner and its solvers.
@@ -25,6 +26,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Plan": ("dpmatrix.planners._base", "Plan"),
     "PlanBase": ("dpmatrix.planners._base", "PlanBase"),
     "PlannerSpec": ("dpmatrix.planners._registry", "PlannerSpec"),
+    "PrivacyReport": ("dpmatrix._privacy", "PrivacyReport"),
+    "axis_labels": ("dpmatrix._reconstruct.measurements", "axis_labels"),
     "compare": ("dpmatrix.planners._compare", "compare"),
     "find_planner": ("dpmatrix.planners._registry", "find_planner"),
     "plan": ("dpmatrix.planners._dispatch", "plan"),
@@ -54,7 +57,9 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .._mechanisms.linear import LinearMechanism
+    from .._privacy import PrivacyReport
     from .._reconstruct.estimator import EntryAnswer, Estimator
+    from .._reconstruct.measurements import axis_labels
     from ._base import Plan, PlanBase
     from ._compare import compare
     from ._dispatch import plan, plan_from_dict
