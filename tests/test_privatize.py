@@ -51,6 +51,7 @@ def test_the_converted_repository_has_nothing_left_to_do():
      'FORMAT = "dpmatrix.release/2"; OTHER = "dpmatrix.postprocessed/1"\n'),
     ("x = dpmatrix.measure(plan, data)\n", "x = dpmatrix.measure(plan, data)\n"),  # the function
     ('files = ["src/dpmatrix/planners/formats.py"]\n', 'files = ["src/dpmatrix/planners/_formats.py"]\n'),
+    ("from ..release import _check_formats, _sibling\n", "from ..release import check_formats, sibling_path\n"),
     ("from dpmatrix.errors import PlanError\nfrom dpmatrix.protocols import HasClosure\n",
      "from dpmatrix.errors import PlanError\nfrom dpmatrix.protocols import HasClosure\n"),
 ])
