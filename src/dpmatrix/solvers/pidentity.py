@@ -265,24 +265,45 @@ class PIdentityResult:
 THETA_CAP = 100.0
 
 
-def _minimize(theta0: np.ndarray, gram: GramOperator, maxiter: int, ftol: float) -> tuple[np.ndarray, float]:
-    shape = theta0.shape
+def _minimize(theta0: np.ndarray, gram: GramOperator, maxiter: int, ftol: float,
+              block: int = 1) -> tuple[np.ndarray, float]:
+    """L-BFGS-B on ``0 ≤ Θ ≤ THETA_CAP``. With ``block > 1`` the rows are constant on blocks of
+    ``block`` consecutive cells (``Θ = Φ Bᵀ``, ``B`` the n × ⌈n/block⌉ block indicator, the last
+    block possibly shorter; gradient ``∂L/∂Φ = (∂L/∂Θ) B``): a coarse problem with ``block``
+    times fewer parameters, evaluated exactly on the fine cells."""
+    p, n = theta0.shape
+    edges = np.arange(0, n, block)
+    widths = np.diff(np.append(edges, n))
+    phi0 = np.add.reduceat(theta0, edges, axis=1) / widths if block > 1 else theta0
+    shape = phi0.shape
+
+    def expand(z):
+        ph = z.reshape(shape)
+        return np.repeat(ph, widths, axis=1) if block > 1 else ph
 
     def f(z):
-        th = z.reshape(shape)
         try:
-            val, g = pidentity_loss_grad(th, gram)
+            val, g = pidentity_loss_grad(expand(z), gram)
         except (np.linalg.LinAlgError, ValueError):
             return 1e300, np.zeros(z.size)
         if not math.isfinite(val) or val <= 0:
             return 1e300, np.zeros(z.size)
-        return val, g.ravel()
+        return val, (np.add.reduceat(g, edges, axis=1) if block > 1 else g).ravel()
 
-    r = scipy.optimize.minimize(f, theta0.ravel(), jac=True, method="L-BFGS-B",
-                                bounds=[(0.0, THETA_CAP)] * theta0.size,
+    r = scipy.optimize.minimize(f, phi0.ravel(), jac=True, method="L-BFGS-B",
+                                bounds=[(0.0, THETA_CAP)] * phi0.size,
                                 options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-10, "maxcor": 10})
-    th = np.maximum(r.x, 0.0).reshape(shape)
+    th = np.maximum(expand(r.x), 0.0)
     return th, pidentity_loss(th, gram)
+
+
+def default_schedule(n: int) -> tuple[tuple[int, int], ...]:
+    """``(block, iterations)`` stages of one start: below 2048 cells one stage on the cells (400
+    iterations); from 2048 cells a coarse-to-fine continuation: 100 iterations with rows constant
+    on blocks of 16, 100 on blocks of 4, 60 on single cells (prefix n = 4096 from the 16-ary tree:
+    322,944 after the 16-blocks, 299,837 after the 4-blocks in 26 s of CPU, 295,033 after 100
+    more on the cells in 50 s; 200 direct iterations on the cells: 335,062 in 54 s)."""
+    return ((1, 400),) if n < 2048 else ((16, 100), (4, 100), (1, 60))
 
 
 def default_branchings(n: int) -> list[int]:
@@ -298,7 +319,7 @@ def optimize_pidentity(
     random_starts: int = 4,
     seed: int = 0,
     max_rows: int | None = None,
-    maxiter: int = 400,
+    maxiter: int | None = None,
     ftol: float = 1e-9,
 ) -> PIdentityResult:
     """Minimize ``L(Θ)`` over non-negative ``Θ`` from tree starts and seeded random starts.
@@ -317,7 +338,11 @@ def optimize_pidentity(
         Seed of the explicit generator of the random starts (``numpy.random.default_rng``).
     max_rows : int, keyword-only
         Cap on ``p`` for tree starts (default ``max(n // 8, 16)``; deeper levels are dropped).
-    maxiter, ftol : L-BFGS-B options.
+    maxiter : int, keyword-only
+        L-BFGS-B iterations of one start (one stage on the cells); default
+        :func:`default_schedule` (coarse-to-fine from 2048 cells).
+    ftol : float, keyword-only
+        L-BFGS-B's relative tolerance on the loss.
 
     Returns
     -------
@@ -344,8 +369,11 @@ def optimize_pidentity(
     log = [("cells", best_v)]
     # dense factors are p × p and p × n: one BLAS thread (no spinning threads on a busy machine)
     with blas_threads_for(max((th.shape[0] for _, th in starts), default=1)):
+        schedule = default_schedule(n) if maxiter is None else ((1, int(maxiter)),)
         for label, th0 in starts:
-            th, v = _minimize(th0, gram, maxiter, ftol)
+            th = th0
+            for block, its in schedule:
+                th, v = _minimize(th, gram, its, ftol, block)
             log.append((label, v))
             if v < best_v * (1 - 1e-12):
                 best_th, best_v = th, v
