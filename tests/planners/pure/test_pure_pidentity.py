@@ -29,9 +29,9 @@ from dpmatrix.solvers.pidentity import (
     DenseGram,
     DenseQueries,
     IntervalQueries,
-    WeightedGram,
     PrefixGram,
     RangeGram,
+    WeightedGram,
     optimize_pidentity,
     pidentity_loss,
     pidentity_loss_grad,
@@ -396,3 +396,21 @@ def test_max_objective_in_auto_and_unions():
     union = Workload(Domain({"a": 4, "b": 3}), [("a",), ("a", "b")], query_types={"a": "prefix"})
     with pytest.raises(PlanError, match="objective='sum'"):
         plan_pure(union, 1.0, strategy="pidentity", objective="max")
+
+
+def test_coarse_stage_keeps_rows_constant_on_blocks_and_descends():
+    """The coarse-to-fine stage (rows constant on blocks, the last block shorter): the result is
+    constant on every block, no worse than the start, and its loss is the explicit one."""
+    from dpmatrix.solvers.pidentity import _minimize
+
+    n, block = 18, 4
+    th0 = np.vstack([np.ones((1, n)), np.kron(np.eye(3), np.ones((1, 6)))])
+    th, v = _minimize(th0, PrefixGram(n), 60, 1e-12, block)
+    for lo in range(0, n, block):
+        assert np.ptp(th[:, lo:lo + block], axis=1).max() == 0
+    assert v <= pidentity_loss(th0, PrefixGram(n)) * (1 + 1e-12)
+    assert v == pytest.approx(explicit_loss(th, prefixes(n)), rel=1e-9)
+    # the fine stage from there descends further and stays exact
+    th2, v2 = _minimize(th, PrefixGram(n), 60, 1e-12, 1)
+    assert v2 <= v * (1 + 1e-12)
+    assert v2 == pytest.approx(explicit_loss(th2, prefixes(n)), rel=1e-9)
