@@ -414,3 +414,23 @@ def test_coarse_stage_keeps_rows_constant_on_blocks_and_descends():
     th2, v2 = _minimize(th, PrefixGram(n), 60, 1e-12, 1)
     assert v2 <= v * (1 + 1e-12)
     assert v2 == pytest.approx(explicit_loss(th2, prefixes(n)), rel=1e-9)
+
+
+def test_max_objective_plan_is_deterministic_in_fresh_processes():
+    """Same inputs, same plan: the max-objective p-Identity plan in a fresh process and after
+    other plans in the same process has the same integer rows and budgets."""
+    code = textwrap.dedent("""
+        import sys, hashlib
+        from dpmatrix.domain import Domain
+        from dpmatrix.workload import Workload
+        from dpmatrix.planners.pure import plan_pure
+        wl = Workload(Domain({"a": 24}), [("a",)], query_types={"a": "range"})
+        if sys.argv[1] == "after":
+            plan_pure(Workload(Domain({"a": 30}), [("a",)], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+            plan_pure(wl, 1.0, strategy="hierarchical", objective="max")
+        p = plan_pure(wl, 1.0, strategy="pidentity", objective="max")
+        print(hashlib.sha256(p.strategy_matrix.tobytes()).hexdigest(), [str(b) for b in p.budgets][-3:])
+    """)
+    out = [subprocess.run([sys.executable, "-c", code, m], capture_output=True, text=True, check=True).stdout
+           for m in ("fresh", "after")]
+    assert out[0] == out[1] and out[0]
