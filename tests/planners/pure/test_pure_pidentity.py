@@ -19,11 +19,15 @@ from dpmatrix._domain import Domain
 from dpmatrix._measure.discrete import InsecureRandomnessWarning
 from dpmatrix._solvers.pidentity import (
     DenseGram,
+    DenseQueries,
+    IntervalQueries,
     PrefixGram,
     RangeGram,
+    WeightedGram,
     optimize_pidentity,
     pidentity_loss,
     pidentity_loss_grad,
+    query_variances,
     tree_theta,
 )
 from dpmatrix._workload import Workload
@@ -324,10 +328,109 @@ def test_union_measure_is_consistent():
     np.testing.assert_allclose(a, ab.reshape(5, 3).sum(axis=1), atol=1e-8)
 
 
-def test_max_objective_is_refused_by_name():
-    wl = Workload(Domain({"a": 8}), [("a",)], query_types={"a": "prefix"})
+def explicit_query_variances(theta, w):
+    n = theta.shape[1]
+    a = np.vstack([np.eye(n), theta])
+    a = a / np.abs(a).sum(axis=0)
+    return np.einsum("ij,jk,ik->i", w, np.linalg.pinv(a.T @ a), w)
+
+
+@pytest.mark.parametrize("kind", ["prefix", "range", "identity"])
+def test_query_variances_and_weighted_gram_explicit(kind):
+    n = 9
+    w = {"prefix": prefixes(n), "range": ranges(n), "identity": np.eye(n)}[kind]
+    a, b = interval_bounds(kind, n)
+    q = IntervalQueries(n, a, b)
+    got = q.apply(np.eye(n))
+    # the same set of rows; compare in the order of the queries (rows matched by their interval)
+    key = {tuple(r): i for i, r in enumerate(w.astype(int))}
+    w = w[[key[tuple(r)] for r in got.astype(int)]]
+    np.testing.assert_array_equal(got, w)
+    y = np.random.default_rng(3).random((len(w), 2))
+    np.testing.assert_allclose(q.adjoint(y), w.T @ y, atol=1e-12)
+    th = np.random.default_rng(4).random((3, n))
+    np.testing.assert_allclose(query_variances(th, q), explicit_query_variances(th, w), rtol=1e-10)
+    np.testing.assert_allclose(query_variances(th, DenseQueries(w)), explicit_query_variances(th, w), rtol=1e-10)
+    c = np.random.default_rng(5).random(len(w))
+    g = WeightedGram(q, c)
+    np.testing.assert_allclose(g.dense(), w.T @ np.diag(c) @ w, atol=1e-12)
+    # the gradient with the weighted Gram is the gradient of Σ_q c_q v_q (finite differences)
+    _, grad = pidentity_loss_grad(th, g)
+    h = 1e-6
+    for idx in [(0, 0), (1, 4), (2, 8)]:
+        e = np.zeros_like(th)
+        e[idx] = h
+        fd = (c @ explicit_query_variances(th + e, w) - c @ explicit_query_variances(th - e, w)) / (2 * h)
+        assert grad[idx] == pytest.approx(fd, rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("kind,n", [("prefix", 16), ("range", 12)])
+def test_max_objective_plan_explicit(kind, n):
+    """objective='max': the plan's max variance is the explicit max over the workload's queries of
+    the released integer rows (continuous model, dense GLS written out here), it is private by
+    the explicit definition, and it beats the best tree / Haar plan for the max objective."""
+    wl = Workload(Domain({"a": n}), [("a",)], query_types={"a": kind})
+    p = plan_pure(wl, 1.0, strategy="pidentity", objective="max", variance_model="continuous")
+    m = np.asarray(p.strategy_matrix, dtype=float)
+    eps_r = np.array([float(b) for b in p.budgets])
+    assert np.abs(m * eps_r[:, None]).sum(axis=0).max() <= 1.0 + 1e-12
+    assert p.privacy_epsilon() <= 1
+    cov = np.linalg.inv(m.T @ np.diag(eps_r**2 / 2.0) @ m)
+    w = prefixes(n) if kind == "prefix" else ranges(n)
+    truth = np.einsum("ij,jk,ik->i", w, cov, w)
+    assert p.max_variance() == pytest.approx(truth.max(), rel=1e-9)
+    assert p.total_variance() == pytest.approx(truth.sum(), rel=1e-9)
+    levels = min(plan_pure(wl, 1.0, strategy=s, objective="max", variance_model="continuous").max_variance()
+                 for s in ("hierarchical", "haar"))
+    assert p.max_variance() < levels
+    summed = plan_pure(wl, 1.0, strategy="pidentity", objective="sum", variance_model="continuous")
+    assert p.max_variance() <= summed.max_variance() * (1 + 1e-9)
+
+
+def test_max_objective_in_auto_and_unions():
+    wl = Workload(Domain({"a": 16}), [("a",)], query_types={"a": "prefix"})
+    p = plan_pure(wl, 1.0, objective="max", variance_model="continuous")
+    rows = [r for r in p.comparison if "max_variance" in r]
+    assert "pidentity" in {r["strategy"] for r in rows}
+    assert p.max_variance() == pytest.approx(min(r["max_variance"] for r in rows), rel=1e-12)
+    union = Workload(Domain({"a": 4, "b": 3}), [("a",), ("a", "b")], query_types={"a": "prefix"})
     with pytest.raises(PlanError, match="objective='sum'"):
-        plan_pure(wl, 1.0, strategy="pidentity", objective="max")
-    # auto with the max objective does not plan it
-    p = plan_pure(wl, 1.0, objective="max")
-    assert "pidentity" not in {r["strategy"] for r in p.comparison}
+        plan_pure(union, 1.0, strategy="pidentity", objective="max")
+
+
+def test_coarse_stage_keeps_rows_constant_on_blocks_and_descends():
+    """The coarse-to-fine stage (rows constant on blocks, the last block shorter): the result is
+    constant on every block, no worse than the start, and its loss is the explicit one."""
+    from dpmatrix.solvers.pidentity import _minimize
+
+    n, block = 18, 4
+    th0 = np.vstack([np.ones((1, n)), np.kron(np.eye(3), np.ones((1, 6)))])
+    th, v = _minimize(th0, PrefixGram(n), 60, 1e-12, block)
+    for lo in range(0, n, block):
+        assert np.ptp(th[:, lo:lo + block], axis=1).max() == 0
+    assert v <= pidentity_loss(th0, PrefixGram(n)) * (1 + 1e-12)
+    assert v == pytest.approx(explicit_loss(th, prefixes(n)), rel=1e-9)
+    # the fine stage from there descends further and stays exact
+    th2, v2 = _minimize(th, PrefixGram(n), 60, 1e-12, 1)
+    assert v2 <= v * (1 + 1e-12)
+    assert v2 == pytest.approx(explicit_loss(th2, prefixes(n)), rel=1e-9)
+
+
+def test_max_objective_plan_is_deterministic_in_fresh_processes():
+    """Same inputs, same plan: the max-objective p-Identity plan in a fresh process and after
+    other plans in the same process has the same integer rows and budgets."""
+    code = textwrap.dedent("""
+        import sys, hashlib
+        from dpmatrix.domain import Domain
+        from dpmatrix.workload import Workload
+        from dpmatrix.planners.pure import plan_pure
+        wl = Workload(Domain({"a": 24}), [("a",)], query_types={"a": "range"})
+        if sys.argv[1] == "after":
+            plan_pure(Workload(Domain({"a": 30}), [("a",)], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+            plan_pure(wl, 1.0, strategy="hierarchical", objective="max")
+        p = plan_pure(wl, 1.0, strategy="pidentity", objective="max")
+        print(hashlib.sha256(p.strategy_matrix.tobytes()).hexdigest(), [str(b) for b in p.budgets][-3:])
+    """)
+    out = [subprocess.run([sys.executable, "-c", code, m], capture_output=True, text=True, check=True).stdout
+           for m in ("fresh", "after")]
+    assert out[0] == out[1] and out[0]

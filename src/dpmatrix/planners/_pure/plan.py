@@ -593,11 +593,11 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, objective=objective,
                                  variance_model=variance_model)
     if strategy == "pidentity":
-        if objective != "sum":
-            raise PlanError("strategy='pidentity' minimizes the total variance (objective='sum'); "
-                            "for objective='max' use 'hierarchical', 'haar' or 'auto'")
         if single_product(workload) is not None:
-            return plan_pidentity(workload, eps, variance_model=variance_model)
+            return plan_pidentity(workload, eps, variance_model=variance_model, objective=objective)
+        if objective != "sum":
+            raise PlanError("strategy='pidentity' on a union of products minimizes the total variance "
+                            "(objective='sum'); for objective='max' use 'hierarchical', 'haar' or 'auto'")
         return plan_pidentity_union(workload, eps, variance_model=variance_model)
     if strategy != "auto":
         if strategy not in STRATEGIES:
@@ -609,7 +609,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
-    if objective == "sum" and single_product(workload) is not None:
+    if single_product(workload) is not None:
         candidates += [("pidentity", "optimal")]
     elif objective == "sum" and workload.domain.cells(
             tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
@@ -620,7 +620,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
             continue
         try:
             if name == "pidentity":
-                p = plan_pidentity(workload, eps, variance_model=variance_model)
+                p = plan_pidentity(workload, eps, variance_model=variance_model, objective=objective)
             elif name == "pidentity-union":
                 p = plan_pidentity_union(workload, eps, variance_model=variance_model)
             elif name in ("hierarchical", "haar", "per-attribute best"):
