@@ -295,7 +295,7 @@ def bench_pidentity(path: str | None, restarts: int, sizes: str, hdmm_max_n: int
     import dataclasses
     import os
 
-    from dpmatrix.planners.pure.pidentity_plan import plan_pidentity
+    from dpmatrix.planners._pure.pidentity_plan import plan_pidentity
 
     mods = _import_hdmm(path)
     eps = 1.0

@@ -401,7 +401,7 @@ def test_max_objective_in_auto_and_unions():
 def test_coarse_stage_keeps_rows_constant_on_blocks_and_descends():
     """The coarse-to-fine stage (rows constant on blocks, the last block shorter): the result is
     constant on every block, no worse than the start, and its loss is the explicit one."""
-    from dpmatrix.solvers.pidentity import _minimize
+    from dpmatrix._solvers.pidentity import _minimize
 
     n, block = 18, 4
     th0 = np.vstack([np.ones((1, n)), np.kron(np.eye(3), np.ones((1, 6)))])
@@ -421,9 +421,9 @@ def test_max_objective_plan_is_deterministic_in_fresh_processes():
     other plans in the same process has the same integer rows and budgets."""
     code = textwrap.dedent("""
         import sys, hashlib
-        from dpmatrix.domain import Domain
-        from dpmatrix.workload import Workload
-        from dpmatrix.planners.pure import plan_pure
+        from dpmatrix._domain import Domain
+        from dpmatrix._workload import Workload
+        from dpmatrix.planners._pure import plan_pure
         wl = Workload(Domain({"a": 24}), [("a",)], query_types={"a": "range"})
         if sys.argv[1] == "after":
             plan_pure(Workload(Domain({"a": 30}), [("a",)], query_types={"a": "prefix"}), 1.0, strategy="pidentity")

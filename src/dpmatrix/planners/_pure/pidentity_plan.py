@@ -123,7 +123,7 @@ def workload_gram(workload: Workload):
 
 def workload_queries(workload: Workload, attr: int, pos: int = 0):
     """The queries of every positively weighted marginal on attribute ``attr`` (its ``pos``-th
-    factor), stacked: :class:`~dpmatrix.solvers.pidentity.IntervalQueries` when every query type
+    factor), stacked: :class:`~dpmatrix._solvers.pidentity.IntervalQueries` when every query type
     is an interval family (prefix / range / identity), else a dense stack."""
     n = workload.domain.sizes[attr]
     kinds = [workload.types(j)[pos] for j in range(len(workload)) if workload.weights[j] > 0]
@@ -334,7 +334,7 @@ def plan_pidentity(
         Seed of the optimizer's explicit generator (planning is deterministic).
     objective : {"sum", "max"}, keyword-only
         Minimize the total variance of the workload's queries, or the largest one
-        (:func:`~dpmatrix.solvers.pidentity.optimize_pidentity_max`: p-norm surrogates from the
+        (:func:`~dpmatrix._solvers.pidentity.optimize_pidentity_max`: p-norm surrogates from the
         sum-optimum and trees, candidates compared by their exact maximum). For a product of two
         attributes both factorise: the variance of ``w_1 ⊗ w_2`` is ``v_1(w_1) v_2(w_2)``.
 
