@@ -51,7 +51,7 @@ from ._output import (
 
 
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Every option of ``release``/``demo`` checked before any file is read (issue 16 item 12)."""
+    """Every option of ``release``/``demo`` checked before any file is read."""
     from .._sizing import DEFAULT_MAX_CELLS
     from ..engines._duckdb_engine import detect_format
     from ..release import check_formats
