@@ -19,12 +19,12 @@ MODULES = ["dpmatrix._privacy", "dpmatrix.planners._dispatch", "dpmatrix._measur
            "dpmatrix._table_text", "dpmatrix.engines._bincount",
            # one value-matching rule, missing values, privacy unit (data27)
            "dpmatrix._values", "dpmatrix._domain", "dpmatrix._unit", "dpmatrix._dates",
-           # pure ε-DP strategies (issue 14)
+           # pure ε-DP strategies
            "dpmatrix.planners._pure.levels", "dpmatrix.planners._pure.hierarchical", "dpmatrix.planners._pure.joint_levels",
            "dpmatrix.planners._pure.joint_budgets", "dpmatrix.planners._pure.pidentity_plan", "dpmatrix.planners._pure.pidentity_union", "dpmatrix._solvers.pidentity",
            "dpmatrix.planners._pure.matrix_strategy", "dpmatrix.planners._pure.gaussian_variant",
            "dpmatrix.planners._pure.units", "dpmatrix.planners._pure.query_factors", "dpmatrix._solvers.budget_split",
-           # fitness-for-use solvers and the targets reader (issue 13)
+           # fitness-for-use solvers and the targets reader
            "dpmatrix._solvers.fitness", "dpmatrix._solvers.fitness_newton", "dpmatrix._solvers.fitness_reduction",
            "dpmatrix._solvers.expsum", "dpmatrix.planners._targets_io",
            # the release workflow and what it guards with

@@ -146,7 +146,7 @@ def test_release_from_saved_plan_and_workload_file(capsys, data, tmp_path):
     from dpmatrix.release import load_release
 
     rel = load_release(tmp_path / "rel")
-    # secure by default (issue 16): discrete noise with σ rounded up spends at most the planned ρ
+    # secure by default: discrete noise with σ rounded up spends at most the planned ρ
     assert 0.25 * (1 - 1e-4) <= rel.privacy["rho"] <= 0.25
     assert rel.plan.workload.weights.tolist() == [1.0, 2.0]
     (tmp_path / "wk.json").write_text(json.dumps({"marginals": [["sex", "n"], {"attributes": ["race"], "weight": 3}]}))

@@ -1,4 +1,4 @@
-"""Issue 16 item 13, end to end: ``dpmatrix query`` of a saved table reads only what it needs.
+"""End to end: ``dpmatrix query`` of a saved table reads only what it needs.
 
 Structural checks, no timing (timings: benchmarks/bench_query.py). A query runs in a fresh
 Python process, which reports the modules it imported: printing a saved table must load neither

@@ -1,4 +1,4 @@
-"""Pure ε-DP prefix / range releases on the command line (issue 14): ``dpmatrix plan --epsilon E
+"""Pure ε-DP prefix / range releases on the command line: ``dpmatrix plan --epsilon E
 --delta 0 --query-types "age=prefix" [--report]``, ``release`` (with ``--strategy hierarchical |
 haar``, or a saved ``--plan``) and ``query`` from the release folder."""
 

@@ -1,4 +1,4 @@
-"""CLI: planning and releasing from accuracy targets (issue 13): --target specs."""
+"""CLI: planning and releasing from accuracy targets: --target specs."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""A newcomer's first hour (issue 17): one set of defaults in API and CLI, raw data from Python
+"""A newcomer's first hour: one set of defaults in API and CLI, raw data from Python
 as from the command line, queries in the data's units, infer-domain on the shipped data.
 
 Expected counts are hand-counted from the small tables written here (never computed by

@@ -1,4 +1,4 @@
-"""The labels of the shipped Adult domain are established, not guessed (issue 17 item 6).
+"""The labels of the shipped Adult domain are established, not guessed.
 
 Expected numbers: the category frequencies of UCI Adult (adult.data + adult.test, 48,842 records),
 each value listed in the order of UCI's ``adult.names`` with the missing value "?" last — typed

@@ -1,4 +1,4 @@
-"""The release's tables as one Parquet dataset (issue 18 item 2; dpmatrix._release_tables).
+"""The release's tables as one Parquet dataset (dpmatrix._release_tables).
 
 Every expected value comes from outside the code under test: the tables are compared with
 ``Measurements.marginal`` (the reconstruction, computed without the writer), and the dataset is

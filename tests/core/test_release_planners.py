@@ -1,5 +1,5 @@
-"""One measurement path, one Measurements type, one release format for every planner (issue 12
-item 2): QuerySmasher / WFF plans are measured, written, loaded and queried (API and CLI) like
+"""One measurement path, one Measurements type, one release format for every planner:
+QuerySmasher / WFF plans are measured, written, loaded and queried (API and CLI) like
 ResidualPlanner plans."""
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ def test_duckdb_raw_errors_identical(domain, tmp_path, policy):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RemappedValuesWarning)
         with pytest.raises(DataError) as e_np:
-            # both engines read CSV values as text (issue 16 item 10)
+            # both engines read CSV values as text
             encode_frame(read_csv_text(str(path), domain), domain, on_unknown=policy)
         with pytest.raises(DataError) as e_db:
             DuckDBEngine(path, domain, encoding="raw", on_unknown=policy)

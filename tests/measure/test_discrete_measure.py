@@ -141,7 +141,7 @@ def test_randomness_is_recorded_and_a_seeded_source_warns():
     with pytest.warns(InsecureRandomnessWarning, match="NOT secure"):
         m = plan.measure(df, noise="discrete_gaussian", rng=np.random.default_rng(0))
     assert m.randomness == "seeded_insecure"
-    # a user's generator: reproducible by whoever has the seed (issue 16 item 1)
+    # a user's generator: reproducible by whoever has the seed
     assert plan.measure(df, rng=np.random.default_rng(0)).randomness == "seeded_insecure"
     assert plan.measure(df, noise="gaussian_float").randomness == "numpy_generator"
 

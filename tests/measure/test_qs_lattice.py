@@ -1,4 +1,4 @@
-"""QuerySmasher / WFF plans through the lattice sampler on the one measurement path (issue 16):
+"""QuerySmasher / WFF plans through the lattice sampler on the one measurement path:
 the lattice mechanisms a plan lists are its sub-mechanisms (same signal, same sensitivity), the
 reported ρ covers the exact cost recomputed here from the dense query with the σ̄ and γ actually
 used and is at most the planned ρ, the estimates are unbiased at the reported variance, and

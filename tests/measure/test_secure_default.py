@@ -1,4 +1,4 @@
-"""Secure noise by default (issue 16, items 1–2): which sampler every default path uses, that no
+"""Secure noise by default: which sampler every default path uses, that no
 default path draws floating-point Gaussian noise, that the reported privacy is the lattice
 mechanism's exact cost, and that a seeded release is marked as such.
 

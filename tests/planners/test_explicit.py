@@ -1,4 +1,4 @@
-"""ExplicitStrategyPlan, dm.evaluate, dm.plan(planner="lsa") and dm.compare (issue 15).
+"""ExplicitStrategyPlan, dm.evaluate, dm.plan(planner="lsa") and dm.compare.
 
 Expected numbers: the paper (Li & Miklau, AllRange(4) with P(ε,δ) = 1, i.e. pcost = 1: identity
 20, the workload 24, hierarchical 20.857143, Haar 18, bound 16.312243) or brute force here with
@@ -173,7 +173,7 @@ def test_compare_allrange4():
     assert (done["ratio"] >= 1 - 1e-9).all()
     assert "ResidualPlanner+" in set(df["planner"])
     pure = df[df["planner"] == "pure ε-DP"]
-    # range queries under pure ε-DP (issue 14): cell or level strategies, planned, not skipped
+    # range queries under pure ε-DP: cell or level strategies, planned, not skipped
     assert not pure["note"].iloc[0].startswith("skipped") and pure["total_variance"].iloc[0] > 0
 
 

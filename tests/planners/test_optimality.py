@@ -1,4 +1,4 @@
-"""plan.lower_bound() / plan.optimality_ratio() on every Gaussian plan (issue 15).
+"""plan.lower_bound() / plan.optimality_ratio() on every Gaussian plan.
 
 The reference bound is recomputed here from scratch: the workload is written out as one dense
 matrix over the full (small) domain with the oracle's explicit Kronecker products, weighted rows

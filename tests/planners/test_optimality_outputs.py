@@ -1,4 +1,4 @@
-"""The distance to the lower bound where users see it (issue 15): ``dpmatrix plan`` (text and JSON)
+"""The distance to the lower bound where users see it: ``dpmatrix plan`` (text and JSON)
 and the release manifest's ``lower_bound`` entry. Expected values: for plain marginals under
 sum_var the singular value bound equals the plan's total (ResidualPlanner is optimal, ratio 1);
 the dense bound is recomputed with numpy's SVD on the explicit workload."""

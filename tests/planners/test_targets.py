@@ -1,4 +1,4 @@
-"""Planning from accuracy targets (issue 13): dm.plan(workload, targets=...).
+"""Planning from accuracy targets: dm.plan(workload, targets=...).
 
 Expected numbers come from the fitness-for-use paper (Table 2, §5 worked examples, §7.3 PL94),
 hand derivations, or an independent explicit computation written here with numpy only

@@ -1,4 +1,4 @@
-"""A targets plan read back from a plan file or a release keeps its target report (issue 13).
+"""A targets plan read back from a plan file or a release keeps its target report.
 
 The expected report is the one of the plan as planned (same process); the targets must come back
 query by query (including unequal targets inside one group), the achieved variances must be the

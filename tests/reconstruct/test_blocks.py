@@ -1,4 +1,4 @@
-"""Streaming every table in blocks written into one reused buffer (issue 18 item 1).
+"""Streaming every table in blocks written into one reused buffer.
 
 The reference is :func:`oracle.algorithm2_reconstruct` (explicit ``Sub⁺`` and ``1/n`` matrices and
 Kronecker products, never dpmatrix) applied to the noisy vectors, and

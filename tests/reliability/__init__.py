@@ -1,1 +1,1 @@
-"""Fault-injection and validation suite of issue 16 (a package: its module names never clash)."""
+"""Fault-injection and validation suite (a package: its module names never clash)."""

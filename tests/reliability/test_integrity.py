@@ -1,4 +1,4 @@
-"""Issue 16 item 11: tampered files refused by name, lowered privacy caught, manifest paths
+"""Tampered files refused by name, lowered privacy caught, manifest paths
 confined to the folder; --no-verify / verify=False skips only the digests."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 item 6: the privacy-budget ledger — charged before noise, caps, composition,
+"""The privacy-budget ledger — charged before noise, caps, composition,
 fingerprints, crashed releases stay charged, concurrent releases cannot overrun a cap."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 items 9 and 10: collision-free table files, names with any characters addressable
+"""Collision-free table files, names with any characters addressable
 from the CLI; CSV values read as text by both engines, identically."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 item 3 (one privacy line, console == manifest) and the recording side of item 1
+"""One privacy line (console == manifest), and the recording side of seeded noise
 (a seeded release is marked "reproducible, not private")."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_discrete_release_console_equals_manifest(small, capsys):
 
 
 def test_issue_numbers_rho_half():
-    # issue 16 item 3: at rho = 0.5, delta = 1e-9 the continuous Gaussian's exact epsilon is
+    # at rho = 0.5, delta = 1e-9 the continuous Gaussian's exact epsilon is
     # 6.17394 (analytic curve: delta = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu), mu = 1),
     # what the console wrongly printed for discrete noise; the manifest used the CKS conversion
     mu = 1.0

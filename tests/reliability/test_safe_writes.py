@@ -1,4 +1,4 @@
-"""Issue 16 items 5, 7, 8: output lock, overwrite that always leaves a complete release, refusal
+"""Output lock, overwrite that always leaves a complete release, refusal
 to wipe foreign folders, leftovers of killed runs cleaned with their privacy meaning, disk full."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ._support import NO_REPORT, assert_one_line_error, env, release_args, run, 
 DOM = dm.Domain.from_dict({"a": 3, "b": 4})
 
 
-# releases use secure noise by default (issue 16): σ is rounded up to a rational, so the reported
+# releases use secure noise by default: σ is rounded up to a rational, so the reported
 # ρ is the planned one up to rel_var_tol = 1e-4 (never above it) — hence rel=1e-4 below
 
 def _meas(rho: float = 0.5, seed: int = 0):

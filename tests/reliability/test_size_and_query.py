@@ -1,4 +1,4 @@
-"""Issue 16 items 12 (size before counting) and 13 (a query reads only what it needs)."""
+"""The size is checked before counting, and a query reads only what it needs."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_estimate_by_hand():
 
 
 def test_huge_workload_refused_before_data(tmp_path, capsys):
-    # issue 16: 60 attributes x 1000 values, all 3-way = C(60,3) * 1e9 = 3.4e13 cells
+    # 60 attributes x 1000 values, all 3-way = C(60,3) * 1e9 = 3.4e13 cells
     (tmp_path / "d.json").write_text(json.dumps({f"x{i}": 1000 for i in range(60)}))
     (tmp_path / "data.csv").write_text("nothing,useful\n1,2\n")  # would fail if read
     rc, _, err = run(capsys, "release", tmp_path / "data.csv", "--domain", tmp_path / "d.json", "-w", "all:3",

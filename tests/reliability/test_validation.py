@@ -1,4 +1,4 @@
-"""Issue 16 items 4 and 12: bad plan/domain files refused at load with typed errors; budgets and
+"""Bad plan/domain files refused at load with typed errors; budgets and
 delta checked; every option checked before the data is read; `query | head` exits quietly."""
 
 from __future__ import annotations

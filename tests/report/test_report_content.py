@@ -152,7 +152,7 @@ def test_target_and_bound_sections_appear_only_when_the_plan_has_them(tmp_path, 
     plan = dm.plan(wk, rho=0.5, objective="sum_var")
     html = write_plan_report(plan, tmp_path / "p.html", fairness=False).read_text()
     assert 'id="targets"' not in html
-    # every Gaussian plan has lower_bound() / optimality_ratio() (issue 15): the real values
+    # every Gaussian plan has lower_bound() / optimality_ratio(): the real values
     # render (a sum_var ResidualPlanner plan on marginals reaches the bound: ratio 1)
     facts = plan_facts(plan)
     assert facts["lower_bound"]["value"] == pytest.approx(plan.loss(), rel=1e-9)
@@ -225,7 +225,7 @@ def test_plan_and_release_report_methods(tmp_path):
 
 
 def test_pure_epsilon_privacy_is_stated_without_a_delta_curve():
-    """Hook for pure ε-DP planners (issue 14): a privacy entry with δ = 0 is shown as pure ε-DP
+    """Hook for pure ε-DP planners: a privacy entry with δ = 0 is shown as pure ε-DP
     (with ρ = ε²/2 when given), without an ε(δ) curve and without μ-GDP."""
     from dpmatrix._report.html import render
 

@@ -91,7 +91,7 @@ def test_release_report_in_chromium(chromium, adult_release, tmp_path):
         assert _key("privacy", unit) in visible, unit
     header = chromium.evaluate("document.querySelector('header').innerText")
     assert "ρ = 0.5" in header and "ε = " in header
-    # a seeded numpy-generator release is flagged (issue 16: a user's generator is recorded as
+    # a seeded numpy-generator release is flagged (a user's generator is recorded as
     # seeded), never called secure
     assert "NOT PRIVATE" in header and "secure source" not in header
 
@@ -149,7 +149,7 @@ def test_plan_report_in_chromium(chromium, adult_plan, tmp_path):
         "marginals": [{"attributes": list(wk.names(i)), "cells": int(wk.cells[i]),
                        "weight": float(wk.weights[i]), "max_variance": float(info["max_variance"][i])}
                       for i in range(len(wk))],
-        # the distance to the singular value bound (issue 15; its numbers are checked against a
+        # the distance to the singular value bound (its numbers are checked against a
         # dense SVD in tests/planners/test_optimality*.py)
         "lower_bound": plan.lower_bound_facts(),
     }  # fmt: skip

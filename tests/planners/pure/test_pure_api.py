@@ -1,4 +1,4 @@
-"""Pure ε-DP end to end through the public API and the CLI (issue 14 item 1, issue 12 item 2):
+"""Pure ε-DP end to end through the public API and the CLI:
 ``dm.plan(..., epsilon=, delta=0)`` / ``Budget.pure``, the one measurement path, releases,
 the ledger, and typed errors for Gaussian-only options."""
 
