@@ -25,7 +25,7 @@ SRC = Path(dm.__file__).parent
 
 ROOT_NAMES = {
     # describing what is asked
-    "Attribute", "Domain", "Workload", "QueryWorkload", "codes", "code_of",
+    "Attribute", "Domain", "Workload", "QueryWorkload", "codes", "code_of", "infer_domain",
     # planning
     "plan", "plan_from_dict", "plan_pure", "plan_querysmasher", "Budget", "lower_bound", "SVDBound",
     "evaluate", "compare",
@@ -54,7 +54,8 @@ PACKAGE_NAMES = {
         "marginals_from_maximal", "maximal_sets", "project",
     },
     "dpmatrix.release": {
-        "Release", "load_release", "write_release", "SavedTable", "read_saved_table", "RELEASE_FORMAT",
+        "Release", "load_release", "write_release", "SavedTable", "read_saved_table", "read_checked_manifest",
+        "RELEASE_FORMAT",
         "LeftoverWarning", "output_lock", "recover_output",
     },
     "dpmatrix.cli": {"main"},

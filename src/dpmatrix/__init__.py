@@ -173,6 +173,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from ._values import code_of
     from ._workflow import publish
     from ._workload import Workload
+    from .engines._infer import infer_domain
     from .errors import (
         BudgetError,
         DataError,

@@ -125,8 +125,8 @@ def privacy_summary(plan: Any, *, noise: str = "auto", delta: float, reproducibl
     rho = float(plan.rho)
     epsilon = stated_epsilon(float(plan.pcost), delta, accounting)
     lattice = (
-        " on the query snapped to a fine lattice (sensitivity bound includes the rounding; "
-        "dpmatrix._mechanisms.lattice)" if noise == "lattice_gaussian" else ""
+        " on the query snapped to a fine lattice (sensitivity bound includes the rounding)"
+        if noise == "lattice_gaussian" else ""
     )
     definition = (
         f"rho-zCDP of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020, Theorem 14){lattice}; "

@@ -41,7 +41,12 @@ def test_old_target_plan_files_load_as_targeted_plans(name):
     path = DATA / f"{name}_targets_plan.json"
     plan = load_plan(path)
     _check(plan, EXPECTED[name])
-    assert plan.to_dict() == json.loads(path.read_text())  # the same description written back
+    got, spec = plan.to_dict(), json.loads(path.read_text())
+    # the privacy statement's prose once named the lattice sampler's module (renamed since): it
+    # is text for a reader, not read back; every number and every other entry is the same
+    for d in (got, spec):
+        d.get("privacy", {}).pop("definition", None)
+    assert got == spec  # the same description written back
 
 
 def test_old_targets_release_loads_with_its_targets():

@@ -451,8 +451,13 @@ class TargetedPlan:
             out["targets"] = self.target_report.to_dict()
         return out
 
+    def saved_dict(self) -> dict[str, Any]:
+        """What a plan file holds: :meth:`to_dict` (with the targets) and the privacy unit, as
+        :meth:`dpmatrix.Plan.saved_dict` writes it for the wrapped plan."""
+        return PlanBase.saved_dict(self)
+
     def to_json(self, path: str | Path | None = None) -> str:
-        """:meth:`to_dict` as JSON text, also written to ``path`` when given."""
+        """:meth:`saved_dict` as JSON text, also written to ``path`` when given."""
         return PlanBase.to_json(self, path)
 
     def _targets(self) -> TargetReport:
