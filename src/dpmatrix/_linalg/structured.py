@@ -34,7 +34,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -81,6 +81,11 @@ def _check_axis(op: StructuredMatrix, x: np.ndarray, axis: int) -> int:
     return axis
 
 
+def _along(axis: int, part: slice) -> tuple[slice, ...]:
+    """The index that takes ``part`` of ``axis`` and all of the axes before it."""
+    return (slice(None),) * axis + (part,)
+
+
 class StructuredMatrix:
     """Base of the structured matrices: the dense-matrix interface, through :meth:`apply`.
 
@@ -96,8 +101,13 @@ class StructuredMatrix:
     # -- the operator --------------------------------------------------------------------------
     def apply(self, tensor: Any, axis: int = 0) -> np.ndarray:
         """``M`` applied along ``axis`` of ``tensor`` (length ``shape[1]`` → ``shape[0]``)."""
-        x = _as_numeric(tensor)
+        x = self._operand(tensor)
         return self._apply(x, _check_axis(self, x, axis))
+
+    def _operand(self, tensor: Any) -> np.ndarray:
+        """``tensor`` as the array :meth:`apply` multiplies (floats unless exact; see
+        :func:`_as_numeric`); exact integer matrices keep integer dtypes."""
+        return _as_numeric(tensor)
 
     def rapply(self, tensor: Any, axis: int = 0) -> np.ndarray:
         """``Mᵀ`` applied along ``axis`` of ``tensor`` (length ``shape[0]`` → ``shape[1]``)."""
@@ -172,18 +182,33 @@ class StructuredMatrix:
 
 
 @dataclass(frozen=True, eq=True, repr=False)
-class Identity(StructuredMatrix):
-    """``I_n``: the workload and the strategy of a plain attribute."""
+class _OfSize(StructuredMatrix):
+    """A structured matrix of a plain attribute of size ``n``: ``(n − r) × (n − c)`` with
+    ``(r, c) = _short`` (square unless a subclass says otherwise), shown as ``Name(n)``."""
 
     n: int
+    _short: ClassVar[tuple[int, int]] = (0, 0)
 
     @property
     def shape(self) -> tuple[int, int]:  # type: ignore[override]
-        return (self.n, self.n)
+        return (self.n - self._short[0], self.n - self._short[1])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.n})"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class _SymmetricOfSize(_OfSize):
+    """A symmetric ``n × n`` structured matrix: its own transpose."""
 
     @property
     def T(self) -> StructuredMatrix:
         return self
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Identity(_SymmetricOfSize):
+    """``I_n``: the workload and the strategy of a plain attribute."""
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
         return x.copy()
@@ -194,23 +219,15 @@ class Identity(StructuredMatrix):
     def diagonal(self) -> np.ndarray:
         return np.ones(self.n)
 
-    def __repr__(self) -> str:
-        return f"Identity({self.n})"
-
 
 @dataclass(frozen=True, eq=True, repr=False)
-class Subtraction(StructuredMatrix):
+class Subtraction(_OfSize):
     """ResidualPlanner's ``Sub_n = [1 | −I_{n−1}]`` (``(n−1) × n``, §4.2): ``x_0 − x_{i+1}``."""
 
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:  # type: ignore[override]
-        return (self.n - 1, self.n)
+    _short: ClassVar[tuple[int, int]] = (1, 0)
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
-        head = (slice(None),) * axis
-        return np.subtract(x[head + (slice(0, 1),)], x[head + (slice(1, None),)])
+        return np.subtract(x[_along(axis, slice(0, 1))], x[_along(axis, slice(1, None))])
 
     def _rapply(self, x: np.ndarray, axis: int) -> np.ndarray:
         # Sub_nᵀ y = [Σ y; −y]
@@ -220,19 +237,12 @@ class Subtraction(StructuredMatrix):
     def toarray(self) -> np.ndarray:
         return np.hstack([np.ones((self.n - 1, 1)), -np.eye(self.n - 1)])
 
-    def __repr__(self) -> str:
-        return f"Subtraction({self.n})"
-
 
 @dataclass(frozen=True, eq=True, repr=False)
-class SubtractionPinv(StructuredMatrix):
+class SubtractionPinv(_OfSize):
     """``Sub_n⁺ = (1/n) [1ᵀ; 11ᵀ − n I]`` (``n × (n−1)``): ``[s/n; (s − n y_i)/n]``, ``s = Σ y``."""
 
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:  # type: ignore[override]
-        return (self.n, self.n - 1)
+    _short: ClassVar[tuple[int, int]] = (0, 1)
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
         shape = x.shape
@@ -240,10 +250,9 @@ class SubtractionPinv(StructuredMatrix):
             return np.zeros(shape[:axis] + (1,) + shape[axis + 1 :], dtype=x.dtype)
         n = float(self.n)
         res = np.empty(shape[:axis] + (self.n,) + shape[axis + 1 :], dtype=x.dtype)
-        head = (slice(None),) * axis
-        first = res[head + (slice(0, 1),)]
+        first = res[_along(axis, slice(0, 1))]
         np.sum(x, axis=axis, keepdims=True, out=first)
-        tail = res[head + (slice(1, None),)]
+        tail = res[_along(axis, slice(1, None))]
         np.multiply(x, -n, out=tail)
         tail += first
         res /= n
@@ -251,9 +260,8 @@ class SubtractionPinv(StructuredMatrix):
 
     def _rapply(self, x: np.ndarray, axis: int) -> np.ndarray:
         # (Sub_n⁺)ᵀ x = (Σ x − n x_{i+1}) / n
-        head = (slice(None),) * axis
         s = x.sum(axis=axis, keepdims=True)
-        return (s - self.n * x[head + (slice(1, None),)]) / self.n
+        return (s - self.n * x[_along(axis, slice(1, None))]) / self.n
 
     def toarray(self) -> np.ndarray:
         if self.n == 1:
@@ -262,23 +270,10 @@ class SubtractionPinv(StructuredMatrix):
         bottom = np.ones((self.n - 1, self.n - 1)) - self.n * np.eye(self.n - 1)
         return np.vstack([top, bottom]) / self.n
 
-    def __repr__(self) -> str:
-        return f"SubtractionPinv({self.n})"
-
 
 @dataclass(frozen=True, eq=True, repr=False)
-class Centring(StructuredMatrix):
+class Centring(_SymmetricOfSize):
     """The centring projection ``K_n = I − 11ᵀ/n`` (symmetric): ``x − mean(x)``."""
-
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:  # type: ignore[override]
-        return (self.n, self.n)
-
-    @property
-    def T(self) -> StructuredMatrix:
-        return self
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
         return x - x.sum(axis=axis, keepdims=True) / self.n
@@ -289,33 +284,18 @@ class Centring(StructuredMatrix):
     def diagonal(self) -> np.ndarray:
         return np.full(self.n, (self.n - 1) / self.n)
 
-    def __repr__(self) -> str:
-        return f"Centring({self.n})"
-
 
 @dataclass(frozen=True, eq=True, repr=False)
-class IntegerCentring(StructuredMatrix):
+class IntegerCentring(_SymmetricOfSize):
     """``H_n = n I − 11ᵀ = n K_n`` (symmetric): ``n x − Σ x``, exact on integer tensors (``int64``
     and Python-integer ``object`` arrays keep their dtype). The integer query of ResidualPlanner's
     discrete mechanism (Algorithm 3); the facts exact integer arithmetic needs are closed forms:
     every column has squared norm ``(n−1)² + (n−1) = n(n−1)`` and ``n`` non-zeros (``n ≥ 2``),
     every row absolute sum ``2(n−1)``, the largest entry ``n−1``."""
 
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:  # type: ignore[override]
-        return (self.n, self.n)
-
-    @property
-    def T(self) -> StructuredMatrix:
-        return self
-
-    def apply(self, tensor: Any, axis: int = 0) -> np.ndarray:
+    def _operand(self, tensor: Any) -> np.ndarray:
         x = np.asarray(tensor)
-        if x.dtype.kind == "b":
-            x = x.astype(np.int64)
-        return self._apply(x, _check_axis(self, x, axis))
+        return x.astype(np.int64) if x.dtype.kind == "b" else x
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
         return x * self.n - x.sum(axis=axis, keepdims=True)
@@ -348,27 +328,13 @@ class IntegerCentring(StructuredMatrix):
         """``|H_n|`` entrywise: ``n − 1`` on the diagonal, ``1`` elsewhere."""
         return _AbsIntegerCentring(self.n)
 
-    def __repr__(self) -> str:
-        return f"IntegerCentring({self.n})"
-
 
 @dataclass(frozen=True, eq=True, repr=False)
-class _AbsIntegerCentring(StructuredMatrix):
+class _AbsIntegerCentring(_SymmetricOfSize):
     """``|n I − 11ᵀ|``: ``(n − 2) x + Σ x`` (exact on integers)."""
 
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:  # type: ignore[override]
-        return (self.n, self.n)
-
-    @property
-    def T(self) -> StructuredMatrix:
-        return self
-
-    def apply(self, tensor: Any, axis: int = 0) -> np.ndarray:
-        x = np.asarray(tensor)
-        return self._apply(x, _check_axis(self, x, axis))
+    def _operand(self, tensor: Any) -> np.ndarray:
+        return np.asarray(tensor)
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
         return x * (self.n - 2) + x.sum(axis=axis, keepdims=True)
