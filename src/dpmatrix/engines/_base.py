@@ -179,6 +179,34 @@ class Progress:
             )
 
 
+def begin_count(
+    domain: Domain, attr_sets: Iterable[Iterable[int]], n_records: int, progress: bool
+) -> tuple[dict[AttrSet, np.ndarray], list[AttrSet], Progress]:
+    """The start of a data engine's ``count``: the requested sets, normalized
+    (:func:`normalize_sets`), each with a zero ``int64`` table; the non-empty ones, which are
+    still to be counted from the data; and the progress reporter. The empty set's table (a
+    0-d array) already holds ``n_records`` and has been stepped past."""
+    sets = normalize_sets(domain, attr_sets)
+    out = {s: empty_table(domain, s) for s in sets}
+    prog = Progress(len(sets), progress)
+    todo = [s for s in sets if s]
+    for s in sets:
+        if not s:
+            out[s][()] = n_records
+            prog.step()
+    return out, todo, prog
+
+
 # -- shared validation messages ------------------------------------------------------------------
+def check_source_args(domain: object, encoding: str) -> None:
+    """Reject a ``domain`` that is not a :class:`~dpmatrix.Domain` (``TypeError``) and an
+    ``encoding`` other than ``"codes"``/``"raw"`` (``ValueError``): the arguments every
+    file-reading engine takes first."""
+    if not isinstance(domain, Domain):
+        raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
+    if encoding not in ("codes", "raw"):
+        raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
+
+
 def empty_table(domain: Domain, s: AttrSet) -> np.ndarray:
     return np.zeros(tuple(domain.sizes[i] for i in s), dtype=np.int64)

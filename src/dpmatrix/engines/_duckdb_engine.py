@@ -32,11 +32,10 @@ from ..errors import DataError
 from ._base import (
     MAX_SHOWN,
     AttrSet,
-    Progress,
-    empty_table,
+    begin_count,
+    check_source_args,
     missing_columns_message,
     non_integer_message,
-    normalize_sets,
     null_message,
     out_of_range_message,
     raise_problems,
@@ -236,10 +235,7 @@ class DuckDBEngine:
         csv_options: Mapping[str, Any] | None = None,
         na_values: Sequence[str] = (),
     ):
-        if not isinstance(domain, Domain):
-            raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
-        if encoding not in ("codes", "raw"):
-            raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
+        check_source_args(domain, encoding)
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
         if int(chunk_bytes) < 1:
@@ -473,14 +469,7 @@ class DuckDBEngine:
         self, attr_sets: Sequence[AttrSet], progress: bool = False
     ) -> dict[AttrSet, np.ndarray]:
         """Count exactly the requested attribute sets (see :class:`~.base.CountEngine`)."""
-        sets = normalize_sets(self._domain, attr_sets)
-        out = {s: empty_table(self._domain, s) for s in sets}
-        prog = Progress(len(sets), progress)
-        todo = [s for s in sets if s]
-        for s in sets:
-            if not s:
-                out[s][()] = self._n
-                prog.step()
+        out, todo, prog = begin_count(self._domain, attr_sets, self._n, progress)
         strategy = self.strategy_for(todo)
         if not todo:
             pass

@@ -74,12 +74,11 @@ from . import _spark_count as spark_count
 from ._base import (
     MAX_SHOWN,
     AttrSet,
-    Progress,
+    begin_count,
+    check_source_args,
     duplicate_columns_message,
-    empty_table,
     missing_columns_message,
     non_integer_message,
-    normalize_sets,
     null_message,
     out_of_range_message,
     raise_problems,
@@ -632,11 +631,7 @@ class SparkEngine:
         csv_options: Mapping[str, Any] | None = None,
         na_values: Sequence[str] = (),
     ):
-
-        if not isinstance(domain, Domain):
-            raise TypeError(f"domain must be a dpmatrix.Domain, got {type(domain).__name__}")
-        if encoding not in ("codes", "raw"):
-            raise ValueError(f"encoding must be 'codes' or 'raw', got {encoding!r}")
+        check_source_args(domain, encoding)
         self._domain = domain
         self.encoding = encoding
         if strategy not in ("one_pass", "keys", "grouping_sets"):
@@ -1038,14 +1033,7 @@ class SparkEngine:
         between passes)."""
         if self._codes is None:
             raise DataError("the Spark engine was closed")
-        sets = normalize_sets(self._domain, attr_sets)
-        out = {s: empty_table(self._domain, s) for s in sets}
-        prog = Progress(len(sets), progress)
-        todo = [s for s in sets if s]
-        for s in sets:
-            if not s:
-                out[s][()] = self._n
-                prog.step()
+        out, todo, prog = begin_count(self._domain, attr_sets, self._n, progress)
         if self.strategy == "one_pass":
             cells = [self._domain.cells(s) for s in todo]
             jobs = [[todo[j] for j in p] for p in plan_passes(cells, self.max_cells)]
