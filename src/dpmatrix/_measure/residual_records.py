@@ -26,6 +26,7 @@ plan that is actually measured with its records, in the order the executor count
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -114,6 +115,11 @@ RESIDUAL_DISCRETE = ResidualDiscreteKind()
 RESIDUAL_LATTICE = ResidualLatticeKind()
 
 
+#: The ``attrs`` of every residual record: the attribute set it reads is its key (a named tuple
+#: takes no base class to hold it, so each record names this one property).
+_ATTRS_ARE_KEY = property(operator.attrgetter("key"), doc="The attribute set the residual reads: its key.")
+
+
 class GaussianResidual(NamedTuple):
     """The residual on ``key`` with floating-point Gaussian noise of variance ``sigma2``
     (``bases``: the plan's per-attribute factors). A plan has one per measured residual set
@@ -124,10 +130,7 @@ class GaussianResidual(NamedTuple):
     bases: tuple
     family = "gaussian"
     kind = RESIDUAL_GAUSSIAN
-
-    @property
-    def attrs(self) -> AttrSet:
-        return self.key
+    attrs = _ATTRS_ARE_KEY
 
 
 class DiscreteResidual(NamedTuple):
@@ -140,10 +143,7 @@ class DiscreteResidual(NamedTuple):
     bases: tuple
     family = "discrete_gaussian"
     kind = RESIDUAL_DISCRETE
-
-    @property
-    def attrs(self) -> AttrSet:
-        return self.key
+    attrs = _ATTRS_ARE_KEY
 
 
 class LatticeResidual(NamedTuple):
@@ -157,10 +157,7 @@ class LatticeResidual(NamedTuple):
     tol: float
     family = "lattice_gaussian"
     kind = RESIDUAL_LATTICE
-
-    @property
-    def attrs(self) -> AttrSet:
-        return self.key
+    attrs = _ATTRS_ARE_KEY
 
 
 def _measured_in_count_order(plan) -> list[tuple[AttrSet, int]]:
