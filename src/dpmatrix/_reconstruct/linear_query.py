@@ -274,16 +274,22 @@ def count(meas, where: Where | None = None, *, by=None, contrast=None, level: fl
         try:
             a = meas.query_vector(key, q)
         except NotMeasuredError as exc:
-            raise NotMeasuredError(
-                f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
-                f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
-                "of the workload's closure answers), or plan a workload that contains this marginal"
-            ) from None
+            raise _not_answerable(dom, key, exc) from None
         answers.append(a.at_level(level))
     if by is None:
         return answers[0]
     by_names = dom.names_of(dom.resolve([by] if isinstance(by, str) else list(by)))
     return GroupedAnswer(tuple(by_names), tuple(groups), tuple(answers))
+
+
+def _not_answerable(dom, key, exc: NotMeasuredError) -> NotMeasuredError:
+    """The error of a question whose marginal on ``key`` these measurements cannot answer
+    (``exc``: the estimator's reason), saying how to ask instead."""
+    return NotMeasuredError(
+        f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
+        f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
+        "of the workload's closure answers), or plan a workload that contains this marginal"
+    )
 
 
 def _grouped(meas, where, by, contrast, level: float):
@@ -308,11 +314,7 @@ def _grouped(meas, where, by, contrast, level: float):
     try:
         answers = meas.grouped_answers(key, by_pos, shape, np.asarray(ws[0], dtype=float), level)
     except NotMeasuredError as exc:
-        raise NotMeasuredError(
-            f"this question needs the marginal on {list(dom.names_of(key)) or 'total'}, which these "
-            f"measurements cannot answer ({exc}); ask about fewer attributes at once (any marginal "
-            "of the workload's closure answers), or plan a workload that contains this marginal"
-        ) from None
+        raise _not_answerable(dom, key, exc) from None
     groups = [tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo))
               for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key])]
     return GroupedAnswer(tuple(dom.names_of(by_key)), tuple(groups), tuple(answers))
