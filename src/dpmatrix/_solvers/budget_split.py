@@ -157,17 +157,17 @@ def _convex_dual_bound(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> float:
     return float(np.cbrt(b * u * u).sum()) ** 3 / total**2
 
 
-def _solve(prob, solver: str) -> None:
+def solve_budget_program(prob, solver: str, what: str = "budget program") -> None:
     """Solve the CVXPY budget program ``prob`` with ``solver``; a solver failure or a status
-    other than (inaccurately) optimal is a :class:`~dpmatrix.errors.PlanError`."""
+    other than (inaccurately) optimal is a :class:`~dpmatrix.errors.PlanError` naming ``what``."""
     import cvxpy as cp
 
     try:
         prob.solve(solver=solver)
     except cp.SolverError as exc:  # pragma: no cover - solver availability
-        raise PlanError(f"budget program failed with {solver}: {exc}") from exc
+        raise PlanError(f"{what} failed with {solver}: {exc}") from exc
     if prob.status not in ("optimal", "optimal_inaccurate"):
-        raise PlanError(f"budget program status {prob.status!r}")
+        raise PlanError(f"{what} status {prob.status!r}")
 
 
 def convex_budget_split(abs_strategy, b, epsilon: float, *, solver: str = "CLARABEL") -> BudgetSplit:
@@ -206,7 +206,7 @@ def convex_budget_split(abs_strategy, b, epsilon: float, *, solver: str = "CLARA
     obj = cp.Minimize(b[live] @ cp.power(x, -2))
     constraint = a[live].T @ x <= 1.0
     prob = cp.Problem(obj, [constraint])
-    _solve(prob, solver)
+    solve_budget_program(prob, solver)
     xv = np.maximum(np.asarray(x.value, dtype=float), 0.0)
     # Make the solution exactly feasible (solvers allow ~1e-8 violations).
     xv = xv / max(1.0, float((a[live].T @ xv).max()))
@@ -267,7 +267,7 @@ def convex_max_budget_split(abs_strategy, c, epsilon: float, *, solver: str = "C
     epi = c[:, live] @ cp.power(x, -2) <= t
     cols = a[live].T @ x <= 1.0
     prob = cp.Problem(cp.Minimize(t), [epi, cols])
-    _solve(prob, solver)
+    solve_budget_program(prob, solver)
     xv = np.maximum(np.asarray(x.value, dtype=float), 1e-300)
     xv = xv / max(1.0, float((a[live].T @ xv).max()))
     eta = np.zeros(a.shape[0])

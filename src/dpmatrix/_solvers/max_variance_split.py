@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BudgetError, PlanError
+from .budget_split import solve_budget_program
 
 __all__ = ["MaxVarianceSplit", "cube_root_lower_bound", "max_variance_split"]
 
@@ -93,12 +94,7 @@ def max_variance_split(c, sens, epsilon: float, *, solver: str = "CLARABEL") -> 
     t = cp.Variable()
     cons = [(cu / scale) @ cp.power(x, -2) <= t, su @ x <= 1.0]
     prob = cp.Problem(cp.Minimize(t), cons)
-    try:
-        prob.solve(solver=solver)
-    except cp.SolverError as exc:  # pragma: no cover - solver availability
-        raise PlanError(f"max-variance budget program failed with {solver}: {exc}") from exc
-    if prob.status not in ("optimal", "optimal_inaccurate"):
-        raise PlanError(f"max-variance budget program status {prob.status!r}")
+    solve_budget_program(prob, solver, "max-variance budget program")
     xv = np.maximum(np.asarray(x.value, dtype=float), 1e-300)
     xv = xv / max(1.0, float(su @ xv))  # exactly feasible
     eta = np.zeros(c.shape[1])
