@@ -132,6 +132,13 @@ def _cells(shape, box: Box) -> np.ndarray:
     return np.ravel_multi_index(tuple(g.reshape(-1) for g in grids), shape)
 
 
+def _spd_inverse(X: np.ndarray) -> np.ndarray:
+    """``X⁻¹`` of a symmetric positive definite ``X`` by its Cholesky factor, symmetrized."""
+    c = sla.cho_factor(X, lower=True, check_finite=False)
+    M = sla.cho_solve(c, np.eye(len(X)), check_finite=False)
+    return (M + M.T) / 2
+
+
 class _State:
     """``X = AᵀA`` (exact), ``M = X⁻¹``, ``Z = M G M`` and ``tr(G M)``."""
 
@@ -141,9 +148,7 @@ class _State:
         self.refresh()
 
     def refresh(self) -> None:
-        c = sla.cho_factor(self.X, lower=True, check_finite=False)
-        self.M = sla.cho_solve(c, np.eye(len(self.X)), check_finite=False)
-        self.M = (self.M + self.M.T) / 2
+        self.M = _spd_inverse(self.X)
         self.Z = self.M @ self.G @ self.M
         self.trGM = float(np.sum(self.G * self.M))
 
@@ -186,9 +191,7 @@ class _Tables1D:
         self.refresh()
 
     def refresh(self) -> None:
-        c = sla.cho_factor(self.X, lower=True, check_finite=False)
-        M = sla.cho_solve(c, np.eye(len(self.X)), check_finite=False)
-        M = (M + M.T) / 2
+        M = _spd_inverse(self.X)
         Z = M @ self.G @ M
         self.trGM = float(np.sum(self.G * M))
         self.CM = _table(M)
