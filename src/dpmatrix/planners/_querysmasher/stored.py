@@ -60,7 +60,7 @@ def _size(m: SubMechanism) -> int:
         return int(m.mech.B.size)
     if isinstance(m, FourierMech):
         return int(np.asarray(m.h).size)
-    return math.inf  # type: ignore[return-value]  # unknown kind: never stored
+    return MAX_STORED_FLOATS + 1  # a kind this module cannot store: the plan is re-planned
 
 
 def solution_to_dict(m: SubMechanism) -> dict[str, Any]:
