@@ -21,6 +21,11 @@ Printed: wall seconds, the ratio to the numpy + pyarrow import, the process's CP
 goal (issue 28): every query starts in ≤ 0.5 s.
 
     PYTHONPATH=src python benchmarks/bench_query_start.py [--repeat 3] [--out results.md]
+
+``--planners querysmasher,lsa`` times those release types only (no residual release is built
+unless named); ``--baseline OTHER/src`` also writes and queries each release with another
+checkout's code (its cases labelled ``baseline``), interleaved with this tree's: a before/after
+comparison measured side by side.
 """
 
 from __future__ import annotations
@@ -90,34 +95,46 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", help="also append the table to this markdown file")
+    ap.add_argument("--planners", default="residual,querysmasher,lsa,pure",
+                    help="comma-separated release types to time")
+    ap.add_argument("--baseline", help="another checkout's src directory, timed side by side")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=SRC, OPENBLAS_NUM_THREADS="1")
+    envs = {"": env}
+    if args.baseline:
+        envs["baseline "] = dict(env, PYTHONPATH=str(Path(args.baseline).resolve()))
+    wanted = args.planners.split(",")
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="bench_query_start_"))
     try:
         data, dom = make_data(tmp, args.rows, args.attrs, SIZE)
-        rels = {"residual": tmp / "residual"}
-        subprocess.run([py, "-m", "dpmatrix", "release", str(data), "--domain", str(dom), "-w",
-                        f"all:<={args.k}", "--rho", "1", "--no-ledger", "-q", "--no-report",
-                        "--encoding", "codes", "--out", str(rels["residual"])], env=env, check=True)  # fmt: skip
-        for name, k in (("querysmasher", 8), ("lsa", 3), ("pure", 8)):
-            rels[name] = tmp / name
-            subprocess.run([py, "-c", MAKE, str(data), str(rels[name]), name, str(k)], env=env, check=True)
-        cases = {"python -c pass": [py, "-c", "pass"],
-                 "import numpy, pyarrow.parquet": [py, "-c", "import numpy, pyarrow.parquet"]}
-        for name, rel in rels.items():
-            for path, argv in paths(rel, py, "x0", "x1").items():
-                cases[f"{name}: {path}"] = argv
+        cases = {"python -c pass": ([py, "-c", "pass"], env),
+                 "import numpy, pyarrow.parquet": ([py, "-c", "import numpy, pyarrow.parquet"], env)}
+        for label, e in envs.items():
+            rels = {}
+            if "residual" in wanted:
+                rels["residual"] = tmp / f"{label}residual"
+                subprocess.run([py, "-m", "dpmatrix", "release", str(data), "--domain", str(dom), "-w",
+                                f"all:<={args.k}", "--rho", "1", "--no-ledger", "-q", "--no-report",
+                                "--encoding", "codes", "--out", str(rels["residual"])], env=e, check=True)  # fmt: skip
+            for name, k in (("querysmasher", 8), ("lsa", 3), ("pure", 8)):
+                if name in wanted:
+                    rels[name] = tmp / f"{label}{name}"
+                    subprocess.run([py, "-c", MAKE, str(data), str(rels[name]), name, str(k)], env=e, check=True)
+            for name, rel in rels.items():
+                for path, argv in paths(rel, py, "x0", "x1").items():
+                    cases[f"{label}{name}: {path}"] = (argv, e)
         load0 = os.getloadavg()[0]
         best = dict.fromkeys(cases, (float("inf"), float("inf")))
         for _ in range(args.repeat):  # interleaved: load changes affect every case alike
-            for name, argv in cases.items():
-                wall, cpu = timed(argv, env)
+            for name, (argv, e) in cases.items():
+                wall, cpu = timed(argv, e)
                 if wall < best[name][0]:
                     best[name] = (wall, cpu)
         load1 = os.getloadavg()[0]
         floor = best["import numpy, pyarrow.parquet"][0]
-        lines = [f"{args.rows:,} records x {args.attrs} attributes of {SIZE} values; residual release all "
+        lines = [f"{args.rows:,} records x {args.attrs} attributes of {SIZE} values; releases {args.planners}"
+                 + (f" (and the baseline {args.baseline})" if args.baseline else "") + f"; residual release all "
                  f"<={args.k}-way; load average {load0:.1f} before, {load1:.1f} after; {os.cpu_count()} "
                  f"cores; best of {args.repeat}, fresh processes, interleaved", "",
                  "| release: path | wall s | / numpy+pyarrow import | CPU s |", "|---|---|---|---|"]

@@ -38,6 +38,10 @@ def test_an_old_plan_file_reads_back_as_its_class_and_writes_the_same_descriptio
     # it is text for a reader, not read back; every number and every other entry is the same
     for d in (got, spec):
         d.get("privacy", {}).pop("definition", None)
+    # a QuerySmasher plan now also stores its solved sub-mechanisms (read back without solving);
+    # the old file has none, is re-planned, and every entry it has is written the same
+    if "solutions" not in spec:
+        got.pop("solutions", None)
     assert got == spec
 
 

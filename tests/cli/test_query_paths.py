@@ -5,10 +5,10 @@ written by each planner — ResidualPlanner, QuerySmasher, the explicit-strategy
 the pure ε-DP planner — with the default secure noise. Each query path (the listing, a saved
 table, a reconstructed marginal, one count, ``--by``, ``--contrast``; as text, CSV and JSON) runs
 in a fresh interpreter that reports the modules it loaded. No path may load pandas, or any
-engine, plotting or solver library; SciPy is allowed for one documented reason only: a
-QuerySmasher plan is re-planned when it is read (``QuerySmasherPlan.from_dict`` checks the stored
-noise scales against a fresh plan, which runs SciPy's optimizer). That exception is also this
-module's control: the same harness does see SciPy there, so the checks can fail.
+engine, plotting or solver library. A QuerySmasher release stores its solved sub-mechanisms and
+is read without solving; one written before they were stored (here: the same release with them
+removed from its manifest) is re-planned when read, which runs SciPy's optimizer. That old
+release is this module's control: the same harness does see SciPy there, so the checks can fail.
 
 The printed answers are compared with the full Python path (``Release.marginal`` /
 ``Release.count`` printed by pandas), so the light path prints the same table. A test on the
@@ -35,8 +35,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 HEAVY = ("pandas", "scipy", "duckdb", "pyspark", "jax", "matplotlib", "cvxpy", "mbi", "tqdm", "sklearn")
 UNUSED = ("dpmatrix._measure.measure_plan", "dpmatrix._solvers.svd_bound", "dpmatrix.engines", "dpmatrix._report",
           "dpmatrix._postprocess", "dpmatrix.planners._builtin", "dpmatrix.planners._dispatch")  # fmt: skip
-#: the one allowed heavy import per planner, and why (module docstring)
-ALLOWED = {"querysmasher": {"scipy"}}
+#: allowed heavy imports per planner (none)
+ALLOWED: dict[str, set[str]] = {}
 PLANNERS = ("residual", "querysmasher", "lsa", "pure")
 
 CODE = (
@@ -164,12 +164,22 @@ def test_listing(releases, name):
     assert [r["marginal"] for r in rows] == [",".join(e["attributes"]) or "total" for e in manifest["marginals"]]
 
 
-def test_the_harness_sees_scipy_when_it_is_loaded(releases):
-    """The control: a QuerySmasher plan is re-planned when read (SciPy's optimizer), and the
-    harness reports it — so an empty import set elsewhere is a finding, not a blind spot."""
-    _, mods = _run("query", str(releases["querysmasher"]), "--marginal", "am", "--level", "0.9", "-q")
+def test_the_harness_sees_scipy_when_it_is_loaded(releases, tmp_path):
+    """The control: a QuerySmasher release without its stored sub-mechanisms (as written before
+    they were stored) is re-planned when read (SciPy's optimizer), and the harness reports it —
+    so an empty import set elsewhere is a finding, not a blind spot."""
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(releases["querysmasher"], old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    assert manifest["plan"].pop("solutions")
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    _, mods = _run("query", str(old), "--marginal", "am", "--level", "0.9", "-q", "--no-verify")
     assert "scipy" in _loaded(mods, HEAVY)
     assert "pandas" not in _loaded(mods, HEAVY)
+    _, mods = _run("query", str(releases["querysmasher"]), "--marginal", "am", "--level", "0.9", "-q")
+    assert "scipy" not in _loaded(mods, HEAVY)
 
 
 def test_json_records_match_pandas_records_on_a_real_table():

@@ -43,6 +43,7 @@ from ...errors import PlanError, WorkloadError
 from .._base import PlanBase
 from .._formats import plan_format
 from .measurement import QSEstimator, querysmasher_mechanisms
+from .stored import solution_from_dict, solutions_to_list
 from .submechanisms import SubMechanism
 
 __all__ = ["GramIntern", "QuerySmasherPlan", "Residual", "RowInfo", "SOLVERS"]
@@ -128,8 +129,10 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
     timings: dict[str, float] = field(default_factory=dict)
     # the planner's options (solver, tol, ...): from_dict re-plans with them
     options: dict[str, Any] = field(default_factory=dict)
-    # set by .planner (the planning function; from_dict re-plans through it)
+    # set by .planner (the planning function, and the one that rebuilds a plan from its stored
+    # sub-mechanisms without solving; from_dict reads through them)
     _replan = None
+    _rebuild = None
 
     @property
     def planner_name(self) -> str:
@@ -304,6 +307,7 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
             ],
             "privacy": self._privacy_spec(),  # what the default release states
             "rmse": self.rmse(),
+            **({"solutions": stored} if (stored := solutions_to_list(self.solutions)) is not None else {}),
         }
 
     @classmethod
@@ -338,8 +342,14 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
             raise PlanError(f"not a QuerySmasher plan (format {spec.get('format') if isinstance(spec, dict) else None!r})")
         dom = Domain.from_dict(spec["domain"])
         wk = QueryWorkload.from_dict(dom, spec["workload"])
-        plan = cls._replan(wk, pcost=float(spec["target_pcost"]), planner=spec.get("planner", "querysmasher"),
-                           **dict(spec.get("options", {})))
+        planner = spec.get("planner", "querysmasher")
+        if isinstance(spec.get("solutions"), list):  # the solved sub-mechanisms: checked, not re-solved
+            plan = cls._rebuild(wk, pcost=float(spec["target_pcost"]), planner=planner,
+                                options=dict(spec.get("options", {})),
+                                solutions=[solution_from_dict(d) for d in spec["solutions"]])
+        else:  # written without its sub-mechanisms (too large, or an older file): re-planned
+            plan = cls._replan(wk, pcost=float(spec["target_pcost"]), planner=planner,
+                               **dict(spec.get("options", {})))
         stored = {dom.resolve(r["attributes"]): r for r in spec["residuals"]}
         if set(stored) != set(plan.residuals):
             raise PlanError("the stored QuerySmasher plan's residual spaces are not those of its workload")

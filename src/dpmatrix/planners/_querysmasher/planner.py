@@ -28,7 +28,7 @@ from .submechanisms import (
     sqrt_factor,
 )
 
-__all__ = ["plan_querysmasher"]
+__all__ = ["plan_querysmasher", "rebuild_querysmasher"]
 
 
 # =============================================================================================
@@ -309,11 +309,23 @@ def plan_querysmasher(
     b = _Builder(workload, solver, tol, max_exact_cells, max_iter, factor_tol)
     terms, pieces = b.decompose()
     t1 = time.perf_counter()
+    structures, residuals = _structures(workload, b, terms)
+    solutions = [b.solve(norm, sizes) for sizes, norm in structures]
+    t2 = time.perf_counter()
+    plan = _assemble(workload, b, pieces, residuals, solutions, pcost, planner,
+                     dict(solver=solver, tol=tol, max_exact_cells=max_exact_cells, max_iter=max_iter,
+                          factor_tol=factor_tol))
+    t3 = time.perf_counter()
+    plan.timings = {"decompose": t1 - t0, "solve": t2 - t1, "assemble": t3 - t2}
+    return plan
 
-    # structure keys and solves
+
+def _structures(workload: QueryWorkload, b: _Builder, terms) -> tuple[list[tuple], dict[tuple[int, ...], Residual]]:
+    """The distinct normalized sub-workloads ``[(sizes, terms)]`` (in solving order) and every
+    residual space with its structure index and scale (σ² not yet set)."""
     sizes_of = workload.domain.sizes
     struct_ids: dict[tuple, int] = {}
-    solutions: list[SubMechanism] = []
+    structures: list[tuple] = []
     residuals: dict[tuple[int, ...], Residual] = {}
     merged_cache: dict[tuple, tuple] = {}
     for S in sorted(terms, key=lambda s: (len(s), s)):
@@ -333,13 +345,16 @@ def plan_querysmasher(
         key, scale, norm = mk
         j = struct_ids.get(key)
         if j is None:
-            j = len(solutions)
-            solutions.append(b.solve(norm, sizes))
+            j = len(structures)
+            structures.append((sizes, norm))
             struct_ids[key] = j
         residuals[S] = Residual(S, sizes, j, scale)
-    t2 = time.perf_counter()
+    return structures, residuals
 
-    # assembly: σ²_A = (Σ sqrt L) / (β sqrt L_A)
+
+def _assemble(workload, b: _Builder, pieces, residuals, solutions, pcost: float, planner: str,
+              options: dict) -> QuerySmasherPlan:
+    """σ²_A = (Σ sqrt L) / (β sqrt L_A) (Theorem 7), the plan, and its per-group variance sums."""
     roots = {S: math.sqrt(r.loss(solutions)) for S, r in residuals.items()}
     total = sum(roots.values())
     if total <= 0:
@@ -348,14 +363,13 @@ def plan_querysmasher(
         r.sigma2 = total / (pcost * roots[S]) if roots[S] > 0 else math.inf
 
     plan = QuerySmasherPlan(workload, residuals, solutions, pcost, planner, pieces, b.rows, b.grams,
-                            options=dict(solver=solver, tol=tol, max_exact_cells=max_exact_cells,
-                                         max_iter=max_iter, factor_tol=factor_tol))
+                            options=options)
     # per-group variance-sum coefficients (unweighted), memoized by structure
     memo: dict[tuple, float] = {}
     tco: list[dict] = []
-    for gi, g in enumerate(workload.groups):
+    for gi, _g in enumerate(workload.groups):
         d: dict[tuple, float] = {}
-        for S, pos, info in pieces[gi]:
+        for S, _pos, info in pieces[gi]:
             res = residuals.get(S)
             if res is None:  # only zero-weight queries need this residual: not measured
                 d[S] = math.inf
@@ -375,10 +389,49 @@ def plan_querysmasher(
                 d[S] = d.get(S, 0.0) + memo[mk]
         tco.append(d)
     plan._tcoef = tco
-    t3 = time.perf_counter()
-    plan.timings = {"decompose": t1 - t0, "solve": t2 - t1, "assemble": t3 - t2}
     return plan
 
 
-# QuerySmasherPlan.from_dict re-plans through this function (plan.py cannot import this module)
+def rebuild_querysmasher(workload: QueryWorkload, *, pcost: float, planner: str, options: dict,
+                         solutions: list[SubMechanism]) -> QuerySmasherPlan:
+    """The plan :func:`plan_querysmasher` made, from its stored sub-mechanisms, without solving.
+
+    The workload is decomposed again (cheap: no optimizer) and every stored sub-mechanism is
+    checked against the sub-workload it claims to solve: same residual-space sizes, privacy cost
+    at most 1 at σ² = 1 (largest diagonal of ``BᵀB``, or ``Σ 1/(N h)`` for WFF), and the stored
+    loss equal to the loss recomputed from the strategy (``Σ c · tr(G K)``, ``K = B⁺B⁺ᵀ``). The
+    noise scales are then allocated from these losses exactly as when planning, so the caller can
+    compare the stored ones with them.
+
+    Raises
+    ------
+    PlanError
+        A stored sub-mechanism that does not fit the workload's decomposition.
+    """
+    pcost = resolve_pcost(pcost=pcost)
+    b = _Builder(workload, options.get("solver", "auto"), float(options.get("tol", 1e-3)),
+                 int(options.get("max_exact_cells", 2500)), int(options.get("max_iter", 2000)),
+                 float(options.get("factor_tol", 1e-6)))
+    terms, pieces = b.decompose()
+    structures, residuals = _structures(workload, b, terms)
+    if len(solutions) != len(structures):
+        raise PlanError(f"the stored QuerySmasher plan has {len(solutions)} sub-mechanisms; its workload "
+                        f"has {len(structures)} distinct sub-workloads")
+    for j, ((sizes, norm), m) in enumerate(zip(structures, solutions)):
+        if tuple(m.sizes) != tuple(sizes):  # type: ignore[attr-defined]
+            raise PlanError(f"stored QuerySmasher sub-mechanism {j} is on a residual space of sizes "
+                            f"{tuple(m.sizes)}, its sub-workload on {tuple(sizes)}")  # type: ignore[attr-defined]
+        if not m.pcost <= 1 + 1e-9:  # type: ignore[attr-defined]
+            raise PlanError(f"stored QuerySmasher sub-mechanism {j} has privacy cost {m.pcost!r} at "  # type: ignore[attr-defined]
+                            "unit noise, not 1: its strategy was edited")
+        loss = b._trace(m, norm)
+        if not math.isclose(loss, m.loss, rel_tol=1e-8, abs_tol=1e-300):
+            raise PlanError(f"stored QuerySmasher sub-mechanism {j} states loss {m.loss!r}, its strategy "
+                            f"gives {loss!r}: the plan file was edited")
+    return _assemble(workload, b, pieces, residuals, solutions, pcost, planner, dict(options))
+
+
+# QuerySmasherPlan.from_dict re-plans or rebuilds through these functions (plan.py cannot import
+# this module)
 QuerySmasherPlan._replan = staticmethod(plan_querysmasher)
+QuerySmasherPlan._rebuild = staticmethod(rebuild_querysmasher)
