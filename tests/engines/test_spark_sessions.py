@@ -118,19 +118,24 @@ def test_a_jvm_that_cannot_start_is_shown(tmp_path):
 
 @pytest.mark.slow
 def test_failures_after_the_session_started_stop_it_and_jax_sees_no_fork(tmp_path):
-    """An error raised after ``measure`` started a Spark session (an unknown noise name, a store
-    path that is a file) stops that session; with JAX initialized first, starting the session
-    forks nothing that JAX warns about."""
+    """An unknown noise name is refused before any session starts; an error raised after
+    ``measure`` started a Spark session (a store path that is a file, a code outside the domain in
+    the data) stops that session; with JAX initialized first, starting the session forks nothing
+    that JAX warns about."""
+    import pandas as pd
+
     small_lake(tmp_path)
     (tmp_path / "not-a-folder").write_text("x")
+    pd.DataFrame({"a0": [0, 1, 2], "a1": [1, 0, 1]}).to_parquet(tmp_path / "bad.parquet", index=False)
     res = run_python(PLAN + """
     import jax.numpy as jnp
     jnp.zeros(3).block_until_ready()  # JAX's threads run and its at-fork warning is armed
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for name, kw in (("noise", {"noise": "nonsense"}), ("store", {"store": "not-a-folder"})):
+        for name, data, kw in (("noise", "d.parquet", {"noise": "nonsense"}),
+                               ("store", "d.parquet", {"store": "not-a-folder"}), ("data", "bad.parquet", {})):
             try:
-                dm.measure(plan, "d.parquet", engine="spark", **kw)
+                dm.measure(plan, data, engine="spark", **kw)
                 out[name] = "no error"
             except (DataError, ValueError) as exc:
                 out[name] = str(exc)
@@ -142,8 +147,10 @@ def test_failures_after_the_session_started_stop_it_and_jax_sees_no_fork(tmp_pat
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert "nonsense" in got["noise"] and "exists and is not a folder" in got["store"], got
-    assert got["noise_jvm"] and got["store_jvm"], got
-    assert got["noise_stopped"] and got["store_stopped"], got
+    assert "outside 0..1" in got["data"], got
+    assert not got["noise_jvm"], got  # the noise name is checked before any engine exists
+    assert got["store_jvm"] and got["data_jvm"], got  # these fail after the session started...
+    assert got["noise_stopped"] and got["store_stopped"] and got["data_stopped"], got  # ...and stop it
     assert got["fork_warnings"] == []
     assert not [c for c in CHATTER if c in res.stderr], res.stderr
 
