@@ -71,7 +71,7 @@ from math import prod
 import numpy as np
 
 from ...errors import PlanError
-from .levels import AttributeLevels, interval_rows, quadratic_diagonal
+from .levels import AttributeLevels, interval_rows, level_grams, quadratic_diagonal
 
 __all__ = ["AttributeBasis", "JointLevelGLS", "mode_products"]
 
@@ -115,7 +115,7 @@ class AttributeBasis:
         gi = levels.gram_inverse
         t = gi.sum(axis=1)
         c = float(t.sum())
-        grams = tuple((h.T @ h).astype(float) for h in levels.levels())
+        grams = level_grams(levels.kind, levels.n, levels.branching)
         tau = np.array([float(t @ k @ t) for k in grams])
         return cls(t, c, gi - np.outer(t, t) / c, grams, tau)
 

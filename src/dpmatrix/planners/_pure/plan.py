@@ -606,6 +606,12 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         return _plan_one(workload, eps, strategy, budgeting, variance_model, max_identity_cells, objective)
     key = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
     rows, best = [], None
+    # large ordered attributes: the tree / Haar candidates keep a few branchings at their starting
+    # shares (module constants below; the reason is stated in the comparison)
+    large = _large_ordered(workload)
+    level_opts = {} if not large else {"branchings": LARGE_BRANCHINGS, "refine": 0}
+    if large:
+        rows.append({"strategy": "tree/haar share search", "budgeting": "optimal", "skipped": _large_note(large)})
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
@@ -625,7 +631,8 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
                 p = plan_pidentity_union(workload, eps, variance_model=variance_model)
             elif name in ("hierarchical", "haar", "per-attribute best"):
                 p = plan_hierarchical(workload, eps, strategy="auto" if name == "per-attribute best" else name,
-                                      budgeting=bud, objective=objective, variance_model=variance_model)
+                                      budgeting=bud, objective=objective, variance_model=variance_model,
+                                      **level_opts)
             else:
                 p = _plan_one(workload, eps, name, "optimal" if bud == "optimized" else bud, variance_model,
                               max_identity_cells, objective)
@@ -641,3 +648,30 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         if best is None or key(p) < key(best) * (1 - 1e-12):
             best = p
     return dataclasses.replace(best, comparison=tuple(rows))
+
+
+#: from this many cells on an attribute with prefix / range / custom queries, ``auto`` searches the
+#: tree / Haar level strategies cheaply (:data:`LARGE_BRANCHINGS`, starting shares only)
+LARGE_LEVEL_CELLS = 512
+#: tree branchings ``auto`` tries on such an attribute (the level-share search's starting shares:
+#: the better of equal shares and the cube-root rule, a few O(n³) evaluations per branching)
+LARGE_BRANCHINGS = (2, 4, 8, 16, 32)
+
+
+def _large_ordered(workload) -> int:
+    """The largest attribute with non-cell queries when it has ≥ :data:`LARGE_LEVEL_CELLS` cells
+    (else 0): there the full level-share search (every branching 2..16 and ``⌈n^{1/k}⌉``, the
+    best four optimized by L-BFGS-B at O(n³) per evaluation) costs minutes to hours."""
+    sizes = workload.domain.sizes
+    n = max((sizes[a] for j, s in enumerate(workload.sets) for a, k in zip(s, workload.types(j))
+             if k != "identity"), default=0)
+    return n if n >= LARGE_LEVEL_CELLS else 0
+
+
+def _large_note(n: int) -> str:
+    return (f"an ordered attribute has {n} >= {LARGE_LEVEL_CELLS} cells: the tree / Haar candidates try "
+            f"branchings {list(LARGE_BRANCHINGS)} at their starting level shares (better of equal shares and "
+            "the cube-root rule), without the L-BFGS-B share optimization or the other branchings "
+            "(O(n^3) per evaluation, hundreds of evaluations). A tree with level shares is a member of "
+            "the p-Identity family, which 'pidentity' optimizes from the 16-ary tree; pass "
+            "strategy='hierarchical' for the full share search")
