@@ -116,3 +116,24 @@ def test_auto_on_prefix_1024_is_no_worse_than_pidentity_and_the_best_tree(object
     assert value(auto) <= value(tree) * (1 + 1e-12)
     assert any(r["strategy"] == "tree/haar share search" and "skipped" in r for r in auto.comparison)
     assert float(auto.privacy_epsilon()) <= 1
+
+
+@pytest.mark.parametrize("kind,b", [("tree", 16), ("tree", 2), ("haar", 0)])
+def test_large_attribute_level_diagonals_match_the_explicit_matrices(kind, b):
+    from dpmatrix.planners._pure.joint_levels import ROWS_FORM_CELLS, AttributeBasis
+    from dpmatrix.planners._pure.levels import AttributeLevels
+
+    n = ROWS_FORM_CELLS + 7
+    rows = po.tree_levels_by_hand(n, b) if kind == "tree" else po.haar_levels_by_hand(n)
+    eta = np.linspace(1.0, 2.0, len(rows))
+    basis = AttributeBasis.of(AttributeLevels(n, kind, b, tuple(eta / eta.sum()), 1.0))
+    assert basis.rows  # the level-rows form is the one under test
+    r = prefixes(n)[::37]
+    # explicit: G = Σ η² HᵀH, t = G⁻¹1, P = G⁻¹ - ttᵀ/1ᵀt, diag(r P HᵀH P rᵀ) per level
+    g = sum(e * e * h.T @ h for e, h in zip(eta / eta.sum(), rows))
+    gi = np.linalg.inv(g)
+    t = gi.sum(axis=1)
+    p = gi - np.outer(t, t) / t.sum()
+    want = np.array([np.diag(r @ p @ h.T @ h @ p @ r.T) for h in rows])
+    got = basis.diag_forms(r)[0][:, 0, :]
+    assert np.allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
