@@ -137,3 +137,13 @@ def test_large_attribute_level_diagonals_match_the_explicit_matrices(kind, b):
     want = np.array([np.diag(r @ p @ h.T @ h @ p @ r.T) for h in rows])
     got = basis.diag_forms(r)[0][:, 0, :]
     assert np.allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
+
+
+def test_no_restriction_where_pidentity_is_not_planned(monkeypatch):
+    # a union of two marginals: no single-product p-Identity candidate, so the full tree search
+    monkeypatch.setattr(pure_plan, "LARGE_LEVEL_CELLS", 32)
+    dom = dm.Domain({"age": 40, "sex": 2})
+    wk = dm.Workload(dom, [("age",), ("age", "sex")], query_types={"age": "prefix"})
+    p = dm.plan(wk, epsilon=1, delta=0, objective="sum_var")
+    assert all(r["strategy"] != "tree/haar share search" for r in p.comparison)
+    assert float(p.privacy_epsilon()) <= 1

@@ -608,7 +608,12 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     rows, best = [], None
     # large ordered attributes: the tree / Haar candidates keep a few branchings at their starting
     # shares (module constants below; the reason is stated in the comparison)
-    large = _large_ordered(workload)
+    # (only where the p-Identity candidate, which contains every tree with level shares, is planned)
+    from .pidentity_plan import MAX_KRON_CELLS
+
+    prod_attrs = single_product(workload)
+    large = _large_ordered(workload) if prod_attrs is not None and (
+        len(prod_attrs) == 1 or workload.domain.cells(prod_attrs) <= MAX_KRON_CELLS) else 0
     level_opts = {} if not large else {"branchings": LARGE_BRANCHINGS, "refine": 0}
     if large:
         rows.append({"strategy": "tree/haar share search", "budgeting": "optimal", "skipped": _large_note(large)})
@@ -660,7 +665,7 @@ LARGE_BRANCHINGS = (2, 4, 8, 16, 32)
 
 def _large_ordered(workload) -> int:
     """The largest attribute with non-cell queries when it has ≥ :data:`LARGE_LEVEL_CELLS` cells
-    (else 0): there the full level-share search (every branching 2..16 and ``⌈n^{1/k}⌉``, the
+    (else 0; ``auto`` applies it where the p-Identity candidate is planned): there the full level-share search (every branching 2..16 and ``⌈n^{1/k}⌉``, the
     best four optimized by L-BFGS-B at O(n³) per evaluation) costs minutes to hours."""
     sizes = workload.domain.sizes
     n = max((sizes[a] for j, s in enumerate(workload.sets) for a, k in zip(s, workload.types(j))
