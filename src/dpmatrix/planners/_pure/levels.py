@@ -251,8 +251,12 @@ def level_grams(kind: str, n: int, branching: int = 0) -> tuple[np.ndarray, ...]
             _GRAM_CACHE.clear()
         out = []
         for h in _cached_levels(kind, n, branching):
-            hf = h.astype(float)
-            k = hf.T @ hf
+            if kind == "tree":  # one 1 per column: K_jk = [j and k in the same block]
+                blk = h.argmax(axis=0)
+                k = (blk[:, None] == blk[None, :]).astype(float)
+            else:
+                hf = h.astype(float)
+                k = hf.T @ hf
             k.setflags(write=False)
             out.append(k)
         _GRAM_CACHE[key] = tuple(out)
