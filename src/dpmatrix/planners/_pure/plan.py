@@ -581,7 +581,10 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     clustering, optimized: a :class:`PurePlan` whose queries are answered from its consistent
     GLS cells) and the per-attribute level strategies (hierarchical, haar: a
     :class:`~.hierarchical.HierarchicalPlan`); ``"auto"`` plans them all (and the per-attribute
-    best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison."""
+    best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison.
+    On a single product with an ordered attribute of ≥ :data:`LARGE_LEVEL_CELLS` cells the tree /
+    Haar candidates are planned at :data:`LARGE_BRANCHINGS` and starting shares (the p-Identity
+    candidate contains every tree with level shares); the comparison's first row says so."""
     from .hierarchical import HierarchicalPlan, plan_hierarchical  # planning only: its solvers and SciPy
     from .pidentity_plan import plan_pidentity, single_product
     from .pidentity_union import MAX_CELLS as _UNION_CELLS
