@@ -147,3 +147,18 @@ def test_no_restriction_where_pidentity_is_not_planned(monkeypatch):
     p = dm.plan(wk, epsilon=1, delta=0, objective="sum_var")
     assert all(r["strategy"] != "tree/haar share search" for r in p.comparison)
     assert float(p.privacy_epsilon()) <= 1
+
+
+def test_auto_skips_the_level_candidates_from_the_skip_size_and_names_them(monkeypatch):
+    monkeypatch.setattr(pure_plan, "LARGE_LEVEL_CELLS", 16)
+    monkeypatch.setattr(pure_plan, "LEVEL_SKIP_CELLS", 32)
+    p = dm.plan(one_attribute(40), epsilon=1, delta=0)
+    skipped = {r["strategy"] for r in p.comparison if "skipped" in r}
+    assert {"hierarchical", "haar", "per-attribute best"} <= skipped
+    planned = [r for r in p.comparison if "max_variance" in r]
+    assert not any(r["strategy"] in ("hierarchical", "haar", "per-attribute best") for r in planned)
+    assert p.max_variance() == pytest.approx(min(r["max_variance"] for r in planned), rel=1e-12)
+    assert float(p.privacy_epsilon()) <= 1
+    # between the two sizes the level candidates are planned (restricted)
+    q = dm.plan(one_attribute(24), epsilon=1, delta=0)
+    assert any(r["strategy"] == "hierarchical" and "max_variance" in r for r in q.comparison)

@@ -629,6 +629,14 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
             tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
         candidates += [("pidentity-union", "optimal")]
     skipped: set[str] = set()
+    if large >= LEVEL_SKIP_CELLS:  # the level candidates' dense n × n matrices cannot be afforded
+        for name in ("hierarchical", "haar", "per-attribute best"):
+            rows.append({"strategy": name, "budgeting": "optimal", "skipped": (
+                f"an ordered attribute has {large} >= {LEVEL_SKIP_CELLS} cells: the level strategies' "
+                "dense n x n Gram, inverse and GLS forms cost minutes and gigabytes; every tree with "
+                "level shares is in the p-Identity family planned here (strategy='hierarchical' or "
+                "'haar' plans them on request)")})
+            skipped.add(name)
     for name, bud in candidates:
         if name in skipped:
             continue
@@ -661,6 +669,9 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
 #: from this many cells on an attribute with prefix / range / custom queries, ``auto`` searches the
 #: tree / Haar level strategies cheaply (:data:`LARGE_BRANCHINGS`, starting shares only)
 LARGE_LEVEL_CELLS = 512
+#: from this many cells ``auto`` plans no tree / Haar candidate on such an attribute (their dense
+#: n × n matrices: minutes of CPU and ~10 GB at n = 4096); p-Identity contains every tree
+LEVEL_SKIP_CELLS = 2048
 #: tree branchings ``auto`` tries on such an attribute (the level-share search's starting shares:
 #: the better of equal shares and the cube-root rule, a few O(n³) evaluations per branching)
 LARGE_BRANCHINGS = (2, 4, 8, 16, 32)
