@@ -584,7 +584,8 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison.
     On a single product with an ordered attribute of ≥ :data:`LARGE_LEVEL_CELLS` cells the tree /
     Haar candidates are planned at :data:`LARGE_BRANCHINGS` and starting shares (the p-Identity
-    candidate contains every tree with level shares); the comparison's first row says so."""
+    candidate contains every tree with level shares), and from :data:`LEVEL_SKIP_CELLS` not at
+    all; the comparison's rows say so."""
     from .hierarchical import HierarchicalPlan, plan_hierarchical  # planning only: its solvers and SciPy
     from .pidentity_plan import plan_pidentity, single_product
     from .pidentity_union import MAX_CELLS as _UNION_CELLS
