@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -74,6 +74,7 @@ from .entry_summaries import EntryVarianceSummaries
 from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
 from .levels import (
     KINDS,
+    REFINE,
     AttributeLevels,
     best_levels,
     with_factor,
@@ -471,7 +472,8 @@ class HierarchicalEstimator(Estimator):
 # -------------------------------------------------------------------------------------------
 
 
-def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branching: int | None):
+def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branching: int | None,
+                   branchings=None, refine: int = REFINE):
     """One level strategy per attribute (what the joint estimate needs), with each marginal's
     factor for its own query type. An attribute whose marginals ask different query types (per
     marginal overrides) whose best strategies differ gets the best strategy for all their distinct
@@ -479,8 +481,8 @@ def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branc
 
     def best(q, allowed):
         try:
-            return best_levels(q, kinds=allowed, objective=objective, shares=shares,
-                               branchings=None if branching is None else [int(branching)])
+            return best_levels(q, kinds=allowed, objective=objective, shares=shares, refine=refine,
+                               branchings=branchings if branching is None else [int(branching)])
         except PlanError:
             if "cells" in allowed:
                 raise
@@ -553,6 +555,8 @@ def plan_hierarchical(
     objective: str = "sum",
     variance_model: str = "discrete",
     branching: int | None = None,
+    branchings: Sequence[int] | None = None,
+    refine: int = REFINE,
 ) -> HierarchicalPlan:
     """Plan a generalized marginal workload with per-attribute level strategies (module doc).
 
@@ -575,6 +579,12 @@ def plan_hierarchical(
         Exact discrete Laplace variances of the rounded budgets, or the paper's ``2/ε²``.
     branching : int, keyword-only
         Force this tree branching (with ``strategy="hierarchical"``).
+    branchings : sequence of int, keyword-only
+        The tree branchings searched (default: 2..16 and ``⌈n^{1/k}⌉``,
+        :func:`~.levels.best_levels`); ``branching`` takes precedence.
+    refine : int, keyword-only
+        How many of the candidates (best at their starting shares) get their level shares
+        optimized (default :data:`~.levels.REFINE`; ``0``: starting shares only).
 
     Returns
     -------
@@ -600,7 +610,8 @@ def plan_hierarchical(
         raise PlanError(f"budgeting must be 'optimal' or 'uniform', got {budgeting!r}")
     if branching is not None and strategy != "hierarchical":
         raise PlanError("branching= is an option of strategy='hierarchical'")
-    per = _choose_levels(workload, LEVEL_STRATEGIES[strategy], objective, budgeting, branching)
+    per = _choose_levels(workload, LEVEL_STRATEGIES[strategy], objective, budgeting, branching,
+                         branchings, refine)
     w = np.asarray(workload.weights, dtype=float)
     n_groups = np.array([prod(len(t.shares) for t in ts) for ts in per], dtype=float)
     if budgeting == "uniform":

@@ -71,7 +71,7 @@ from math import prod
 import numpy as np
 
 from ...errors import PlanError
-from .levels import AttributeLevels, interval_rows, quadratic_diagonal
+from .levels import AttributeLevels, interval_rows, level_grams, quadratic_diagonal
 
 __all__ = ["AttributeBasis", "JointLevelGLS", "mode_products"]
 
@@ -88,6 +88,11 @@ def mode_products(mats, t: np.ndarray) -> np.ndarray:
 def _subsets(a: AttrSet):
     for k in range(len(a) + 1):
         yield from itertools.combinations(a, k)
+
+
+#: from this many cells an attribute's per-level query diagonals use its level rows (fewer flops;
+#: below it the Gram form is kept, so that smaller plans are bit-for-bit what they were)
+ROWS_FORM_CELLS = 512
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,15 +114,19 @@ class AttributeBasis:
     grams: tuple[np.ndarray, ...]
     tau: np.ndarray
     _stats: dict = field(default_factory=dict, repr=False)
+    #: the level matrices ``H^ℓ`` (float) when known: large attributes then form the per-level
+    #: diagonals as ``‖H^ℓ P rᵀ‖²`` (O(m n r_ℓ)) instead of ``r P K^ℓ P rᵀ`` (O(n³) per level)
+    rows: tuple[np.ndarray, ...] = field(default=(), repr=False)
 
     @classmethod
     def of(cls, levels: AttributeLevels) -> AttributeBasis:
         gi = levels.gram_inverse
         t = gi.sum(axis=1)
         c = float(t.sum())
-        grams = tuple((h.T @ h).astype(float) for h in levels.levels())
+        grams = level_grams(levels.kind, levels.n, levels.branching)
         tau = np.array([float(t @ k @ t) for k in grams])
-        return cls(t, c, gi - np.outer(t, t) / c, grams, tau)
+        rows = tuple(h.astype(float) for h in levels.levels()) if levels.n >= ROWS_FORM_CELLS else ()
+        return cls(t, c, gi - np.outer(t, t) / c, grams, tau, rows=rows)
 
     def _cached(self, key, make):
         hit = self._stats.get(key)
@@ -136,7 +145,10 @@ class AttributeBasis:
             rt = r @ self.t
             rp = r @ self.p
             iv = interval_rows(r)
-            pp = [quadratic_diagonal(r, self.p @ k @ self.p, iv) for k in self.grams]
+            if self.rows:  # same values, another rounding: only from ROWS_FORM_CELLS cells
+                pp = [np.einsum("ij,ij->i", x, x) for x in (rp @ h.T for h in self.rows)]
+            else:
+                pp = [quadratic_diagonal(r, self.p @ k @ self.p, iv) for k in self.grams]
             pt = [(rp @ (k @ self.t)) * rt for k in self.grams]
             tt = [tau * rt * rt for tau in self.tau]
             return np.stack([np.stack(x) for x in (pp, pt, tt)], axis=1), rt * rt

@@ -581,7 +581,11 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     clustering, optimized: a :class:`PurePlan` whose queries are answered from its consistent
     GLS cells) and the per-attribute level strategies (hierarchical, haar: a
     :class:`~.hierarchical.HierarchicalPlan`); ``"auto"`` plans them all (and the per-attribute
-    best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison."""
+    best of cells / trees / Haar) and keeps the smallest ``objective``, reporting the comparison.
+    On a single product with an ordered attribute of ≥ :data:`LARGE_LEVEL_CELLS` cells the tree /
+    Haar candidates are planned at :data:`LARGE_BRANCHINGS` and starting shares (the p-Identity
+    candidate contains every tree with level shares), and from :data:`LEVEL_SKIP_CELLS` not at
+    all; the comparison's rows say so."""
     from .hierarchical import HierarchicalPlan, plan_hierarchical  # planning only: its solvers and SciPy
     from .pidentity_plan import plan_pidentity, single_product
     from .pidentity_union import MAX_CELLS as _UNION_CELLS
@@ -606,6 +610,17 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         return _plan_one(workload, eps, strategy, budgeting, variance_model, max_identity_cells, objective)
     key = (lambda p: p.total_variance()) if objective == "sum" else (lambda p: p.max_variance())
     rows, best = [], None
+    # large ordered attributes: the tree / Haar candidates keep a few branchings at their starting
+    # shares (module constants below; the reason is stated in the comparison)
+    # (only where the p-Identity candidate, which contains every tree with level shares, is planned)
+    from .pidentity_plan import MAX_KRON_CELLS
+
+    prod_attrs = single_product(workload)
+    large = _large_ordered(workload) if prod_attrs is not None and (
+        len(prod_attrs) == 1 or workload.domain.cells(prod_attrs) <= MAX_KRON_CELLS) else 0
+    level_opts = {} if not large else {"branchings": LARGE_BRANCHINGS, "refine": 0}
+    if large:
+        rows.append({"strategy": "tree/haar share search", "budgeting": "optimal", "skipped": _large_note(large)})
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
@@ -615,6 +630,14 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
             tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
         candidates += [("pidentity-union", "optimal")]
     skipped: set[str] = set()
+    if large >= LEVEL_SKIP_CELLS:  # the level candidates' dense n × n matrices cannot be afforded
+        for name in ("hierarchical", "haar", "per-attribute best"):
+            rows.append({"strategy": name, "budgeting": "optimal", "skipped": (
+                f"an ordered attribute has {large} >= {LEVEL_SKIP_CELLS} cells: the level strategies' "
+                "dense n x n Gram, inverse and GLS forms cost minutes and gigabytes; every tree with "
+                "level shares is in the p-Identity family planned here (strategy='hierarchical' or "
+                "'haar' plans them on request)")})
+            skipped.add(name)
     for name, bud in candidates:
         if name in skipped:
             continue
@@ -625,7 +648,8 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
                 p = plan_pidentity_union(workload, eps, variance_model=variance_model)
             elif name in ("hierarchical", "haar", "per-attribute best"):
                 p = plan_hierarchical(workload, eps, strategy="auto" if name == "per-attribute best" else name,
-                                      budgeting=bud, objective=objective, variance_model=variance_model)
+                                      budgeting=bud, objective=objective, variance_model=variance_model,
+                                      **level_opts)
             else:
                 p = _plan_one(workload, eps, name, "optimal" if bud == "optimized" else bud, variance_model,
                               max_identity_cells, objective)
@@ -641,3 +665,33 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         if best is None or key(p) < key(best) * (1 - 1e-12):
             best = p
     return dataclasses.replace(best, comparison=tuple(rows))
+
+
+#: from this many cells on an attribute with prefix / range / custom queries, ``auto`` searches the
+#: tree / Haar level strategies cheaply (:data:`LARGE_BRANCHINGS`, starting shares only)
+LARGE_LEVEL_CELLS = 512
+#: from this many cells ``auto`` plans no tree / Haar candidate on such an attribute (their dense
+#: n × n matrices: minutes of CPU and ~10 GB at n = 4096); p-Identity contains every tree
+LEVEL_SKIP_CELLS = 2048
+#: tree branchings ``auto`` tries on such an attribute (the level-share search's starting shares:
+#: the better of equal shares and the cube-root rule, a few O(n³) evaluations per branching)
+LARGE_BRANCHINGS = (2, 4, 8, 16, 32)
+
+
+def _large_ordered(workload) -> int:
+    """The largest attribute with non-cell queries when it has ≥ :data:`LARGE_LEVEL_CELLS` cells
+    (else 0; ``auto`` applies it where the p-Identity candidate is planned): there the full level-share search (every branching 2..16 and ``⌈n^{1/k}⌉``, the
+    best four optimized by L-BFGS-B at O(n³) per evaluation) costs minutes to hours."""
+    sizes = workload.domain.sizes
+    n = max((sizes[a] for j, s in enumerate(workload.sets) for a, k in zip(s, workload.types(j))
+             if k != "identity"), default=0)
+    return n if n >= LARGE_LEVEL_CELLS else 0
+
+
+def _large_note(n: int) -> str:
+    return (f"an ordered attribute has {n} >= {LARGE_LEVEL_CELLS} cells: the tree / Haar candidates try "
+            f"branchings {list(LARGE_BRANCHINGS)} at their starting level shares (better of equal shares and "
+            "the cube-root rule), without the L-BFGS-B share optimization or the other branchings "
+            "(O(n^3) per evaluation, hundreds of evaluations). A tree with level shares is a member of "
+            "the p-Identity family, which 'pidentity' optimizes from the 16-ary tree; pass "
+            "strategy='hierarchical' for the full share search")
