@@ -367,3 +367,17 @@ def test_spark_agrees_on_missing_values_and_numeric_forms(spark, tmp_path):
         assert t[(0,)].tolist() == [1, 2, 0, 2] and t[(1,)].tolist() == [2, 3]
         assert t[(2,)].tolist() == [2, 3, 0] and int(t[(0, 2)][3, 0]) == 1
         eng.close()
+
+
+def test_a_relative_path_is_read_from_pythons_working_folder(spark, tmp_path, monkeypatch):
+    """The session's JVM keeps the folder it started in; a relative path names a file in the
+    folder Python is in now (a notebook or a script that changed folders after the first read)."""
+    domain = Domain({"a": 2, "b": 3})
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    pd.DataFrame({"a": [0, 1, 1, 0], "b": [2, 2, 0, 1]}).to_parquet(here / "d.parquet", index=False)
+    monkeypatch.chdir(here)
+    assert not (Path(spark.sparkContext._jvm.java.lang.System.getProperty("user.dir")) / "d.parquet").exists()
+    with SparkEngine("d.parquet", domain, spark=spark) as se:
+        got = se.count([(0, 1)])[(0, 1)]
+    np.testing.assert_array_equal(got, np.array([[0, 1, 1], [1, 0, 1]]))  # (a, b) = (0,2) (1,2) (1,0) (0,1)

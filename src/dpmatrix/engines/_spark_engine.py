@@ -339,14 +339,17 @@ def _read(spark: Any, source: str, fmt: str, csv_options: Mapping[str, Any] | No
         if fmt == "table":
             return spark.table(source)
         _check_local_path(source)
+        # a local path is resolved here, against this process's working folder: the JVM keeps the
+        # folder it was started in, which a long-lived session may no longer share with Python
+        where = source if "://" in source else os.path.abspath(source)
         if fmt == "parquet":
             if csv_options:
                 raise ValueError("csv_options apply to CSV files only")
-            return spark.read.parquet(source)
+            return spark.read.parquet(where)
         # RFC 4180: a quote inside a quoted field is doubled ("" ), as numpy and DuckDB read it
         opts = {"header": "true", "inferSchema": "false", "mode": "PERMISSIVE", "escape": '"'}
         opts.update({k: str(v) for k, v in (csv_options or {}).items()})
-        return spark.read.options(**opts).csv(source)  # every column is text
+        return spark.read.options(**opts).csv(where)  # every column is text
     except AnalysisException as exc:
         first = (str(exc).strip().splitlines() or ["?"])[0]
         what = "table" if fmt == "table" else "data"
