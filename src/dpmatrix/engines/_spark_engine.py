@@ -319,17 +319,21 @@ def detect_spark_format(source: str, format: str | None) -> str:
     return "table"
 
 
-def _check_local_path(p: str) -> None:
-    """Same messages as the DuckDB engine for local paths (remote URIs are left to Spark)."""
+def _spark_path(p: str) -> str:
+    """The path Spark is given for ``p``: a remote URI as it is; a local path (or glob) checked
+    with the DuckDB engine's messages and made absolute against this process's working folder —
+    the JVM keeps the folder it was started in, which a long-lived session may no longer share
+    with Python."""
     import glob
 
     if "://" in p:
-        return
+        return p
     if any(ch in p for ch in "*?["):
         if not glob.glob(p):
             raise DataError(f"no data file matches {p!r}")
     elif not Path(p).exists():
         raise DataError(f"data file {p!r} does not exist")
+    return os.path.abspath(p)
 
 
 def _read(spark: Any, source: str, fmt: str, csv_options: Mapping[str, Any] | None) -> Any:
@@ -338,10 +342,7 @@ def _read(spark: Any, source: str, fmt: str, csv_options: Mapping[str, Any] | No
     try:
         if fmt == "table":
             return spark.table(source)
-        _check_local_path(source)
-        # a local path is resolved here, against this process's working folder: the JVM keeps the
-        # folder it was started in, which a long-lived session may no longer share with Python
-        where = source if "://" in source else os.path.abspath(source)
+        where = _spark_path(source)
         if fmt == "parquet":
             if csv_options:
                 raise ValueError("csv_options apply to CSV files only")
