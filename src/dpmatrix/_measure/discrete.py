@@ -36,13 +36,7 @@ from .._mechanisms.residual import ResidualMechanism
 from .._mechanisms.samplers import RandomSource, rational_upper_bound, sample_discrete_gaussian
 from ..errors import PlanError
 
-__all__ = ["centering_matrix", "discrete_measure", "discrete_measure_many", "gamma_squared", "integer_outputs",
-           "round_plan"]
-
-
-def centering_matrix(n: int) -> np.ndarray:
-    """Integer ``n I − 1 1ᵀ`` (one factor of ``H`` in Algorithm 3)."""
-    return n * np.eye(n, dtype=np.int64) - np.ones((n, n), dtype=np.int64)
+__all__ = ["discrete_measure", "discrete_measure_many", "gamma_squared", "integer_outputs", "round_plan"]
 
 
 def rational_sigma(sigma2: float, rel_var_tol: float) -> Fraction:
@@ -110,7 +104,7 @@ def apply_centering(v: np.ndarray, k: int, *, inplace: bool = False) -> np.ndarr
     """``(⊗ (n_i I − 11ᵀ)) v`` on the last ``k`` axes of an integer array (leading axes: a batch).
 
     Each factor is ``(n I − 11ᵀ) x = n x − (Σ x) 1`` along its axis: exact in ``int64``, the same
-    integers as :func:`~dpmatrix._linalg.kron.kron_apply` with :func:`centering_matrix` factors,
+    integers as :func:`~dpmatrix._linalg.kron.kron_apply` with :class:`~dpmatrix._linalg.structured.IntegerCentring` factors,
     without the integer matrix products. ``inplace=True`` overwrites ``v`` (an ``int64`` array
     the caller owns) instead of copying it.
     """
