@@ -227,6 +227,3 @@ def lattice_sigma_bar(sigma2: float, scale: int, *, rel_var_tol: float,
 #: Largest residual space (cells) a Fourier (WFF) sub-mechanism is densified for (N² floats).
 MAX_FOURIER_CELLS = 2048
 
-
-def _identity(a):
-    return a
