@@ -219,11 +219,3 @@ def lattice_sigma_bar(sigma2: float, scale: int, *, rel_var_tol: float,
     True
     """
     return rational_upper_bound(math.sqrt(sigma2) * scale * (1 + tol) * (1 + 1e-12), rel_var_tol)
-
-
-# ---------------------------------------------------------------------------------------------
-# QuerySmasher plans
-# ---------------------------------------------------------------------------------------------
-#: Largest residual space (cells) a Fourier (WFF) sub-mechanism is densified for (N² floats).
-MAX_FOURIER_CELLS = 2048
-
