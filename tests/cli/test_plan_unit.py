@@ -192,3 +192,34 @@ def test_a_declared_missing_marker_is_a_missing_identifier_too(males, capsys, tm
                    privacy_unit=dm.Unit("nr", 2))  # fmt: skip
     with pytest.raises(dm.DataError, match="10 record"):
         dm.measure(plan, str(tmp_path / "males.csv"), na_values=["NA"])
+
+
+@pytest.mark.parametrize(
+    ("budget", "per_person_key", "per_person", "k"),
+    [(["--rho", "0.8"], "rho", 0.8, 4), (["--epsilon", "1.5", "--delta", "0"], "epsilon", 1.5, 3)],
+)
+def test_plan_json_keeps_the_files_per_record_privacy_and_names_the_per_person_one(
+    males, capsys, budget, per_person_key, per_person, k
+):
+    """``plan --format json`` is the plan file plus tables: its ``privacy`` block is the one
+    ``--save`` writes (per record: ρ of the noise scales, ρ·k² per person), so the printed JSON
+    loads as a plan; the per-person statement is ``privacy_per_person`` beside it."""
+    unit = ["--privacy-id", "nr", "--max-records", str(k)]
+    assert _plan(males, "saved.json", *budget, *unit, "--format", "json") == 0
+    out = json.loads(capsys.readouterr().out)
+    saved = json.loads((males / "saved.json").read_text())
+    for key, value in saved.get("privacy", {}).items():
+        assert out["privacy"][key] == value, key
+    assert out["privacy_unit"] == saved["privacy_unit"]
+    scale = k * k if per_person_key == "rho" else k  # zCDP: rho·k²; pure: epsilon·k
+    # (a pure plan's ε comes back from its rounded integer noise scales: within 1e-6)
+    assert out["privacy"][per_person_key] == pytest.approx(per_person / scale, rel=1e-6)
+    assert out["privacy_per_person"][per_person_key] == pytest.approx(per_person, rel=1e-6)
+    assert out["privacy_per_person"]["unit"]["max_records"] == k
+    assert "with up to" not in out["privacy"]["definition"]  # one record's neighbours
+    (males / "printed.json").write_text(json.dumps(out))
+    from dpmatrix._plan_file import load_plan
+
+    loaded = load_plan(males / "printed.json")  # the file's own consistency check passes
+    assert loaded.privacy_unit == dm.Unit("nr", k)
+    assert float(loaded.rho) == pytest.approx(out["privacy"]["rho"], rel=1e-9)

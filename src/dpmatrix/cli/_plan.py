@@ -49,8 +49,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.report:
         _write_plan_report(plan, args.report, delta)
     if args.format == "json":
-        out = plan.saved_dict()
-        out["privacy"].update(privacy)
+        out = _json_with_privacy(plan, privacy)
         if privacy["mu"] is None:  # beside it, labelled: the continuous noise's claim
             out["privacy_if_continuous_noise"] = privacy_summary(plan, noise="gaussian", delta=delta)
         out["marginal_table"] = json.loads(table.to_json(orient="records"))
@@ -78,6 +77,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_with_privacy(plan, privacy: dict) -> dict:
+    """``plan --format json``: the plan file (:meth:`~dpmatrix.Plan.saved_dict`, what ``--save``
+    writes) with its ``privacy`` block (made when the file has none) completed by the statement of the default release's noise.
+
+    ``privacy`` is per record, as in the file: it states the ρ the noise scales spend, which a
+    plan file is checked against when it is read back, so this output is a valid plan file too.
+    Under a privacy unit the per-person statement (the budget the person is protected with) is
+    ``privacy_per_person`` beside it, never written over the per-record one."""
+    out = plan.saved_dict()
+    per_person = privacy if "record" in privacy else None
+    out.setdefault("privacy", {}).update(privacy["record"] if per_person is not None else privacy)
+    if per_person is not None:
+        out["privacy_per_person"] = {k: v for k, v in per_person.items() if k != "record"}
+    return out
+
+
 def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
     """``dpmatrix plan --epsilon E --delta 0``: the strategy groups with their ε shares and
     variances, and the strategies compared by ``auto``."""
@@ -92,8 +107,7 @@ def _print_pure_plan(plan, args: argparse.Namespace, say: Out) -> int:
         except OSError as exc:
             raise CLIError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
     if args.format == "json":
-        out = plan.saved_dict()
-        out["privacy"] = plan_privacy(plan, 0.0)
+        out = _json_with_privacy(plan, plan_privacy(plan, 0.0))
         out["groups_table"] = json.loads(table.to_json(orient="records"))
         print(json.dumps(out, indent=1))
         return 0
