@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ._bytesize import format_bytes
 from ._linalg.kron import kron_apply
 from ._reconstruct.measurements import marginal_frame
 from .errors import PlanError, ReleaseError, WorkloadError
@@ -457,7 +458,7 @@ def postprocess(
             if method == "graphical_model":
                 raise PlanError(
                     f"the graphical model of these measurements needs a junction tree of "
-                    f"{_fmt_cells(jt_cells)} cells ({_fmt_bytes(8 * jt_cells)} per float64 copy), "
+                    f"{_fmt_cells(jt_cells)} cells ({format_bytes(8 * jt_cells)} per float64 copy), "
                     f"beyond max_model_cells={max_model_cells:,}; use method='mixture' (or "
                     "'auto'), raise max_model_cells, or post-process fewer marginals"
                 )
@@ -516,14 +517,6 @@ def junction_tree_cells(domain, cliques: Sequence[tuple[str, ...]]) -> float:
 
 def _fmt_cells(c: float) -> str:
     return f"{c:,.0f}" if c < 1e15 else f"{c:.3g}"
-
-
-def _fmt_bytes(b: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if b < 1024:
-            return f"{b:.3g} {unit}"
-        b /= 1024
-    return f"{b:.3g} EB"
 
 
 def synthetic(meas, *, rows: int | None = None, rng: np.random.Generator, **options) -> pd.DataFrame:

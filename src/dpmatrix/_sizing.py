@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._bytesize import format_bytes
 from .errors import DPMatrixError
 
 __all__ = ["DEFAULT_MAX_CELLS", "ReleaseSize", "SizeError", "check_size", "estimate_size"]
@@ -73,19 +74,11 @@ def estimate_size(workload, *, formats: int = 2, spill: bool = False) -> Release
     return ReleaseSize(big(table_rows), big(noisy), big(written), big(peak))
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000:
-            return f"{n:.3g} {unit}"
-        n /= 1000
-    return f"{n:.3g} EB"
-
-
 def describe_size(size: ReleaseSize) -> str:
     """One line: rows, noisy values, bytes written, peak memory."""
     return (
         f"size estimate: {size.table_rows:,} table rows, at most {size.noisy_values:,} noisy values, "
-        f"~{_fmt_bytes(size.bytes_written)} written, peak memory ~{_fmt_bytes(size.peak_memory)}"
+        f"~{format_bytes(size.bytes_written)} written, peak memory ~{format_bytes(size.peak_memory)}"
     )
 
 

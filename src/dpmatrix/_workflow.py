@@ -155,11 +155,11 @@ def check_memory(size: ReleaseSize, available: int | None = None) -> None:
     avail = available_memory() if available is None else available
     if avail is None or size.peak_memory <= avail:
         return
-    from ._sizing import _fmt_bytes
+    from ._bytesize import format_bytes
 
     raise SizeError(
-        f"this release needs about {_fmt_bytes(size.peak_memory)} of memory ({describe_size(size)}), more "
-        f"than the {_fmt_bytes(avail)} available; keep the noisy answers on disk (spill=True, --spill) or "
+        f"this release needs about {format_bytes(size.peak_memory)} of memory ({describe_size(size)}), more "
+        f"than the {format_bytes(avail)} available; keep the noisy answers on disk (spill=True, --spill) or "
         "choose fewer or smaller marginals"
     )
 

@@ -234,7 +234,8 @@ def test_too_large_junction_tree_is_a_clear_error_not_a_hang():
     dom = dm.Domain.from_sizes([10] * 6)
     df = pd.DataFrame({n: rng.integers(0, 10, 100) for n in dom.names})
     meas = dm.plan(dm.Workload.marginals(dom, 2), rho=1.0).measure(df, rng=rng)
-    with pytest.raises(PlanError, match=r"1,000,000 cells.*max_model_cells=1,000"):
+    # 10⁶ float64 cells are 8·10⁶ bytes: 8 MB in the SI units every size is printed in
+    with pytest.raises(PlanError, match=r"1,000,000 cells \(8 MB per float64 copy\).*max_model_cells=1,000"):
         postprocess(meas, method="graphical_model", max_model_cells=1000)
     with pytest.raises(PlanError, match="method must be one of"):
         postprocess(meas, method="exact")
