@@ -56,7 +56,6 @@ from .._queries import QueryWorkload
 from .._solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio
 from .._workload import Workload
 from ..errors import PlanError, TargetError, WorkloadError
-from ..protocols import HasClosure
 from ._base import PlanBase
 from ._explicit.plan import ExplicitStrategyPlan
 from ._residual.plan import Plan, plan_residual
@@ -67,6 +66,7 @@ __all__ = [
     "EXPLICIT_MAX_CELLS",
     "TargetReport",
     "TargetedPlan",
+    "achieved_variances",
     "explicit_plan_from_strategy",
     "parse_targets",
     "plan_targets",
@@ -351,6 +351,18 @@ class TargetReport:
                 "max_ratio": self.max_ratio, "max_ratio_lower_bound": self.max_ratio_lower_bound,
                 "gap": self.gap, "status": self.status, "tol": self.tol}
 
+    def rescored(self, achieved: Sequence[np.ndarray], pcost: float) -> TargetReport:
+        """The same targets and lower bound for the same mechanism at other noise scales (the
+        plan a measurement re-scored for its exact sampler): achieved variances and privacy cost
+        replaced, the gap ``(needed − bound) / needed`` and the status recomputed from them."""
+        needed = float(pcost) * max(float(np.max(a / t)) for a, t in zip(achieved, self.targets))
+        gap = max(needed - self.pcost_lower_bound, 0.0) / needed
+        for a in achieved:
+            a.setflags(write=False)
+        return TargetReport(self.labels, self.kind, self.targets, tuple(achieved), self.problem, self.route,
+                            float(pcost), self.pcost_lower_bound, float(gap),
+                            "optimal" if gap <= self.tol else "gap_above_tol", self.column, self.tol)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the kind, the per-entry rows, the certificate and, under ``"variances"``,
         every query's target as a variance (one number for an entry whose targets are all
@@ -429,11 +441,14 @@ class TargetedPlan:
         measured, records = self.plan.mechanisms(noise=noise, rel_var_tol=rel_var_tol)
         return (self if measured is self.plan else self._rewrapped(measured)), records
 
-    def _rewrapped(self, measured: Any) -> Any:
-        """The re-scored plan a measurement returns, as a targets plan when its class kept the
-        targets (an explicit strategy re-scored in place), else as is."""
-        return TargetedPlan(measured, self.target_report) if type(measured) is type(self.plan) \
-            and not isinstance(measured, HasClosure) else measured
+    def _rewrapped(self, measured: Any) -> TargetedPlan:
+        """The re-scored plan a measurement returns (the same mechanism at the noise scales of
+        the exact sampler), as a targets plan whose report states the variances that plan
+        achieves: the targets stay, whether they are met is said for the noise actually drawn."""
+        report = self.target_report
+        if report is None:
+            return TargetedPlan(measured)
+        return TargetedPlan(measured, report.rescored(achieved_variances(measured, report.route), measured.pcost))
 
     def measure(self, data: Any, **options: Any) -> Any:
         """:func:`dpmatrix.measure` of this plan (see :meth:`dpmatrix.Plan.measure`)."""
@@ -548,6 +563,17 @@ def _dual_bound(C: sp.csr_matrix, p: np.ndarray, lam: np.ndarray) -> float:
     return a * a / float(lam.sum())
 
 
+def achieved_variances(plan: Any, route: str) -> tuple[np.ndarray, ...]:
+    """Every workload query's variance under ``plan``, one array per marginal/group: the
+    residual route's by its coefficients (ResidualPlanner Theorem 4.4, unmeasured residuals at
+    ``σ² = ∞``), the explicit route's from the strategy (``W (AᵀA)⁺ Wᵀ`` diagonal)."""
+    if route == "residual":
+        x = np.where(plan.measured, plan.sigma2, np.inf)
+        return tuple(np.asarray(plan.coefficients.query_variances(i, x), dtype=float)
+                     for i in range(len(plan.workload)))
+    return tuple(np.asarray(plan.group_variance(i), dtype=float) for i in range(len(plan.workload)))
+
+
 def _plan_residual_targets(workload: Workload, tgt: tuple[np.ndarray, ...], kind: str, pcost: float | None,
                            strategies, construction: str, tol: float) -> TargetedPlan:
     weights = [1.0 / t for t in tgt]
@@ -557,8 +583,7 @@ def _plan_residual_targets(workload: Workload, tgt: tuple[np.ndarray, ...], kind
     else:
         inner = plan_residual(workload, objective="max_var", pcost=pcost, strategies=strategies,
                               construction=construction, query_weights=weights)
-    x = np.where(inner.measured, inner.sigma2, np.inf)
-    achieved = tuple(inner.coefficients.query_variances(i, x) for i in range(len(workload)))
+    achieved = achieved_variances(inner, "residual")
     bad = [lab for lab, a in zip((e.label for e in _entries(workload)), achieved) if not np.all(np.isfinite(a))]
     if bad:
         raise PlanError(
@@ -668,7 +693,7 @@ def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable
     else:
         res = solve_min_target_ratio(W, c, pcost=pcost, measurable=measurable, tol=tol)
     plan = explicit_plan_from_strategy(workload, res.strategy, res.privacy_cost, attrs=union)
-    achieved = tuple(plan.group_variance(i) for i in range(len(workload)))
+    achieved = achieved_variances(plan, "explicit")
     report = _report(workload, tgt, achieved, kind, "explicit", plan.pcost, res.cost_lower_bound, pcost is None,
                      tol, gap=res.gap, status=res.status)
     return TargetedPlan(plan, report)

@@ -22,7 +22,7 @@ from .._queries import QueryWorkload
 from ..errors import PlanError
 from ._explicit.plan import ExplicitStrategyPlan
 from ._residual.plan import Plan
-from ._targets import TARGET_KINDS, TargetedPlan, TargetReport
+from ._targets import TARGET_KINDS, TargetedPlan, TargetReport, achieved_variances
 
 __all__ = ["with_manifest_targets", "with_target_report"]
 
@@ -33,9 +33,8 @@ def _achieved(plan) -> tuple[np.ndarray, ...]:
     if isinstance(plan, ExplicitStrategyPlan):
         if not isinstance(plan.workload, QueryWorkload):
             raise PlanError("saved targets need a query workload for an explicit-strategy plan")
-        return tuple(np.asarray(plan.group_variance(i), dtype=float) for i in range(len(plan.workload)))
-    x = np.where(plan.measured, plan.sigma2, np.inf)
-    return tuple(np.asarray(plan.coefficients.query_variances(i, x), dtype=float) for i in range(len(plan.workload)))
+        return achieved_variances(plan, "explicit")
+    return achieved_variances(plan, "residual")
 
 
 def _targets(saved: Mapping[str, Any], rows: list, achieved: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
