@@ -44,7 +44,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "PlanBase": ("dpmatrix.planners._base", "PlanBase"),
     "compare": ("dpmatrix.planners._compare", "compare"),
     "plan": ("dpmatrix.planners._dispatch", "plan"),
-    "plan_from_dict": ("dpmatrix.planners._dispatch", "plan_from_dict"),
+    "plan_from_dict": ("dpmatrix.planners._read", "plan_from_dict"),
     "ExplicitStrategyPlan": ("dpmatrix.planners._explicit", "ExplicitStrategyPlan"),
     "evaluate": ("dpmatrix.planners._explicit", "evaluate"),
     "PurePlan": ("dpmatrix.planners._pure.plan", "PurePlan"),
@@ -190,11 +190,12 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from .planners._base import Plan, PlanBase
     from .planners._compare import compare
-    from .planners._dispatch import plan, plan_from_dict
+    from .planners._dispatch import plan
     from .planners._explicit import ExplicitStrategyPlan, evaluate
     from .planners._pure.plan import PurePlan, plan_pure
     from .planners._querysmasher.plan import QuerySmasherPlan
     from .planners._querysmasher.planner import plan_querysmasher
+    from .planners._read import plan_from_dict
     from .planners._residual.plan import ResidualPlan
     from .protocols import PlanFacts
     from .release import Release, load_release, write_release

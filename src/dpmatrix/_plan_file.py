@@ -24,7 +24,7 @@ from typing import Any
 
 from ._jsonfile import read_json
 from .errors import DPMatrixError, PlanError
-from .planners._residual.plan import PLAN_FORMAT
+from .planners._formats import RESIDUAL_PLAN_FORMAT as PLAN_FORMAT  # (not the planner: a string)
 
 __all__ = ["check_needed_residuals", "check_plan_spec", "check_stated_privacy", "load_plan"]
 
@@ -89,7 +89,7 @@ def load_plan(path: str | Path):
     -------
     Plan
     """
-    from .planners._dispatch import plan_from_dict
+    from .planners._read import plan_from_dict
 
     what = f"plan file {str(path)!r}"
     spec = read_json(path, PlanError, what)

@@ -32,7 +32,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "find_planner": ("dpmatrix.planners._registry", "find_planner"),
     "plan": ("dpmatrix.planners._dispatch", "plan"),
     "plan_format": ("dpmatrix.planners._formats", "plan_format"),
-    "plan_from_dict": ("dpmatrix.planners._dispatch", "plan_from_dict"),
+    "plan_from_dict": ("dpmatrix.planners._read", "plan_from_dict"),
     "planner_names": ("dpmatrix.planners._registry", "planner_names"),
     "register_planner": ("dpmatrix.planners._registry", "register_planner"),
 }
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from .._reconstruct.measurements import axis_labels
     from ._base import Plan, PlanBase
     from ._compare import compare
-    from ._dispatch import plan, plan_from_dict
+    from ._dispatch import plan
     from ._formats import plan_format
+    from ._read import plan_from_dict
     from ._registry import PlannerSpec, find_planner, planner_names, register_planner

@@ -1,9 +1,10 @@
 """``plan()``: the one entry point that picks a planner (ResidualPlanner family, QuerySmasher / WFF,
-pure ε-DP), and ``plan_from_dict()``: any planner's plan read back from its ``to_dict``."""
+pure ε-DP); ``plan_from_dict()`` (any planner's plan read back) lives in :mod:`._read` and is
+re-exported here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from .._defaults import DEFAULT_OBJECTIVE  # the default objective (defined where the CLI reads it cheaply)
@@ -14,9 +15,9 @@ from ..errors import BudgetError, PlanError
 from . import _builtin as builtin  # noqa: F401  (registers the built-in planners)
 from ._base import PlanBase
 from ._pure.plan import check_epsilon
+from ._read import plan_from_dict  # (re-exported: where it was first defined)
 from ._registry import PlannerSpec, build_options, find_planner, registered
 from ._targets import plan_targets
-from ._targets_io import with_target_report
 
 __all__ = ["DEFAULT_OBJECTIVE", "plan", "plan_from_dict"]
 
@@ -201,40 +202,3 @@ def _plan_from_targets(workload, budget, planner, objective, targets, target_kin
     if unknown:
         raise PlanError(f"unknown options for planning from targets: {sorted(unknown)}")
     return plan_targets(workload, targets, target_kind=target_kind, budget=budget, **options)
-
-
-def _plan_of_format(spec: Mapping[str, Any]):
-    """Any planner's plan from its ``to_dict()`` (dispatched on ``spec["format"]``).
-
-    Parameters
-    ----------
-    spec : mapping
-        ``plan.to_dict()`` of a ResidualPlanner, QuerySmasher, pure ε-DP or explicit-strategy plan.
-
-    Returns
-    -------
-    PlanBase
-
-    Examples
-    --------
-    >>> import dpmatrix as dm
-    >>> wk = dm.Workload(dm.Domain({"a": 2, "b": 3}), [("a", "b")])
-    >>> type(plan_from_dict(dm.plan(wk, epsilon=1, delta=0).to_dict())).__name__
-    'PurePlan'
-    """
-    return PlanBase.from_dict(spec)
-
-
-def plan_from_dict(spec: Mapping[str, Any]):
-    """Any planner's plan from its ``to_dict()``; a plan planned from accuracy targets
-    comes back with its target report (:func:`~dpmatrix.planners._targets_io.with_target_report`).
-
-    Examples
-    --------
-    >>> import dpmatrix as dm
-    >>> wk = dm.Workload(dm.Domain({"a": 2}), [("a",)])
-    >>> plan_from_dict(dm.plan(wk, targets=2.0).to_dict()).target_table()["achieved"].round(9).tolist()
-    [2.0]
-    """
-    plan = _plan_of_format(spec)
-    return with_target_report(plan, spec["targets"]) if isinstance(spec, Mapping) and "targets" in spec else plan

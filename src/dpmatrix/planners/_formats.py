@@ -13,17 +13,21 @@ from typing import TypeVar
 
 from ..errors import PlanError
 
-__all__ = ["plan_class", "plan_format", "plan_formats"]
+__all__ = ["RESIDUAL_PLAN_FORMAT", "plan_class", "plan_format", "plan_formats"]
 
 T = TypeVar("T", bound=type)
 
 _FORMATS: dict[str, type] = {}
 _DEFAULT: list[type] = []
 
+#: the format of the ResidualPlanner family's plans (the default class reads it; early files had
+#: no format entry)
+RESIDUAL_PLAN_FORMAT = "dpmatrix.plan/1"
+
 #: the module that defines each built-in format's class, imported when a plan of that format is
 #: read: reading a release loads its own planner's module only, not every planner and solver
 _MODULES: dict[str, str] = {
-    "dpmatrix.plan/1": "dpmatrix.planners._residual.plan",
+    RESIDUAL_PLAN_FORMAT: "dpmatrix.planners._residual.plan",
     "dpmatrix.qsplan/1": "dpmatrix.planners._querysmasher.plan",
     "dpmatrix.explicit_plan/1": "dpmatrix.planners._explicit.plan",
     "dpmatrix.pureplan/1": "dpmatrix.planners._pure.plan",
@@ -70,7 +74,7 @@ def plan_class(fmt: object) -> type:
     if isinstance(fmt, str) and fmt in _FORMATS:
         return _FORMATS[fmt]
     if not _DEFAULT:
-        importlib.import_module(_MODULES["dpmatrix.plan/1"])
+        importlib.import_module(_MODULES[RESIDUAL_PLAN_FORMAT])
     if not _DEFAULT:
         raise PlanError(f"no plan class reads format {fmt!r}")
     return _DEFAULT[0]

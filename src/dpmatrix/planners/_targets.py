@@ -42,23 +42,22 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.optimize import lsq_linear, minimize
-from scipy.stats import norm
 
 from .._domain import Domain
 from .._privacy import Budget, resolve_pcost
 from .._queries import QueryWorkload
-from .._solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio
 from .._workload import Workload
 from ..errors import PlanError, TargetError, WorkloadError
 from ._base import PlanBase
 from ._explicit.plan import ExplicitStrategyPlan
 from ._residual.plan import Plan, plan_residual
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = [
     "TARGET_KINDS",
@@ -76,7 +75,9 @@ __all__ = [
 ]
 
 TARGET_KINDS = ("var", "std", "moe95")
-Z95 = float(norm.ppf(0.975))  # 1.959963984540054
+#: Φ⁻¹(0.975), the normal quantile of a 95 % interval (``scipy.stats.norm.ppf(0.975)``, written
+#: out so that reading a targets plan needs no SciPy)
+Z95 = 1.959963984540054
 EXPLICIT_MAX_CELLS = 8192
 BINDING_RTOL = 1e-6
 DEFAULT_KEY = "*"
@@ -506,6 +507,9 @@ def _residual_certificate(plan: Plan, weights: Sequence[np.ndarray]) -> float:
     in ``C`` (``C x ≤ 1`` at the plan's x rescaled to meet every target); λ ≥ 0 is fitted to ``Cᵀλ = p/x²`` by bounded least squares;
     the bound ``(Σ_A sqrt(p_A (Cᵀλ)_A))² / Σλ`` holds for every λ ≥ 0 (weak duality), so the fit
     affects tightness only."""
+    import scipy.sparse as sp  # planning only: reading a targets plan needs no SciPy
+    from scipy.optimize import lsq_linear, minimize
+
     coef = plan.coefficients
     x = np.where(plan.measured, plan.sigma2, np.inf)
     ratios = [coef.query_variances(i, x) * np.asarray(w) for i, w in enumerate(weights)]
@@ -686,6 +690,8 @@ def explicit_plan_from_strategy(workload: QueryWorkload, A, pcost: float, *, att
 
 
 def _plan_explicit_targets(workload: QueryWorkload, tgt, kind, pcost, measurable, tol) -> TargetedPlan:
+    from .._solvers.fitness import solve_min_privacy_cost, solve_min_target_ratio  # (SciPy: planning only)
+
     union, W = _dense_workload(workload)
     c = np.concatenate([t.reshape(-1) for t in tgt])
     if pcost is None:

@@ -359,7 +359,7 @@ def _checked_plan(manifest: dict, folder: Path):
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
         if "plan" in manifest and "targets" in manifest["plan"]:  # with its target report
-            from ..planners._dispatch import plan_from_dict  # every planner: imported only here
+            from ..planners._read import plan_from_dict  # its own planner and the targets reader
 
             plan = plan_from_dict(manifest["plan"])
         elif "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)

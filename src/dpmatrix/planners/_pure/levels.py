@@ -46,8 +46,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import scipy.linalg
-import scipy.optimize
 
 from ..._solvers.budget_split import cube_root_split
 from ...errors import PlanError
@@ -329,6 +327,8 @@ class _Factor:
         self.intervals = interval_rows(q)
 
     def _ginv(self, eta) -> np.ndarray | None:
+        import scipy.linalg  # planning only: reading a plan of levels needs no SciPy
+
         g = _gram(self.grams, eta)
         try:
             cho = scipy.linalg.cho_factor(g)
@@ -425,6 +425,8 @@ def _start(fac: _Factor) -> tuple[np.ndarray, float]:
 
 
 def _optimize_shares(fac: _Factor, start: tuple[np.ndarray, float]) -> tuple[np.ndarray, float]:
+    import scipy.optimize  # planning only: reading a plan of levels needs no SciPy
+
     k = len(fac.grams)
     best = start
     if k == 1:

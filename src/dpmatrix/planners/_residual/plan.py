@@ -29,7 +29,7 @@ from ..._privacy import Budget, PrivacyReport, resolve_pcost
 from ..._workload import AttrSet, Workload
 from ...errors import BudgetError, NotMeasuredError, PlanError, WorkloadError
 from .._base import PlanBase
-from .._formats import plan_format
+from .._formats import RESIDUAL_PLAN_FORMAT, plan_format
 from .coefficients import Coefficients, compute_coefficients, outer_variances
 from .select import max_query_variance, select
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 
 __all__ = ["Plan", "ResidualPlan", "plan_residual"]
 
-PLAN_FORMAT = "dpmatrix.plan/1"
+PLAN_FORMAT = RESIDUAL_PLAN_FORMAT
 
 
 @plan_format(PLAN_FORMAT, default=True)
