@@ -9,7 +9,9 @@ import pytest
 
 import dpmatrix as dm
 import oracle
-from dpmatrix._measure.discrete import apply_centering, discrete_measure, gamma_squared, integer_outputs, round_plan
+from dpmatrix._linalg.kron import kron_apply
+from dpmatrix._linalg.structured import IntegerCentring
+from dpmatrix._measure.discrete import discrete_measure, gamma_squared, integer_outputs, round_plan
 from dpmatrix._mechanisms.basis import identity_basis
 from dpmatrix._mechanisms.residual import ResidualMechanism
 
@@ -57,20 +59,34 @@ def test_integer_mechanism_equivalent_to_algorithm_1(sizes):
 
 
 @pytest.mark.parametrize("sizes", [(), (3,), (4, 2, 3)])
-def test_apply_centering_batched_equals_explicit_kron(sizes):
-    """H = ⊗ (n_i I − 11ᵀ) as an explicit Kronecker matrix, applied to each table of a batch;
-    in place or not, the integers agree exactly."""
+def test_integer_centring_batched_equals_explicit_kron(sizes):
+    """H = ⊗ (n_i I − 11ᵀ) as an explicit Kronecker matrix, applied to each table of a batch:
+    the measuring loop's in-place multi-axis centring, the copying one and the structured
+    operator one axis at a time (kron_apply) give the same integers exactly."""
     rng = np.random.default_rng(3)
     batch = rng.integers(-1000, 1000, size=(5,) + sizes, dtype=np.int64)
     H = np.ones((1, 1), dtype=np.int64)
     for n in sizes:
         H = np.kron(H, n * np.eye(n, dtype=np.int64) - np.ones((n, n), dtype=np.int64))
     want = np.stack([(H @ t.ravel()).reshape(sizes) for t in batch])
-    np.testing.assert_array_equal(apply_centering(batch, len(sizes)), want)
+    copied = IntegerCentring.apply_last_axes(batch, len(sizes))
+    np.testing.assert_array_equal(copied, want)
+    assert copied is not batch and copied.dtype == np.int64
     own = batch.copy()
-    got = apply_centering(own, len(sizes), inplace=True)
+    got = IntegerCentring.apply_last_axes(own, len(sizes), inplace=True)
     np.testing.assert_array_equal(got, want)
-    assert got.dtype == np.int64
+    assert got is own and got.dtype == np.int64
+    for j, t in enumerate(batch):
+        one = kron_apply(tuple(IntegerCentring(n) for n in sizes), t) if sizes else t
+        np.testing.assert_array_equal(one, want[j])
+    big = batch.astype(object) * 10**20  # Python integers: the operator keeps them exact
+    if sizes:
+        np.testing.assert_array_equal(IntegerCentring(sizes[0]).apply(big[0], 0),
+                                      np.tensordot(_explicit_centring(sizes[0]), big[0], axes=(1, 0)))
+
+
+def _explicit_centring(n):
+    return np.array([[n * (i == j) - 1 for j in range(n)] for i in range(n)], dtype=object)
 
 
 def test_simulation_mean_and_covariance():

@@ -298,7 +298,40 @@ class IntegerCentring(_SymmetricOfSize):
         return x.astype(np.int64) if x.dtype.kind == "b" else x
 
     def _apply(self, x: np.ndarray, axis: int) -> np.ndarray:
-        return x * self.n - x.sum(axis=axis, keepdims=True)
+        return _centre_in_place(np.array(x, copy=True), axis)
+
+    @staticmethod
+    def apply_last_axes(tensor: Any, k: int, *, inplace: bool = False) -> np.ndarray:
+        """``(⊗_i H_{n_i}) v``: every one of the last ``k`` axes of an integer tensor centred
+        (``n_i`` its length; leading axes are a batch), exact in ``int64`` — the same integers as
+        :func:`~dpmatrix._linalg.kron.kron_apply` with one ``IntegerCentring(n_i)`` per axis,
+        without a temporary per axis.
+
+        Parameters
+        ----------
+        tensor : array of integers
+        k : int
+            How many trailing axes to centre.
+        inplace : bool, keyword-only
+            Overwrite ``tensor`` (an ``int64`` array the caller owns) instead of copying it.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``int64``.
+
+        Examples
+        --------
+        >>> IntegerCentring.apply_last_axes(np.array([[1, 2], [3, 4]]), 2).tolist()
+        [[0, 0], [0, 0]]
+        >>> IntegerCentring.apply_last_axes(np.array([[1, 2, 6]]), 1).tolist()  # 3x − 9
+        [[-6, -3, 9]]
+        """
+        x = np.asarray(tensor)
+        out = x if inplace and x.dtype == np.int64 else np.array(x, dtype=np.int64)
+        for axis in range(out.ndim - k, out.ndim):
+            _centre_in_place(out, axis)
+        return out
 
     def toarray(self) -> np.ndarray:
         return self.n * np.eye(self.n) - 1.0
@@ -327,6 +360,15 @@ class IntegerCentring(_SymmetricOfSize):
     def abs(self) -> _AbsIntegerCentring:
         """``|H_n|`` entrywise: ``n − 1`` on the diagonal, ``1`` elsewhere."""
         return _AbsIntegerCentring(self.n)
+
+
+def _centre_in_place(x: np.ndarray, axis: int) -> np.ndarray:
+    """``H_n`` along ``axis`` (``n`` its length), overwriting ``x``: ``n x − Σ x``, the sum taken
+    before the scaling; returns ``x``."""
+    total = x.sum(axis=axis, keepdims=True)
+    x *= x.shape[axis]
+    x -= total
+    return x
 
 
 @dataclass(frozen=True, eq=True, repr=False)

@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from .._linalg.kron import kron_apply
-from .._linalg.structured import StructuredMatrix
+from .._linalg.structured import IntegerCentring, StructuredMatrix
 from .._mechanisms.residual import ResidualMechanism
 from .._mechanisms.samplers import RandomSource, rational_upper_bound, sample_discrete_gaussian
 from ..errors import PlanError
@@ -97,23 +97,7 @@ def integer_outputs(mech: ResidualMechanism, marginal: np.ndarray) -> np.ndarray
     v = np.asarray(marginal)
     if v.dtype.kind not in "iu":
         raise PlanError("the discrete mechanism needs an integer marginal table")
-    return apply_centering(v, len(mech.shape))
-
-
-def apply_centering(v: np.ndarray, k: int, *, inplace: bool = False) -> np.ndarray:
-    """``(⊗ (n_i I − 11ᵀ)) v`` on the last ``k`` axes of an integer array (leading axes: a batch).
-
-    Each factor is ``(n I − 11ᵀ) x = n x − (Σ x) 1`` along its axis: exact in ``int64``, the same
-    integers as :func:`~dpmatrix._linalg.kron.kron_apply` with :class:`~dpmatrix._linalg.structured.IntegerCentring` factors,
-    without the integer matrix products. ``inplace=True`` overwrites ``v`` (an ``int64`` array
-    the caller owns) instead of copying it.
-    """
-    out = v if inplace and v.dtype == np.int64 else np.array(v, dtype=np.int64)
-    for ax in range(v.ndim - k, v.ndim):
-        total = out.sum(axis=ax, keepdims=True)
-        out *= out.shape[ax]
-        out -= total
-    return out
+    return IntegerCentring.apply_last_axes(v, len(mech.shape))
 
 
 def discrete_measure(
@@ -176,7 +160,7 @@ def discrete_measure_many(
         v = np.stack([np.asarray(marginals[i]) for i in idx])
         if v.dtype.kind not in "iu":
             raise PlanError("the discrete mechanism needs an integer marginal table")
-        hv = apply_centering(v.astype(np.int64, copy=False), len(shape), inplace=True)  # v: ours
+        hv = IntegerCentring.apply_last_axes(v.astype(np.int64, copy=False), len(shape), inplace=True)  # v: ours
         hv += (sample or sample_discrete_gaussian)(gamma2, hv.size, rng).reshape(hv.shape)  # H v + z, exact
         y_pinv = tuple(b.Sub / b.n for b in mech.bases)  # post-processing from here on
         noisy = kron_apply(y_pinv, hv.astype(float))
