@@ -19,7 +19,6 @@ process.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np

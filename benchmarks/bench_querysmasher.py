@@ -16,19 +16,18 @@ Tables (QS and WFF columns vs the paper; signed difference; certified duality ga
 
 from __future__ import annotations
 
-import os
-
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "2")
-
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 
-import numpy as np
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "2")
+
+import numpy as np  # noqa: E402  (after the thread limits: BLAS reads them when NumPy loads)
 
 
 def _workload(n: int, d: int):
@@ -41,7 +40,7 @@ def _workload(n: int, d: int):
 
 
 def run_one(n: int, d: int, measure: int, max_exact_cells: int) -> dict:
-    from dpmatrix.plan.querysmasher import plan_querysmasher
+    from dpmatrix.planners._querysmasher.planner import plan_querysmasher
 
     t0 = time.perf_counter()
     wk = _workload(n, d)
@@ -118,7 +117,7 @@ def _row(name, p_wff, p_qs, wff_paper, qs_paper, digits):
 def tables(_args) -> None:
     import dpmatrix as dm
     from dpmatrix._queries import QueryWorkload
-    from dpmatrix.plan.querysmasher import plan_querysmasher
+    from dpmatrix.planners._querysmasher.planner import plan_querysmasher
 
     print("Table 2 (hybrid marginal/prefix), privacy cost 1")
     for name, (cat, num), k, upto, wffp, qsp in TABLE2:
