@@ -141,7 +141,7 @@ def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> Non
         if not tok.startswith("--"):
             continue
         name = tok.split("=", 1)[0]
-        if name in options or any(o.startswith(name) for o in options):
+        if name in options:  # whole names only: the parsers take no prefixes (allow_abbrev=False)
             continue
         import difflib  # an unknown option only
 

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .._version import __version__
 from . import _compare, _demo, _infer_domain, _ledger, _plan, _postprocess, _query, _release, _report, _synth
 
 
+class _WholeOptionNames(argparse.ArgumentParser):
+    """An argument parser that takes option names whole (``allow_abbrev=False``): a prefix such
+    as ``--overwrit`` is an unknown option (told the nearest names by ``main``), never silently
+    ``--overwrite``. Its subcommand parsers are of the same class (argparse makes them with
+    ``type(self)``), so every parser of the command line is one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _WholeOptionNames(
         prog="dpmatrix",
         description="Differentially private marginals with optimal matrix mechanisms (ResidualPlanner).",
         epilog="Run 'dpmatrix COMMAND --help' for the options of a command.",
