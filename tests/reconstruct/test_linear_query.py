@@ -223,10 +223,14 @@ def test_parse_where_labels_ranges_bins_and_codes():
     assert q.sum() == 30 * 2 * 2 * 3
     assert q[25, 0, 0, 1] == 1 and q[24, 0, 0, 1] == 0 and q[54, 1, 1, 3] == 1 and q[55, 1, 1, 3] == 0
     assert q[30, 2, 0, 1] == 0 and q[30, 0, 2, 1] == 0 and q[30, 0, 0, 0] == 0
-    codes = parse_where(dom, ["race=0..1"], encoding="codes")
+    codes = parse_where(dom, ["race=0,1"], encoding="codes")
     assert query_vectors(dom, codes)[1][0].tolist() == [1, 1, 0]
-    with pytest.raises(dm.WorkloadError, match="categorical"):
-        parse_where(dom, ["race=White..Black"])
+    assert query_vectors(dom, parse_where(dom, ["edu=1..2"], encoding="codes"))[1][0].tolist() == [0, 1, 1, 0]
+    # a range on an unordered attribute means nothing, in labels or in codes: the same refusal
+    for text, encoding in (("race=White..Black", "labels"), ("race=0..1", "codes")):
+        with pytest.raises(dm.WorkloadError, match=r"'race' is categorical: its values have no order, so a "
+                           r"range '.*' means nothing; list the values instead \(race=V1,V2,...\)"):
+            parse_where(dom, [text], encoding=encoding)
     with pytest.raises(dm.WorkloadError, match="cuts the bin"):
         query_vectors(dom, parse_where(dom, ["wage=0..700"]))
     with pytest.raises(dm.WorkloadError, match="ATTR=VALUE"):

@@ -76,7 +76,7 @@ def match_value(attr, text: str, encoding: str = "labels"):
 
     if ".." in text:
         lo, _, hi = text.partition("..")
-        if attr.kind == "categorical" and attr.labels is not None and encoding == "labels":
+        if attr.kind == "categorical" and attr.labels is not None:  # in codes too: the same values
             raise WorkloadError(
                 f"{attr.name!r} is categorical: its values have no order, so a range {text!r} means "
                 f"nothing; list the values instead ({attr.name}=V1,V2,...)"
