@@ -102,6 +102,53 @@ def test_by_gives_one_exact_row_per_group(rp):
     assert (df["level"] == 0.9).all()
 
 
+@pytest.mark.parametrize(
+    ("where", "by", "key", "kept"),
+    [
+        ({"a1": (1, 2), "a2": (0, 1)}, "a1", (1, 2), {"a1": [1, 2]}),  # a condition on the by attribute
+        ({"a1": [0, 2], "a2": 3}, ["a1", "a2"], (1, 2), {"a1": [0, 2], "a2": [3]}),
+        ({"a0": 1, "a1": [0, 1]}, ["a0", "a1"], (0, 1), {"a0": [1], "a1": [0, 1]}),
+    ],
+)
+def test_by_with_a_condition_on_the_by_attribute_is_one_grouped_pass(rp, monkeypatch, where, by, key, kept):
+    """``count(where, by=X)`` with ``where`` naming ``X``: each group is the query of its value
+    when the condition keeps it (exact GLS variance, built here over the whole domain) and the
+    zero query (0, variance 0) when it leaves it out — answered in one grouped pass over the
+    marginal, not one query vector per group."""
+    plan, meas = rp
+    B, Sigma = _rp_oracle(plan)
+    calls = []
+    monkeypatch.setattr(type(meas), "query_vector", lambda *a, **k: pytest.fail("one query per group"))
+    real = type(meas).grouped_answers
+    monkeypatch.setattr(type(meas), "grouped_answers", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = count(meas, where, by=by)
+    assert calls == [1]
+    names = ["a0", "a1", "a2"]
+    by_names = [by] if isinstance(by, str) else by
+    key_sizes = [SIZES[a] for a in key]
+    rows = got.to_frame()
+    estimate = meas.estimate(key)
+    for i, row in rows.iterrows():
+        q = np.ones(key_sizes)
+        for a, size in zip(key, key_sizes):  # the condition and the group, attribute by attribute
+            sel = np.zeros(size)
+            name = names[a]
+            if name in by_names:
+                value = int(row[name])
+                sel[value] = 1.0 if value in kept.get(name, range(size)) else 0.0
+            elif name in where:
+                w = where[name]
+                sel[list(range(w[0], w[1] + 1)) if isinstance(w, tuple) else w] = 1.0
+            else:
+                sel[:] = 1.0
+            q = q * sel.reshape([-1 if b == a else 1 for b in key])
+        want = oracle.gls_covariance(_lift(key, q), B, Sigma)[0, 0] if q.any() else 0.0
+        assert row["variance"] == pytest.approx(want, rel=1e-9, abs=1e-15), i
+        assert row["estimate"] == pytest.approx(float(np.sum(q * estimate)), rel=1e-9, abs=1e-12), i
+    assert (rows["variance"] == 0).sum() == len(rows) - np.prod([len(v) for v in kept.values()]) * np.prod(
+        [SIZES[names.index(b)] for b in by_names if b not in kept])
+
+
 def test_naive_sum_of_cell_variances_is_wrong(rp):
     """The total of the 12-cell (a1, a2) table: the exact variance is the 0-way residual's
     alone; summing the cells' variances ignores their covariances and doubles it."""

@@ -293,21 +293,26 @@ def _not_answerable(dom, key, exc: NotMeasuredError) -> NotMeasuredError:
 
 
 def _grouped(meas, where, by, contrast, level: float):
-    """``count(..., by=...)`` when no condition names a ``by`` attribute: every group's query is
-    ``e_g ⊗ w`` with one ``w`` on the other attributes, answered for all groups at once by the
-    estimator (:meth:`~dpmatrix._reconstruct.estimator.Estimator.grouped_queries`: O(cells) for
-    plain plans instead of one query vector per group). ``None`` when a condition constrains a
-    ``by`` attribute (the general path builds one query per group)."""
+    """``count(..., by=...)`` unless a ``contrast`` side names a ``by`` attribute: every group's
+    query is ``f_g · (e_g ⊗ w)`` with one ``w`` on the other attributes and ``f_g ∈ {0, 1}`` the
+    product of the ``where`` indicators of the ``by`` attributes at the group's values (``1``
+    when ``where`` names none of them), answered for all groups at once by the estimator
+    (:meth:`~dpmatrix._reconstruct.estimator.Estimator.grouped_queries`: O(cells) for plain
+    plans instead of one query vector per group); a group the condition leaves out
+    (``f_g = 0``) is the zero query: estimate 0, variance 0. ``None`` when a contrast side
+    constrains a ``by`` attribute (its groups mix up to three queries; the general path builds
+    one query per group)."""
     if by is None:
         return None
     dom = meas.plan.domain
     by_key = dom.resolve([by] if isinstance(by, str) else list(by))
-    named = set(dom.resolve(list(dict(where or {})))) if where else set()
     for side in contrast or ():
-        named |= set(dom.resolve(list(dict(side)))) if side else set()
-    if named & set(by_key):
-        return None
-    rest_key, ws, _ = query_vectors(dom, where, None, contrast)
+        if side and set(dom.resolve(list(dict(side)))) & set(by_key):
+            return None
+    where = dict(where or {})
+    on_by = {name: sel for name, sel in where.items() if dom.resolve([name])[0] in by_key}
+    rest = {name: sel for name, sel in where.items() if name not in on_by}
+    rest_key, ws, _ = query_vectors(dom, rest, None, contrast)
     key = tuple(sorted(set(rest_key) | set(by_key)))
     by_pos = tuple(key.index(a) for a in by_key)  # ascending: by_key is in domain order
     shape = tuple(dom.sizes[a] for a in key)
@@ -315,6 +320,13 @@ def _grouped(meas, where, by, contrast, level: float):
         answers = meas.grouped_answers(key, by_pos, shape, np.asarray(ws[0], dtype=float), level)
     except NotMeasuredError as exc:
         raise _not_answerable(dom, key, exc) from None
+    kept = np.ones(())  # f_g over the by attributes' values (C order, as the answers)
+    for a, sel in zip(by_key, (_indicator(dom, on_by).get(a) for a in by_key)):
+        kept = np.multiply.outer(kept, np.ones(dom.sizes[a]) if sel is None else sel)
+    from .measurements import QueryAnswer  # (loaded already: meas is one of its Measurements)
+
+    zero = QueryAnswer(0.0, 0.0, level)
+    answers = [a if f else zero for a, f in zip(answers, kept.reshape(-1))]
     groups = [tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo))
               for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key])]
     return GroupedAnswer(tuple(dom.names_of(by_key)), tuple(groups), tuple(answers))
