@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -323,10 +323,8 @@ def _grouped(meas, where, by, contrast, level: float):
     kept = np.ones(())  # f_g over the by attributes' values (C order, as the answers)
     for a, sel in zip(by_key, (_indicator(dom, on_by).get(a) for a in by_key)):
         kept = np.multiply.outer(kept, np.ones(dom.sizes[a]) if sel is None else sel)
-    from .measurements import QueryAnswer  # (loaded already: meas is one of its Measurements)
-
-    zero = QueryAnswer(0.0, 0.0, level)
-    answers = [a if f else zero for a, f in zip(answers, kept.reshape(-1))]
+    # a left-out group: the zero query's answer (the same QueryAnswer type, estimate and variance 0)
+    answers = [a if f else replace(a, estimate=0.0, variance=0.0) for a, f in zip(answers, kept.reshape(-1))]
     groups = [tuple(_group_label(dom.attributes[a], c) for a, c in zip(by_key, combo))
               for combo in itertools.product(*[range(dom.sizes[a]) for a in by_key])]
     return GroupedAnswer(tuple(dom.names_of(by_key)), tuple(groups), tuple(answers))
