@@ -19,6 +19,7 @@ This is an explicit small-domain method: the marginal on ``attrs`` is limited to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._domain import Domain
+from ..._jsonarray import array_from_json, array_to_json, is_json_array
 from ..._jsonfile import json_float
 from ..._linalg.marginal_map import marginal_map
 from ..._privacy import Budget, PrivacyReport
@@ -39,6 +41,7 @@ from .._formats import plan_format
 from .._optimality import as_query_workload as _as_query_workload
 from .._optimality import workload_attrs
 from .measurement import ExplicitEstimator, explicit_mechanisms
+from .stored import checked_eig, eig_to_dict
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: reading a plan needs none
@@ -133,6 +136,13 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         lam, V = np.linalg.eigh(self.strategy.T @ self.strategy)
         keep = lam > _EIG_TOL * max(float(lam[-1]), 1e-300)
         return V[:, keep], lam[keep]
+
+    def rescaled(self, sigma2: float) -> ExplicitStrategyPlan:
+        """The same strategy at noise variance ``sigma2``, keeping its eigendecomposition (a
+        function of ``A`` alone) instead of computing it again."""
+        out = dataclasses.replace(self, sigma2=float(sigma2))
+        out.__dict__["_eig"] = self._eig
+        return out
 
     @cached_property
     def _groups(self) -> tuple[QueryGroup, ...]:
@@ -262,6 +272,10 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     #: noise of ``measure`` with ``noise=None``/``"auto"`` and no generator (secure sampler)
     secure_noise = "lattice_gaussian"
 
+    def mechanism_keys(self, *, noise: str | None = None) -> tuple[tuple[int, ...]]:
+        """The key of the plan's one mechanism (``attrs``), without building it."""
+        return (self.attrs,)
+
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(plan measured, [LinearMechanism])``: the dense strategy on the flattened marginal
         ``attrs``, keyed by ``attrs`` — with the lattice sampler (``None``/``"auto"``/
@@ -275,12 +289,13 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     # -- serialization ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description: domain, workload, measured attributes, strategy, σ², privacy."""
+        """JSON-ready description: domain, workload, measured attributes, the strategy and the
+        eigendecomposition of ``AᵀA`` (exact float64, :mod:`.stored`), σ², privacy."""
         if isinstance(self.workload, Workload):
             wk = {"kind": "workload", **self.workload.to_dict()}
         else:
             wk = {"kind": "queries", "groups": [
-                {"attributes": list(self.domain.names_of(g.attrs)), "matrix": g.dense().tolist(),
+                {"attributes": list(self.domain.names_of(g.attrs)), "matrix": array_to_json(g.dense()),
                  "weights": np.asarray(g.weight_array(), dtype=float).reshape(-1).tolist(), "label": g.label}
                 for g in self._groups]}  # fmt: skip
         return {
@@ -291,7 +306,8 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
             "domain": self.domain.to_dict(),
             "workload": wk,
             "attributes": list(self.domain.names_of(self.attrs)),
-            "strategy": self.strategy.tolist(),
+            "strategy": array_to_json(self.strategy),
+            "solution": eig_to_dict(*self._eig),
             "sigma2": json_float(self.sigma2),
             "residuals": [],
             "privacy": self._privacy_spec(),  # what the default release states
@@ -299,6 +315,10 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ExplicitStrategyPlan:
+        """The plan :meth:`to_dict` describes. A stored eigendecomposition is checked against the
+        strategy (:func:`.stored.checked_eig`), not recomputed; a file without one (written
+        before it was stored) computes it when first needed. The strategy may be a stored array
+        or (older files) a list of rows."""
         if spec.get("format") != EXPLICIT_FORMAT:
             raise PlanError(f"not a dpmatrix explicit-strategy plan (format {spec.get('format')!r})")
         domain = Domain.from_dict(spec["domain"])
@@ -306,18 +326,37 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         if w.get("kind") == "queries":
             wk = QueryWorkload(domain)
             for g in w["groups"]:
-                m = np.asarray(g["matrix"], dtype=float)
+                m = _matrix(g["matrix"], "a query group's matrix")
                 wk.add_explicit(g["attributes"], m, weight=np.asarray(g["weights"], dtype=float), label=g.get("label", ""))
         else:
             wk = Workload.from_dict(domain, {k: v for k, v in w.items() if k != "kind"})
-        strategy = np.asarray(spec["strategy"], dtype=float)
-        strategy.setflags(write=False)
-        return cls(wk, domain.resolve(spec["attributes"]), strategy, float(spec["sigma2"]),
-                   spec.get("strategy_name", "custom"))
+        attrs = domain.resolve(spec["attributes"])
+        strategy = _matrix(spec["strategy"], "the explicit strategy")
+        n = math.prod(domain.sizes[a] for a in attrs)
+        if strategy.ndim != 2 or strategy.shape[1] != n or not np.all(np.isfinite(strategy)) or not np.any(strategy):
+            raise PlanError(f"the stored explicit strategy must be a finite non-zero k × {n} matrix, got shape "
+                            f"{list(strategy.shape)}")
+        plan = cls(wk, attrs, strategy, float(spec["sigma2"]), spec.get("strategy_name", "custom"))
+        if "solution" in spec:  # checked in O(kN) instead of an O(N³) eigendecomposition
+            plan.__dict__["_eig"] = checked_eig(strategy, spec["solution"], _EIG_TOL)
+        return plan
 
     def __repr__(self) -> str:
         return (f"ExplicitStrategyPlan({self.name!r} on {list(self.domain.names_of(self.attrs))}, "
                 f"{self.strategy.shape[0]}×{self.strategy.shape[1]}, pcost={self.pcost:.6g})")
+
+
+def _matrix(value: Any, what: str) -> np.ndarray:
+    """A read-only float matrix from a stored array or a list of rows (files written before
+    arrays were stored)."""
+    if is_json_array(value):
+        return array_from_json(value, PlanError, what)
+    try:
+        m = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{what} is not a matrix of numbers ({exc})") from None
+    m.setflags(write=False)
+    return m
 
 
 def explicit_plan(workload, strategy: np.ndarray, *, pcost: float, name: str = "custom",
