@@ -3,64 +3,45 @@ r"""QuerySmasher's solved sub-mechanisms written into a plan file and read back 
 A plan's ``to_dict`` stores, per distinct sub-workload, what the solver produced: the strategy
 (Kronecker factors ``B_j``, a dense ``B``, or WFF's Fourier weights ``h``), its loss at σ² = 1 and
 its certificate (lower bound, gap, convergence, iterations). Arrays are little-endian float64
-bytes in base64 (exact, and read without parsing a list of numbers). Reading rebuilds the
-mechanisms only: pseudo-inverses of the (small) Kronecker factors and of a dense strategy are
-recomputed, never read, and the caller checks every stored number against the workload
-(:func:`dpmatrix.planners._querysmasher.planner.rebuild_querysmasher`).
+bytes in base64 (exact, and read without parsing a list of numbers; :mod:`dpmatrix._jsonarray`).
+Reading rebuilds the mechanisms only: pseudo-inverses of the (small) Kronecker factors and of a
+dense strategy are recomputed, never read, and the caller checks every stored number against
+the workload (:func:`dpmatrix.planners._querysmasher.planner.rebuild_querysmasher`).
 
-Plans whose strategies hold more than :data:`MAX_STORED_FLOATS` numbers are written without
-them; reading such a plan (and every plan written before the strategies were stored) re-plans.
+Every strategy is stored, however large: a release moves large arrays out of its manifest into
+binary files listed with their digests (:mod:`dpmatrix.release._arrays`), so reading never
+re-optimizes. Plans written before the strategies were stored (or, by earlier versions, plans
+whose strategies held more than 250,000 numbers) have none and are re-planned when read.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 from typing import Any
 
 import numpy as np
 
+from ..._jsonarray import array_from_json, array_to_json
 from ..._jsonfile import json_float
 from ..._solvers.lowdim_optimal import LowDimMechanism
 from ..._solvers.result import STATUSES
 from ...errors import PlanError
 from .submechanisms import DenseMech, FourierMech, KronMech, SubMechanism
 
-__all__ = ["MAX_STORED_FLOATS", "solution_from_dict", "solution_to_dict", "solutions_to_list"]
-
-#: Largest number of strategy entries (all sub-mechanisms together) a plan file stores.
-MAX_STORED_FLOATS = 250_000
+__all__ = ["solution_from_dict", "solution_to_dict", "solutions_to_list"]
 
 
 def _array_to_dict(a: np.ndarray) -> dict[str, Any]:
-    a = np.ascontiguousarray(a, dtype="<f8")
-    return {"shape": list(a.shape), "f8": base64.b64encode(a.tobytes()).decode("ascii")}
+    return array_to_json(a)
 
 
 def _array_from_dict(d: Any) -> np.ndarray:
-    try:
-        shape = tuple(int(s) for s in d["shape"])
-        raw = base64.b64decode(str(d["f8"]).encode("ascii"), validate=True)
-        a = np.frombuffer(raw, dtype="<f8").reshape(shape).astype(float)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PlanError(f"a stored QuerySmasher strategy is not a valid array ({exc})") from None
-    a.setflags(write=False)
-    return a
+    return array_from_json(d, PlanError, "a stored QuerySmasher strategy")
 
 
 def _report(m: SubMechanism) -> dict[str, Any]:
     return {"loss": json_float(m.loss), "lower_bound": json_float(m.lower_bound), "gap": json_float(m.gap),
             "converged": bool(m.converged), "iterations": int(m.iterations)}
-
-
-def _size(m: SubMechanism) -> int:
-    if isinstance(m, KronMech):
-        return sum(int(b.size) for b in m.B)
-    if isinstance(m, DenseMech):
-        return int(m.mech.B.size)
-    if isinstance(m, FourierMech):
-        return int(np.asarray(m.h).size)
-    return MAX_STORED_FLOATS + 1  # a kind this module cannot store: the plan is re-planned
 
 
 def solution_to_dict(m: SubMechanism) -> dict[str, Any]:
@@ -76,11 +57,8 @@ def solution_to_dict(m: SubMechanism) -> dict[str, Any]:
     raise PlanError(f"cannot store a QuerySmasher sub-mechanism of type {type(m).__name__}")
 
 
-def solutions_to_list(solutions: list[SubMechanism]) -> list[dict[str, Any]] | None:
-    """Every sub-mechanism's description, or ``None`` when they hold more than
-    :data:`MAX_STORED_FLOATS` numbers (the plan file then asks the reader to re-plan)."""
-    if sum(_size(m) for m in solutions) > MAX_STORED_FLOATS:
-        return None
+def solutions_to_list(solutions: list[SubMechanism]) -> list[dict[str, Any]]:
+    """Every sub-mechanism's description (module docstring)."""
     return [solution_to_dict(m) for m in solutions]
 
 
