@@ -163,11 +163,21 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         return np.where(resid > _SPAN_TOL * np.maximum(np.linalg.norm(Q, axis=1), 1e-300), np.inf, out)
 
     @cached_property
+    def _cache(self) -> dict[Any, np.ndarray]:
+        """Variances computed so far, by workload group (``int``) or marginal (``tuple``): one
+        answer reads one group, not all of them."""
+        return {}
+
+    def _group_var(self, i: int) -> np.ndarray:
+        if i not in self._cache:
+            g = self._groups[i]
+            self._cache[i] = (self._variances_of(self._lifted(i)).reshape(g.shape) if set(g.attrs) <= set(self.attrs)
+                              else np.full(g.shape, np.inf))  # a zero-weight entry outside the measured marginal
+        return self._cache[i]
+
+    @cached_property
     def _group_variances(self) -> tuple[np.ndarray, ...]:
-        inside = set(self.attrs)
-        return tuple(self._variances_of(self._lifted(i)).reshape(g.shape) if set(g.attrs) <= inside
-                     else np.full(g.shape, np.inf)  # a zero-weight entry outside the measured marginal
-                     for i, g in enumerate(self._groups))
+        return tuple(self._group_var(i) for i in range(len(self._groups)))
 
     @cached_property
     def _positive(self) -> tuple[np.ndarray, ...]:
@@ -176,7 +186,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     # -- accuracy -----------------------------------------------------------------------------
     def group_variance(self, i: int) -> np.ndarray:
         """Exact variance of every query of group ``i``, shaped like its table of queries."""
-        return self._group_variances[i].copy()
+        return self._group_var(i).copy()
 
     def _query_variance(self, key: tuple[int, ...]) -> np.ndarray:
         hits = [i for i, g in enumerate(self._groups) if tuple(sorted(g.attrs)) == key]
@@ -194,8 +204,9 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
                 f"{list(self.domain.names_of(key))} is not inside the measured marginal "
                 f"{list(self.domain.names_of(self.attrs))}"
             )
-        pos = tuple(self.attrs.index(a) for a in key)
-        v = self._variances_of(marginal_map(self.shape, pos))
+        if key not in self._cache:
+            self._cache[key] = self._variances_of(marginal_map(self.shape, tuple(self.attrs.index(a) for a in key)))
+        v = self._cache[key].copy()
         if not np.all(np.isfinite(v)):
             raise NotMeasuredError(
                 f"strategy {self.name!r} cannot answer every cell of {list(self.domain.names_of(key))} "
