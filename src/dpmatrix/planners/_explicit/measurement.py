@@ -20,9 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..._linalg.marginal_map import marginal_map
-from ..._measure.secure import lattice_sigma_bar, rescored_sigma2
-from ..._mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
-from ..._mechanisms.linear import LinearMechanism
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.measurements import group_entry_labels
 from ...errors import NotMeasuredError, PlanError, WorkloadError
@@ -32,6 +29,11 @@ __all__ = ["ExplicitEstimator", "explicit_mechanisms"]
 
 def explicit_mechanisms(plan, noise: str | None, rel_var_tol: float):
     """``(plan measured, [mechanism])`` of an explicit-strategy plan for ``noise`` (module docstring)."""
+    # the samplers are imported when measuring only: reading a release answers without them
+    from ..._measure.secure import lattice_sigma_bar, rescored_sigma2
+    from ..._mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
+    from ..._mechanisms.linear import LinearMechanism
+
     key = plan.attrs
     if noise in ("gaussian", "gaussian_float"):
         return plan, [LinearMechanism.dense(key, plan.attrs, plan.strategy, plan.sigma2)]
