@@ -46,7 +46,7 @@ def explicit_mechanisms(plan, noise: str | None, rel_var_tol: float):
     m = LinearMechanism.lattice_of(key, plan.attrs, LatticeQuery.of((plan.strategy,)), sb,
                                    pre=_flatten, tol=DEFAULT_LATTICE_TOL)
     s2 = rescored_sigma2(float(plan.sensitivity2), m.lattice.rho, float(plan.sigma2))
-    return plan.rescaled(s2), [m]
+    return plan._rescaled(s2), [m]
 
 
 def _flatten(x: np.ndarray) -> np.ndarray:

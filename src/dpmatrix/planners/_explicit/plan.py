@@ -137,7 +137,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         keep = lam > _EIG_TOL * max(float(lam[-1]), 1e-300)
         return V[:, keep], lam[keep]
 
-    def rescaled(self, sigma2: float) -> ExplicitStrategyPlan:
+    def _rescaled(self, sigma2: float) -> ExplicitStrategyPlan:
         """The same strategy at noise variance ``sigma2``, keeping its eigendecomposition (a
         function of ``A`` alone) instead of computing it again."""
         out = dataclasses.replace(self, sigma2=float(sigma2))
