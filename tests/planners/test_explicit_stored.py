@@ -304,3 +304,22 @@ def test_the_check_accepts_eighs_output_and_refuses_small_edits(rank):
         with pytest.raises(PlanError, match="eigendecomposition"):
             checked_eig(A, eig_to_dict(Vb, lb), _EIG_TOL, np.random.default_rng(1))
             pytest.fail(name)
+
+
+def test_the_keys_a_reader_asks_for_are_the_mechanisms_keys(esoph):
+    """Reading a release asks a plan for its mechanisms' keys without building them
+    (``NamesMechanisms``); they must be the keys of the mechanisms that were measured."""
+    from dpmatrix.protocols import NamesMechanisms
+
+    dom, _ = esoph
+    wk = dm.Workload(dom, WORKLOAD)
+    plans = {"lsa": (dm.plan(wk, rho=1.0, planner="lsa"), (None, "gaussian", "lattice_gaussian")),
+             "querysmasher": (dm.plan(wk, rho=1.0, planner="querysmasher"),
+                              (None, "gaussian", "discrete_gaussian", "lattice_gaussian"))}
+    for plan, noises in plans.values():
+        assert isinstance(plan, NamesMechanisms)
+        for noise in noises:
+            assert plan.mechanism_keys(noise=noise) == tuple(m.key for m in plan.mechanisms(noise=noise)[1])
+        for ask in (plan.mechanisms, plan.mechanism_keys):
+            with pytest.raises(PlanError, match="laplace"):
+                ask(noise="laplace")

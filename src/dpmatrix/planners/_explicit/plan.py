@@ -285,6 +285,9 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     def mechanism_keys(self, *, noise: str | None = None) -> tuple[tuple[int, ...]]:
         """The key of the plan's one mechanism (``attrs``), without building it."""
+        if noise not in (None, "auto", "lattice_gaussian", "gaussian", "gaussian_float"):
+            raise PlanError("an explicit-strategy plan is measured with noise='lattice_gaussian' (secure, the "
+                            f"default) or 'gaussian' (floating point), got {noise!r}")
         return (self.attrs,)
 
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
