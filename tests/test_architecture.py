@@ -20,7 +20,7 @@ SRC = Path(dpmatrix.__file__).parent
 
 # Lowest first. A module may import modules of its own layer or of lower layers only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dpmatrix.errors", "dpmatrix._hooks", "dpmatrix._jsonfile", "dpmatrix._version", "dpmatrix._defaults", "dpmatrix._provenance", "dpmatrix._csv_cells",
+    ("dpmatrix.errors", "dpmatrix._hooks", "dpmatrix._jsonfile", "dpmatrix._jsonarray", "dpmatrix._version", "dpmatrix._defaults", "dpmatrix._provenance", "dpmatrix._csv_cells",
      "dpmatrix._dates", "dpmatrix._bytesize"),
     ("dpmatrix._linalg",),
     ("dpmatrix._domain", "dpmatrix._privacy", "dpmatrix._accounting", "dpmatrix._statement", "dpmatrix._ledger", "dpmatrix._selection",

@@ -13,6 +13,7 @@ capability                   meaning
 :class:`HasMechanisms`       lists its mechanism records for a sampler (every plan)
 :class:`ListsMechanisms`     lists its linear mechanisms (``mechanisms(noise=...)``) and estimates
                              from their noisy outputs (``estimator(noisy)``)
+:class:`NamesMechanisms`     names its mechanisms' keys without building them (reading a release)
 :class:`HasClosure`          a downward-closed set of residual mechanisms, one noise scale per
                              closure set (the ResidualPlanner family, Algorithms 1, 2 and 5)
 :class:`PurePrivacy`         spends a pure ε-DP budget (discrete Laplace noise)
@@ -48,6 +49,7 @@ __all__ = [
     "HasMechanisms",
     "HasSecureNoise",
     "HasSubMechanisms",
+    "NamesMechanisms",
     "HasMarginalColumns",
     "HasMarginalTable",
     "HasResidualColumns",
@@ -210,6 +212,16 @@ class ListsMechanisms(HasMechanisms, Protocol):
 
     def estimator(self, noisy: Mapping[Any, Any]) -> Any:
         """An :class:`~dpmatrix._reconstruct.estimator.Estimator` bound to ``noisy``."""
+
+
+@runtime_checkable
+class NamesMechanisms(Protocol):
+    """A plan whose mechanisms' keys are known without building the mechanisms: reading a
+    release needs the keys only, and building a mechanism can cost far more (the exact lattice
+    form of a dense strategy)."""
+
+    def mechanism_keys(self, *, noise: str | None = None) -> tuple[Hashable, ...]:
+        """The keys of ``mechanisms(noise=noise)``'s records, in their order."""
 
 
 @runtime_checkable

@@ -351,21 +351,27 @@ def _check_privacy_consistent(manifest: dict, plan: Plan, folder: Path) -> None:
             )
 
 
-def _checked_plan(manifest: dict, folder: Path):
+def _checked_plan(manifest: dict, folder: Path, verify: bool = True):
     """The plan a manifest describes, its fields validated and its stated privacy checked
-    against its own noise scales."""
+    against its own noise scales; its array files (:mod:`._arrays`) read and, with ``verify``,
+    checked against their digests."""
     from .._plan_file import check_plan_spec
 
     check_plan_spec(manifest, f"the manifest of {str(folder)!r}")
     try:
-        if "plan" in manifest and "targets" in manifest["plan"]:  # with its target report
+        spec = manifest.get("plan")
+        if spec is not None:
+            from ._arrays import arrays_in
+
+            spec = arrays_in(spec, folder, lambda rel: _stated_digest(manifest, folder, rel, verify), _inside)
+        if spec is not None and "targets" in spec:  # with its target report
             from ..planners._read import plan_from_dict  # its own planner and the targets reader
 
-            plan = plan_from_dict(manifest["plan"])
-        elif "plan" in manifest:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
+            plan = plan_from_dict(spec)
+        elif spec is not None:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
             from ..planners._base import PlanBase  # the plan's own planner module only
 
-            plan = PlanBase.from_dict(manifest["plan"])
+            plan = PlanBase.from_dict(spec)
         else:
             plan = _residual_plan(manifest)
     except KeyError as exc:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from .._domain import Domain
 from .._workload import AttrSet
 from ..errors import DPMatrixError, ReleaseError
-from ..protocols import HasClosure
+from ..protocols import HasClosure, NamesMechanisms
 from ._manifest import sha256_file
 
 if TYPE_CHECKING:
@@ -89,8 +89,9 @@ def _read_mechanism_outputs(path: Path, plan, noise: str, digest: str | None) ->
         t = pq.ParquetFile(str(path)).read().to_pydict()  # read_table (datasets) imports pandas
     except (OSError, pa.lib.ArrowException, KeyError) as exc:
         raise ReleaseError(f"cannot read the measurements {str(path)!r}: {exc}") from None
-    _, mechs = plan.mechanisms(noise=noise)
-    want = {_key_json(m.key): m.key for m in mechs}
+    keys = (plan.mechanism_keys(noise=noise) if isinstance(plan, NamesMechanisms)
+            else [m.key for m in plan.mechanisms(noise=noise)[1]])
+    want = {_key_json(k): k for k in keys}
     out = {}
     for k, shape, cplx, vals in zip(t["key"], t["shape"], t["complex"], t["values"]):
         if k not in want or want[k] in out:

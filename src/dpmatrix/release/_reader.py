@@ -376,7 +376,7 @@ def load_release(folder: str | Path, *, verify: bool = True) -> Release:
     """
     folder = _existing_folder(Path(folder))
     manifest = _read_manifest(folder, verify)
-    plan = _checked_plan(manifest, folder)
+    plan = _checked_plan(manifest, folder, verify)
     # paths are confined when each file is read (Release.file), not all up front: printing one
     # saved table of a release with thousands of tables stays fast
     return Release(path=folder, manifest=manifest, plan=plan, verify=verify)
@@ -434,7 +434,7 @@ def read_checked_manifest(folder: str | Path, *, verify: bool = True) -> dict:
     folder = _existing_folder(Path(folder))
     manifest = _read_manifest(folder, verify)
     if not (verify and isinstance(manifest.get("files"), dict)):
-        _checked_plan(manifest, folder)
+        _checked_plan(manifest, folder, verify)
     return manifest
 
 
@@ -483,7 +483,7 @@ def read_saved_table(
     folder = _existing_folder(Path(folder))
     manifest = _read_manifest(folder, verify)
     if not (verify and isinstance(manifest.get("files"), dict)):
-        _checked_plan(manifest, folder)
+        _checked_plan(manifest, folder, verify)
     try:
         domain = Domain.from_dict(manifest["domain"])
         entries, formats = manifest["marginals"], manifest["tables"]["formats"]

@@ -21,6 +21,7 @@ from .._release_tables import LAYOUT, STAT_COLUMNS, TABLES_DIR, WrittenTables, f
 from .._statement import check_delta, privacy_line, privacy_summary
 from ..errors import DPMatrixError, ReleaseError
 from ..protocols import HasClosure
+from ._arrays import arrays_out
 from ._layout import _swap_into_place, check_target, output_lock, recover_output, sibling_path
 from ._manifest import (
     MANIFEST,
@@ -435,10 +436,10 @@ def _write_stage_listed(measurements, stage: Path, plan, privacy, formats, level
          **({"codes": list(codes)} if codes else {}), **_table_entry(written, key)}
         for names, key, rows, var, _, cols, codes in written.tables
     ]  # fmt: skip
-    spec = plan.to_dict()
+    spec, arrays = arrays_out(plan.to_dict(), stage)  # large solved arrays as .npy files, not JSON text
     example = entries[min(len(entries) - 1, 1)]["key"] if entries else "total"
     _write_synced(stage / TABLES_README, tables_readme(level, None, formats, example, reproducible) + _unit_readme(privacy))
-    digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README), written)
+    digests = _stage_digests(stage, entries, (MEASUREMENTS, TABLES_README, *arrays), written)
     manifest: dict[str, Any] = {
         **_manifest_head(measurements, plan, privacy, level, reproducible, spec.get("planner", type(plan).__name__)),
         "plan_format": spec.get("format"),

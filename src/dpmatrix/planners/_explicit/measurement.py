@@ -17,14 +17,9 @@ workload's query groups.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ..._linalg.marginal_map import marginal_map
-from ..._measure.secure import lattice_sigma_bar, rescored_sigma2
-from ..._mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
-from ..._mechanisms.linear import LinearMechanism
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.measurements import group_entry_labels
 from ...errors import NotMeasuredError, PlanError, WorkloadError
@@ -34,6 +29,11 @@ __all__ = ["ExplicitEstimator", "explicit_mechanisms"]
 
 def explicit_mechanisms(plan, noise: str | None, rel_var_tol: float):
     """``(plan measured, [mechanism])`` of an explicit-strategy plan for ``noise`` (module docstring)."""
+    # the samplers are imported when measuring only: reading a release answers without them
+    from ..._measure.secure import lattice_sigma_bar, rescored_sigma2
+    from ..._mechanisms.lattice import DEFAULT_LATTICE_TOL, LatticeQuery
+    from ..._mechanisms.linear import LinearMechanism
+
     key = plan.attrs
     if noise in ("gaussian", "gaussian_float"):
         return plan, [LinearMechanism.dense(key, plan.attrs, plan.strategy, plan.sigma2)]
@@ -46,7 +46,7 @@ def explicit_mechanisms(plan, noise: str | None, rel_var_tol: float):
     m = LinearMechanism.lattice_of(key, plan.attrs, LatticeQuery.of((plan.strategy,)), sb,
                                    pre=_flatten, tol=DEFAULT_LATTICE_TOL)
     s2 = rescored_sigma2(float(plan.sensitivity2), m.lattice.rho, float(plan.sigma2))
-    return dataclasses.replace(plan, sigma2=s2), [m]
+    return plan._rescaled(s2), [m]
 
 
 def _flatten(x: np.ndarray) -> np.ndarray:

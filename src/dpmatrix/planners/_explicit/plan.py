@@ -19,6 +19,7 @@ This is an explicit small-domain method: the marginal on ``attrs`` is limited to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._domain import Domain
+from ..._jsonarray import array_from_json, array_to_json, is_json_array
 from ..._jsonfile import json_float
 from ..._linalg.marginal_map import marginal_map
 from ..._privacy import Budget, PrivacyReport
@@ -39,6 +41,7 @@ from .._formats import plan_format
 from .._optimality import as_query_workload as _as_query_workload
 from .._optimality import workload_attrs
 from .measurement import ExplicitEstimator, explicit_mechanisms
+from .stored import checked_eig, eig_to_dict
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: reading a plan needs none
@@ -134,6 +137,13 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         keep = lam > _EIG_TOL * max(float(lam[-1]), 1e-300)
         return V[:, keep], lam[keep]
 
+    def _rescaled(self, sigma2: float) -> ExplicitStrategyPlan:
+        """The same strategy at noise variance ``sigma2``, keeping its eigendecomposition (a
+        function of ``A`` alone) instead of computing it again."""
+        out = dataclasses.replace(self, sigma2=float(sigma2))
+        out.__dict__["_eig"] = self._eig
+        return out
+
     @cached_property
     def _groups(self) -> tuple[QueryGroup, ...]:
         return tuple(_as_query_workload(self.workload).groups)
@@ -153,11 +163,21 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         return np.where(resid > _SPAN_TOL * np.maximum(np.linalg.norm(Q, axis=1), 1e-300), np.inf, out)
 
     @cached_property
+    def _cache(self) -> dict[Any, np.ndarray]:
+        """Variances computed so far, by workload group (``int``) or marginal (``tuple``): one
+        answer reads one group, not all of them."""
+        return {}
+
+    def _group_var(self, i: int) -> np.ndarray:
+        if i not in self._cache:
+            g = self._groups[i]
+            self._cache[i] = (self._variances_of(self._lifted(i)).reshape(g.shape) if set(g.attrs) <= set(self.attrs)
+                              else np.full(g.shape, np.inf))  # a zero-weight entry outside the measured marginal
+        return self._cache[i]
+
+    @cached_property
     def _group_variances(self) -> tuple[np.ndarray, ...]:
-        inside = set(self.attrs)
-        return tuple(self._variances_of(self._lifted(i)).reshape(g.shape) if set(g.attrs) <= inside
-                     else np.full(g.shape, np.inf)  # a zero-weight entry outside the measured marginal
-                     for i, g in enumerate(self._groups))
+        return tuple(self._group_var(i) for i in range(len(self._groups)))
 
     @cached_property
     def _positive(self) -> tuple[np.ndarray, ...]:
@@ -166,7 +186,7 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     # -- accuracy -----------------------------------------------------------------------------
     def group_variance(self, i: int) -> np.ndarray:
         """Exact variance of every query of group ``i``, shaped like its table of queries."""
-        return self._group_variances[i].copy()
+        return self._group_var(i).copy()
 
     def _query_variance(self, key: tuple[int, ...]) -> np.ndarray:
         hits = [i for i, g in enumerate(self._groups) if tuple(sorted(g.attrs)) == key]
@@ -184,8 +204,9 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
                 f"{list(self.domain.names_of(key))} is not inside the measured marginal "
                 f"{list(self.domain.names_of(self.attrs))}"
             )
-        pos = tuple(self.attrs.index(a) for a in key)
-        v = self._variances_of(marginal_map(self.shape, pos))
+        if key not in self._cache:
+            self._cache[key] = self._variances_of(marginal_map(self.shape, tuple(self.attrs.index(a) for a in key)))
+        v = self._cache[key].copy()
         if not np.all(np.isfinite(v)):
             raise NotMeasuredError(
                 f"strategy {self.name!r} cannot answer every cell of {list(self.domain.names_of(key))} "
@@ -262,6 +283,13 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
     #: noise of ``measure`` with ``noise=None``/``"auto"`` and no generator (secure sampler)
     secure_noise = "lattice_gaussian"
 
+    def mechanism_keys(self, *, noise: str | None = None) -> tuple[tuple[int, ...]]:
+        """The key of the plan's one mechanism (``attrs``), without building it."""
+        if noise not in (None, "auto", "lattice_gaussian", "gaussian", "gaussian_float"):
+            raise PlanError("an explicit-strategy plan is measured with noise='lattice_gaussian' (secure, the "
+                            f"default) or 'gaussian' (floating point), got {noise!r}")
+        return (self.attrs,)
+
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(plan measured, [LinearMechanism])``: the dense strategy on the flattened marginal
         ``attrs``, keyed by ``attrs`` — with the lattice sampler (``None``/``"auto"``/
@@ -275,12 +303,13 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     # -- serialization ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description: domain, workload, measured attributes, strategy, σ², privacy."""
+        """JSON-ready description: domain, workload, measured attributes, the strategy and the
+        eigendecomposition of ``AᵀA`` (exact float64, :mod:`.stored`), σ², privacy."""
         if isinstance(self.workload, Workload):
             wk = {"kind": "workload", **self.workload.to_dict()}
         else:
             wk = {"kind": "queries", "groups": [
-                {"attributes": list(self.domain.names_of(g.attrs)), "matrix": g.dense().tolist(),
+                {"attributes": list(self.domain.names_of(g.attrs)), "matrix": array_to_json(g.dense()),
                  "weights": np.asarray(g.weight_array(), dtype=float).reshape(-1).tolist(), "label": g.label}
                 for g in self._groups]}  # fmt: skip
         return {
@@ -291,7 +320,8 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
             "domain": self.domain.to_dict(),
             "workload": wk,
             "attributes": list(self.domain.names_of(self.attrs)),
-            "strategy": self.strategy.tolist(),
+            "strategy": array_to_json(self.strategy),
+            "solution": eig_to_dict(*self._eig),
             "sigma2": json_float(self.sigma2),
             "residuals": [],
             "privacy": self._privacy_spec(),  # what the default release states
@@ -299,6 +329,10 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ExplicitStrategyPlan:
+        """The plan :meth:`to_dict` describes. A stored eigendecomposition is checked against the
+        strategy (:func:`.stored.checked_eig`), not recomputed; a file without one (written
+        before it was stored) computes it when first needed. The strategy may be a stored array
+        or (older files) a list of rows."""
         if spec.get("format") != EXPLICIT_FORMAT:
             raise PlanError(f"not a dpmatrix explicit-strategy plan (format {spec.get('format')!r})")
         domain = Domain.from_dict(spec["domain"])
@@ -306,18 +340,37 @@ class ExplicitStrategyPlan(PlanBase, PrivacyReport):
         if w.get("kind") == "queries":
             wk = QueryWorkload(domain)
             for g in w["groups"]:
-                m = np.asarray(g["matrix"], dtype=float)
+                m = _matrix(g["matrix"], "a query group's matrix")
                 wk.add_explicit(g["attributes"], m, weight=np.asarray(g["weights"], dtype=float), label=g.get("label", ""))
         else:
             wk = Workload.from_dict(domain, {k: v for k, v in w.items() if k != "kind"})
-        strategy = np.asarray(spec["strategy"], dtype=float)
-        strategy.setflags(write=False)
-        return cls(wk, domain.resolve(spec["attributes"]), strategy, float(spec["sigma2"]),
-                   spec.get("strategy_name", "custom"))
+        attrs = domain.resolve(spec["attributes"])
+        strategy = _matrix(spec["strategy"], "the explicit strategy")
+        n = math.prod(domain.sizes[a] for a in attrs)
+        if strategy.ndim != 2 or strategy.shape[1] != n or not np.all(np.isfinite(strategy)) or not np.any(strategy):
+            raise PlanError(f"the stored explicit strategy must be a finite non-zero k × {n} matrix, got shape "
+                            f"{list(strategy.shape)}")
+        plan = cls(wk, attrs, strategy, float(spec["sigma2"]), spec.get("strategy_name", "custom"))
+        if "solution" in spec:  # checked in O(kN) instead of an O(N³) eigendecomposition
+            plan.__dict__["_eig"] = checked_eig(strategy, spec["solution"], _EIG_TOL)
+        return plan
 
     def __repr__(self) -> str:
         return (f"ExplicitStrategyPlan({self.name!r} on {list(self.domain.names_of(self.attrs))}, "
                 f"{self.strategy.shape[0]}×{self.strategy.shape[1]}, pcost={self.pcost:.6g})")
+
+
+def _matrix(value: Any, what: str) -> np.ndarray:
+    """A read-only float matrix from a stored array or a list of rows (files written before
+    arrays were stored)."""
+    if is_json_array(value):
+        return array_from_json(value, PlanError, what)
+    try:
+        m = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{what} is not a matrix of numbers ({exc})") from None
+    m.setflags(write=False)
+    return m
 
 
 def explicit_plan(workload, strategy: np.ndarray, *, pcost: float, name: str = "custom",

@@ -307,7 +307,7 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
             ],
             "privacy": self._privacy_spec(),  # what the default release states
             "rmse": self.rmse(),
-            **({"solutions": stored} if (stored := solutions_to_list(self.solutions)) is not None else {}),
+            "solutions": solutions_to_list(self.solutions),
         }
 
     @classmethod
@@ -363,6 +363,14 @@ class QuerySmasherPlan(PlanBase, PrivacyReport):
         return plan
 
     # -- measurement protocol ------------------------------------------------------------------
+    def mechanism_keys(self, *, noise: str | None = None) -> tuple[tuple[int, ...], ...]:
+        """The keys of :meth:`mechanisms`' records (the measured residual spaces, in order),
+        without building them (a dense strategy's exact lattice form costs far more)."""
+        if noise not in (None, "gaussian", "discrete_gaussian", "lattice_gaussian"):
+            raise PlanError("a QuerySmasher plan is measured with noise='gaussian', 'discrete_gaussian' or "
+                            f"'lattice_gaussian', got {noise!r}")
+        return tuple(S for S, r in self.residuals.items() if math.isfinite(r.sigma2))
+
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(plan measured, [LinearMechanism])``: one per measured residual space (see
         :mod:`dpmatrix.planners._querysmasher.measurement`); discrete noise re-scores the plan."""

@@ -176,12 +176,12 @@ class DenseMech(SubMechanism):
         return out
 
     def trace_kron(self, Gs):
-        N = math.prod(self.sizes)
-        P = self.mech.Bpinv
-        K = P @ P.T
-        GK = kron_apply(tuple(Gs), K.reshape(self.sizes + (N,)).transpose(
-            (len(self.sizes),) + tuple(range(len(self.sizes))))).reshape(N, N)
-        return float(np.trace(GK))
+        """``tr(G K)``, ``K = B⁺B⁺ᵀ = Σ_j p_j p_jᵀ`` (``p_j`` the columns of ``B⁺``), as
+        ``Σ_j p_jᵀ (G p_j)``: ``G = ⊗ G_i`` applied to the ``r`` columns, never to the ``N × N``
+        matrix ``K`` (``O(r N Σ n_i)`` instead of ``O(N² r)``)."""
+        P = self.mech.Bpinv  # N × r
+        T = np.ascontiguousarray(P.T).reshape((-1,) + self.sizes)
+        return float(np.sum(kron_apply(tuple(Gs), T) * T))
 
     def var_dense(self, P):
         R = np.asarray(P, float).reshape(-1, math.prod(self.sizes)) @ self.mech.Bpinv
