@@ -28,14 +28,17 @@ import numpy as np
 from ..._linalg.marginal_map import marginal_map
 from ..._mechanisms.laplace import dyadic_floor
 from ..._solvers.budget_split import cube_root_split
-from ..._solvers.pidentity import optimize_pidentity
+from ..._solvers.pidentity import DenseQueries, IntervalQueries, pidentity_loss, query_variances
+from ..._solvers.union_split import kron_union_model, optimize_union_split
 from ..._workload import Workload
 from ...errors import PlanError
 from .pidentity_plan import (
     PIdentityVariances,
     _kron2_diagonal,
+    _optimize_factor,
     _type_gram,
     default_random_starts,
+    interval_bounds,
     quantized_strategy,
 )
 from .units import check_epsilon
@@ -82,14 +85,46 @@ def _product_rows(factors) -> tuple[np.ndarray, list[Fraction]]:
     return rows, budgets
 
 
+def _normalized_gram(theta: np.ndarray) -> np.ndarray:
+    """``ÃᵀÃ`` of the factor ``Ã = [I; Θ]D`` (columns of L1 norm 1) the integer rows realize."""
+    n = theta.shape[1]
+    a = np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
+    return a.T @ a
+
+
+def _factor(workload: Workload, a: int, kind: str, objective: str, seed: int) -> tuple[np.ndarray, float, float]:
+    """``(Θ, L, m)`` of the attribute's optimized factor: its total (``L``, per unit ``1/ε²``
+    without the Laplace 2) and largest (``m``) query variance read alone."""
+    n = workload.domain.sizes[a]
+    if kind == "identity":
+        return np.zeros((0, n)), float(n), 1.0
+    gram = _type_gram(workload, a, kind)
+    queries = workload_queries_of(workload, a, kind)
+    res = _optimize_factor(gram, queries, objective, default_random_starts(n), seed)
+    theta = res.theta
+    return theta, float(pidentity_loss(theta, gram)), float(query_variances(theta, queries).max())
+
+
+def workload_queries_of(workload: Workload, a: int, kind: str):
+    """The queries of query type ``kind`` on attribute ``a`` (interval form where possible)."""
+    n = workload.domain.sizes[a]
+    iv = interval_bounds(kind, n)
+    if iv is not None:
+        return IntervalQueries(n, iv[0], iv[1])
+    return DenseQueries(np.asarray(workload.query_matrix(a, kind), dtype=float))
+
+
 def plan_pidentity_union(
     workload: Workload,
     epsilon: float,
     *,
     variance_model: str = "discrete",
     seed: int = 0,
+    objective: str = "sum",
+    joint: bool = True,
 ) -> UnionPIdentityPlan:
-    """Plan a union of p-Identity products with a cube-root budget split and one GLS (module doc).
+    """Plan a union of p-Identity products with one GLS, budgets split against the joint GLS
+    (module doc).
 
     Parameters
     ----------
@@ -100,6 +135,13 @@ def plan_pidentity_union(
     variance_model : {"discrete", "continuous"}, keyword-only
     seed : int, keyword-only
         Seed of the optimizer's random starts.
+    objective : {"sum", "max"}, keyword-only
+        Minimize the weighted total variance of the workload's queries, or the largest query
+        variance over the positively weighted marginals (factors optimized for their own maxima).
+    joint : bool, keyword-only
+        Optimize the budget split against the exact joint GLS (default) or keep the start
+        (cube-root rule for ``"sum"``; each product's own largest variance equalized for
+        ``"max"``).
 
     Returns
     -------
@@ -116,6 +158,8 @@ def plan_pidentity_union(
     eps = check_epsilon(epsilon)
     if variance_model not in ("discrete", "continuous"):
         raise PlanError(f"variance_model must be 'discrete' or 'continuous', got {variance_model!r}")
+    if objective not in ("sum", "max"):
+        raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     dom = workload.domain
     union = tuple(sorted(set().union(*[set(s) for s in workload.sets])))
     cells = dom.cells(union)
@@ -127,38 +171,65 @@ def plan_pidentity_union(
     if not live:
         raise PlanError("the workload has no positively weighted marginal")
     cache: dict = {}
-    products, objectives = [], []
+    products, objectives, maxima, grams, queries = [], [], [], [], []
     for j in live:
         s, types = workload.sets[j], workload.types(j)
         # integer resolution per factor: the product rows stay below 2^30 (int64 answers)
         aggregating = sum(k != "identity" for k in types)
         resolution = 2 ** (30 // max(aggregating, 1))
-        factors, loss = [], 1.0
+        factors, loss, top, gram_j, q_j = [], 1.0, 1.0, {}, {}
         for a, k in zip(s, types):
-            n = dom.sizes[a]
             if (a, k) not in cache:
-                if k == "identity":
-                    theta, value = np.zeros((0, n)), float(n)
-                else:
-                    gram = _type_gram(workload, a, k)
-                    res = optimize_pidentity(gram, random_starts=default_random_starts(n), seed=seed)
-                    theta, value = res.theta, res.loss
-                cache[a, k] = (theta, value)
-            theta, value = cache[a, k]
+                theta, value, vmax = _factor(workload, a, k, objective, seed)
+                cache[a, k] = (theta, value, vmax, _normalized_gram(theta))
+            theta, value, vmax, gram = cache[a, k]
             factors.append(quantized_strategy(theta, 1.0, resolution=resolution))
             loss *= value
+            top *= vmax
+            gram_j[union.index(a)] = gram
+            q_j[union.index(a)] = np.asarray(workload.query_matrix(a, k), dtype=float)
         rows, budgets = _product_rows(factors)
         lifted = rows @ marginal_map(shape, tuple(union.index(a) for a in s)).astype(np.int64)
         products.append((lifted, budgets))
         objectives.append(2.0 * float(workload.weights[j]) * loss)
-    eta = cube_root_split(np.array(objectives), np.ones(len(objectives)), eps).eta
+        maxima.append(2.0 * top)
+        grams.append(gram_j)
+        queries.append((float(workload.weights[j]), q_j))
+    if objective == "sum":  # Corollary 3.3 on the products read alone
+        start = cube_root_split(np.array(objectives), np.ones(len(objectives)), eps).eta
+    else:  # each product's own largest variance m_j/ε_j² equalized
+        start = eps * np.sqrt(maxima) / np.sqrt(maxima).sum()
+    eta, summary = np.asarray(start, dtype=float), {"split": "start", "joint": "not searched"}
+    if joint:
+        eta, summary = _joint_split(shape, grams, queries, start, eps, objective)
     strategy = np.vstack([m for m, _ in products]).astype(np.int64)
     strategy.setflags(write=False)
-    row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) for (_, bs), e in zip(products, eta) for b in bs)
-    comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "epsilon": float(e)}
-                       for j, f, e in zip(live, objectives, eta))
-    plan = UnionPIdentityPlan(workload, eps, union, strategy, row_budgets, "optimal", "sum", "pidentity-union",
+    row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) if e > 0 else Fraction(0)
+                        for (_, bs), e in zip(products, eta) for b in bs)
+    comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
+                        "start_epsilon": float(e0), "epsilon": float(e)}
+                       for j, f, m, e0, e in zip(live, objectives, maxima, start, eta)) + (summary,)
+    plan = UnionPIdentityPlan(workload, eps, union, strategy, row_budgets, "optimal", objective, "pidentity-union",
                               variance_model=variance_model, comparison=comparison)
     if plan.privacy_epsilon() > Fraction(eps):  # cannot happen: every rounding is downward
         raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
     return plan
+
+
+def _joint_split(shape, grams, queries, start, eps, objective) -> tuple[np.ndarray, dict]:
+    """The budget split minimizing the exact joint-GLS objective in the continuous model
+    (:func:`~dpmatrix._solvers.union_split.optimize_union_split`), with a summary row for the
+    plan's comparison (start and joint objectives, winning candidate)."""
+    model = kron_union_model(shape, grams, queries)
+    if model is None:  # two query types on one attribute: no common congruence
+        return np.asarray(start, dtype=float), {
+            "split": "start", "joint": "skipped: an attribute has two different factors (no diagonal "
+            "form of the joint GLS); the start split is kept"}
+    res = optimize_union_split(model, np.asarray(start, dtype=float), eps, objective)
+    # a gain below 1e-9 is within the integer rows' quantization: keep the start exactly
+    if res.objective >= res.start_objective * (1 - 1e-9):
+        return np.asarray(start, dtype=float), {"split": "start", "joint": res.method,
+                                                "start_objective": res.start_objective,
+                                                "joint_objective": res.start_objective}
+    return res.eta, {"split": "joint", "joint": res.method, "start_objective": res.start_objective,
+                     "joint_objective": res.objective}
