@@ -102,6 +102,9 @@ class KronUnionModel:
     precision: np.ndarray
     marginals: tuple
     load: np.ndarray
+    transforms: tuple = ()
+    product_axes: tuple = ()
+    queries: tuple = ()
 
     def cell_precision(self, eta: np.ndarray) -> np.ndarray:
         return np.asarray(eta, dtype=float) ** 2 @ self.precision
@@ -126,6 +129,43 @@ class KronUnionModel:
         """The variance of every query of every positively weighted marginal (flattened)."""
         inv = self._inverse(eta).reshape(self.shape)
         return [_contract(inv, fs).ravel() for _, fs in self.marginals]
+
+    def gram_gradient(self, eta, axis: int) -> np.ndarray:
+        """``∂ total / ∂B_axis`` for the factor Gram shared by the products on ``axis`` (the
+        congruences held fixed: the total depends on ``P(ε)`` only, whose null space — the
+        cells no marginal of a product separates — does not move with a positive definite
+        ``B``). With ``X = P⁺GP⁺`` in the diagonal basis, ``tr(X (dB ⊗ R_j))`` only needs the
+        diagonals of the other axes' factors:
+        ``Y = Σ_{j∋axis} ε_j²/2 Σ_W w_W H_{W,axis} ⊙ (Π diag(h_W r_j) Πᵀ)`` with ``Π`` the inverse
+        precision (axis first), ``h_W``, ``r_j`` the Kronecker products of the other axes'
+        diagonals, and the gradient is ``-T Y Tᵀ``."""
+        eta = np.asarray(eta, dtype=float)
+        n = self.shape[axis]
+        inv = np.moveaxis(self._inverse(eta).reshape(self.shape), axis, 0).reshape(n, -1)
+        others = [k for k in range(len(self.shape)) if k != axis]
+        t_ax, tv_ax = self.transforms[axis]
+        y = np.zeros((n, n))
+        for w, qs in self.queries:
+            if axis in qs:
+                qt = np.asarray(qs[axis], dtype=float) @ t_ax
+                h_ax = qt.T @ qt
+            else:
+                h_ax = np.outer(tv_ax, tv_ax)
+            h_rest = reduce(np.multiply.outer, [self._diag_h(qs, k) for k in others], np.ones(()))
+            acc = np.zeros((n, n))
+            for e, axes in zip(eta, self.product_axes):
+                if axis not in axes or e == 0:
+                    continue
+                r = reduce(np.multiply.outer, [np.ones(self.shape[k]) if k in axes else self.transforms[k][1] ** 2
+                                               for k in others], np.ones(()))
+                acc += 0.5 * e**2 * (inv * (h_rest * r).ravel()) @ inv.T
+            y += w * h_ax * acc
+        return -t_ax @ y @ t_ax.T
+
+    def _diag_h(self, qs, k: int) -> np.ndarray:
+        if k in qs:
+            return ((np.asarray(qs[k], dtype=float) @ self.transforms[k][0]) ** 2).sum(axis=0)
+        return self.transforms[k][1] ** 2
 
     def max_variance(self, eta) -> float:
         return float(max(v.max() for v in self.query_variances(eta)))
@@ -222,7 +262,9 @@ def kron_union_model(
             fs.append(z)
         margs.append((float(w), tuple(fs)))
         load += float(w) * reduce(np.multiply.outer, [f.sum(axis=0) for f in fs]).ravel()
-    return KronUnionModel(shape, precision, tuple(margs), load)
+    return KronUnionModel(shape, precision, tuple(margs), load, tuple(congr),
+                          tuple(frozenset(prod) for prod in products),
+                          tuple((float(w), dict(qs)) for w, qs in marginals if w > 0))
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

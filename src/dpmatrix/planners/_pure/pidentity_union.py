@@ -4,17 +4,31 @@ HDMM's union-of-products template (McKenna et al., PVLDB 2018, §6) for a worklo
 marginals with query types ``W = Σ_j w_j ⊗_{i∈A_j} W_{j,i}``: marginal ``j`` gets its own product
 strategy ``⊗_{i∈A_j} A_{j,i}`` (each factor an optimized p-Identity strategy,
 :mod:`dpmatrix._solvers.pidentity`; plain-cell attributes keep ``I``), with objective
-``f_j = 2 w_j Π_i L_{j,i}`` per unit ``1/ε_j²`` when read alone. The products' budgets follow the
-cube-root rule ``ε_j ∝ f_j^{1/3}`` (Corollary 3.3 of Cormode et al.; HDMM's union weights), and
-every product has L1 sensitivity 1, so the stacked strategy spends ``Σ_j ε_j = ε``.
+``f_j = 2 w_j Π_i L_{j,i}`` per unit ``1/ε_j²`` when read alone. Every product has L1
+sensitivity 1, so the stacked strategy with product budgets ``ε_j`` spends ``Σ_j ε_j = ε``.
+
+Budgets. HDMM (and this module's start) splits by the cube-root rule ``ε_j ∝ f_j^{1/3}``
+(Corollary 3.3 of Cormode et al.), optimal when each marginal is answered from its own product
+only. The joint GLS answers every marginal from ALL measurements, so the true objective is lower
+and depends jointly on the split: it is minimized exactly (continuous ``2/ε²`` model) by
+:func:`~dpmatrix._solvers.union_split.optimize_union_split`, from the cube-root split for the
+total (``objective="sum"``) or from the split equalizing each product's own largest variance for
+the maximum (``objective="max"``, factors optimized for their own maxima); a product whose
+marginal the others already determine may get budget 0 (unmeasured). For the total, a few
+alternating rounds then re-optimize each attribute's factor against the joint GLS
+(:func:`~dpmatrix._solvers.union_factors.optimize_union_factors`). Candidates are compared by
+the exact objective and the start is kept unless beaten: never worse than the cube-root plan.
+Both searches need one factor per attribute (the same query type on an attribute in every
+marginal); otherwise the start split is kept and the comparison says so.
 
 Rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
 so that the product rows stay below ``2^30``, :func:`~.pidentity_plan.quantized_strategy`), lifted to the cells of the union ``U`` of
 the workload's attributes; row budgets ``ε_j Π_i b_{j,i,r_i}`` are rounded down to dyadic
 rationals and the max column L1 norm is re-checked exactly. Recovery is ONE GLS over all
 measurements on the cells of ``U`` (dense, at most :data:`MAX_CELLS` cells), with the exact per-row
-variances: every answer comes from one estimate (consistent), and each workload marginal's query
-variances are computed from its cells' covariance by mode products.
+variances (discrete Laplace as released, or ``2/ε_r²``): every answer comes from one estimate
+(consistent), and each workload marginal's query variances are computed from its cells'
+covariance by mode products.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from ..._linalg.marginal_map import marginal_map
 from ..._mechanisms.laplace import dyadic_floor
 from ..._solvers.budget_split import cube_root_split
 from ..._solvers.pidentity import DenseQueries, IntervalQueries, pidentity_loss, query_variances
+from ..._solvers.union_factors import normalized_gram, optimize_union_factors
 from ..._solvers.union_split import kron_union_model, optimize_union_split
 from ..._workload import Workload
 from ...errors import PlanError
@@ -85,13 +100,6 @@ def _product_rows(factors) -> tuple[np.ndarray, list[Fraction]]:
     return rows, budgets
 
 
-def _normalized_gram(theta: np.ndarray) -> np.ndarray:
-    """``ÃᵀÃ`` of the factor ``Ã = [I; Θ]D`` (columns of L1 norm 1) the integer rows realize."""
-    n = theta.shape[1]
-    a = np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
-    return a.T @ a
-
-
 def _factor(workload: Workload, a: int, kind: str, objective: str, seed: int) -> tuple[np.ndarray, float, float]:
     """``(Θ, L, m)`` of the attribute's optimized factor: its total (``L``, per unit ``1/ε²``
     without the Laplace 2) and largest (``m``) query variance read alone."""
@@ -139,9 +147,9 @@ def plan_pidentity_union(
         Minimize the weighted total variance of the workload's queries, or the largest query
         variance over the positively weighted marginals (factors optimized for their own maxima).
     joint : bool, keyword-only
-        Optimize the budget split against the exact joint GLS (default) or keep the start
-        (cube-root rule for ``"sum"``; each product's own largest variance equalized for
-        ``"max"``).
+        Optimize the budget split (and, for ``"sum"``, the factors) against the exact joint GLS
+        (default), or keep the start: the cube-root rule for ``"sum"`` (HDMM's union weights),
+        each product's own largest variance equalized for ``"max"``.
 
     Returns
     -------
@@ -171,26 +179,20 @@ def plan_pidentity_union(
     if not live:
         raise PlanError("the workload has no positively weighted marginal")
     cache: dict = {}
-    products, objectives, maxima, grams, queries = [], [], [], [], []
+    objectives, maxima, grams, queries, kinds = [], [], [], [], []
     for j in live:
         s, types = workload.sets[j], workload.types(j)
-        # integer resolution per factor: the product rows stay below 2^30 (int64 answers)
-        aggregating = sum(k != "identity" for k in types)
-        resolution = 2 ** (30 // max(aggregating, 1))
-        factors, loss, top, gram_j, q_j = [], 1.0, 1.0, {}, {}
+        loss, top, gram_j, q_j = 1.0, 1.0, {}, {}
         for a, k in zip(s, types):
             if (a, k) not in cache:
                 theta, value, vmax = _factor(workload, a, k, objective, seed)
-                cache[a, k] = (theta, value, vmax, _normalized_gram(theta))
+                cache[a, k] = (theta, value, vmax, normalized_gram(theta))
             theta, value, vmax, gram = cache[a, k]
-            factors.append(quantized_strategy(theta, 1.0, resolution=resolution))
             loss *= value
             top *= vmax
             gram_j[union.index(a)] = gram
             q_j[union.index(a)] = np.asarray(workload.query_matrix(a, k), dtype=float)
-        rows, budgets = _product_rows(factors)
-        lifted = rows @ marginal_map(shape, tuple(union.index(a) for a in s)).astype(np.int64)
-        products.append((lifted, budgets))
+            kinds.append((union.index(a), a, k))
         objectives.append(2.0 * float(workload.weights[j]) * loss)
         maxima.append(2.0 * top)
         grams.append(gram_j)
@@ -200,8 +202,21 @@ def plan_pidentity_union(
     else:  # each product's own largest variance m_j/ε_j² equalized
         start = eps * np.sqrt(maxima) / np.sqrt(maxima).sum()
     eta, summary = np.asarray(start, dtype=float), {"split": "start", "joint": "not searched"}
+    thetas = {(a, k): cache[a, k][0] for _, a, k in kinds}
     if joint:
         eta, summary = _joint_split(shape, grams, queries, start, eps, objective)
+        if objective == "sum" and "joint_objective" in summary:  # one factor per attribute
+            thetas, eta, summary = _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, summary)
+    products = []
+    for j in live:
+        s, types = workload.sets[j], workload.types(j)
+        # integer resolution per factor: the product rows stay below 2^30 (int64 answers)
+        aggregating = sum(k != "identity" for k in types)
+        resolution = 2 ** (30 // max(aggregating, 1))
+        factors = [quantized_strategy(thetas[a, k], 1.0, resolution=resolution) for a, k in zip(s, types)]
+        rows, budgets = _product_rows(factors)
+        lifted = rows @ marginal_map(shape, tuple(union.index(a) for a in s)).astype(np.int64)
+        products.append((lifted, budgets))
     strategy = np.vstack([m for m, _ in products]).astype(np.int64)
     strategy.setflags(write=False)
     row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) if e > 0 else Fraction(0)
@@ -214,6 +229,23 @@ def plan_pidentity_union(
     if plan.privacy_epsilon() > Fraction(eps):  # cannot happen: every rounding is downward
         raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
     return plan
+
+
+def _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, summary):
+    """Alternating factor / split rounds against the joint total (objective "sum", one factor
+    per attribute): the factors of attributes with non-cell queries may change; the summary row
+    gains the rounds' total and log."""
+    if objective != "sum":
+        return thetas, eta, summary
+    by_axis = {ax: (a, k) for ax, a, k in kinds}
+    product_axes = [tuple(g) for g in grams]
+    res = optimize_union_factors(shape, {ax: thetas[ak] for ax, ak in by_axis.items()}, product_axes, queries,
+                                 eta, eps, free=[ax for ax, (_, k) in sorted(by_axis.items()) if k != "identity"])
+    summary = dict(summary, factor_rounds=" | ".join(res.log))
+    if res.objective >= res.start_objective * (1 - 1e-9):
+        return thetas, eta, summary
+    summary.update(split="joint", factors="joint", joint_objective=res.objective)
+    return {ak: res.thetas[ax] for ax, ak in by_axis.items()}, res.eta, summary
 
 
 def _joint_split(shape, grams, queries, start, eps, objective) -> tuple[np.ndarray, dict]:
