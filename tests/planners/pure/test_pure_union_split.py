@@ -226,17 +226,39 @@ def test_max_objective_through_plan_pure_and_auto():
     assert auto.max_variance() == pytest.approx(min(r["max_variance"] for r in rows), rel=1e-12)
 
 
-def test_two_query_types_on_one_attribute_keep_the_start_split():
-    """Prefixes of a in one marginal, ranges of a in another: two factors on one attribute have no
-    common congruence, so the start split is kept and said so; the plan stays private and exact."""
-    dom = Domain({"a": 12, "b": 3})
+@pytest.mark.parametrize("n", [12, 24])
+def test_two_query_types_on_one_attribute(n):
+    """Ranges of a in one marginal, prefixes of a in another: two factors on one attribute have no
+    common congruence, so the per-type plan keeps its start split; a second candidate shares ONE
+    factor (optimized for both types) and is split jointly. The better by the exact objective is
+    kept (n = 12: the shared factor, n = 24: the per-type factors); either way privacy is exact,
+    the variances are the brute-force GLS ones and the result is no worse than the start plan."""
+    dom = Domain({"a": n, "b": 3})
     sets = [{"attributes": ("a",), "query_types": {"a": "range"}}, ("a", "b")]
     wl = Workload(dom, sets, query_types={"a": "prefix"})
-    p = plan_pidentity_union(wl, 1.0, variance_model="continuous")
-    assert p.comparison[-1]["split"] == "start" and "skipped" in p.comparison[-1]["joint"]
-    assert p.privacy_epsilon() <= 1
-    np.testing.assert_allclose([r["epsilon"] for r in p.comparison[:-1]],
-                               [r["start_epsilon"] for r in p.comparison[:-1]])
+    for objective in ("sum", "max"):
+        p = plan_pidentity_union(wl, 1.0, variance_model="continuous", objective=objective)
+        start = plan_pidentity_union(wl, 1.0, variance_model="continuous", objective=objective, joint=False)
+        s = p.strategy_matrix.astype(np.int64)
+        assert max(sum((abs(int(s[r, j])) * p.budgets[r] for r in range(s.shape[0])), Fraction(0))
+                   for j in range(s.shape[1])) <= 1
+        e = np.array([float(b) for b in p.budgets])
+        rows = [s[r:r + 1].astype(float) for r in np.flatnonzero(e > 0)]
+        noise = 2.0 / e[e > 0] ** 2
+        q0 = ranges(n) @ po.marginal_matrix((n, 3), (0,))
+        q1 = np.kron(prefixes(n), np.eye(3))
+        v0, v1 = gls_variances(rows, noise, q0), gls_variances(rows, noise, q1)
+        np.testing.assert_allclose(p.entry_variance(0).ravel(), v0, rtol=1e-7)
+        np.testing.assert_allclose(p.entry_variance(1).ravel(), v1, rtol=1e-7)
+        value = (v0.sum() + v1.sum()) if objective == "sum" else max(v0.max(), v1.max())
+        base = start.total_variance() if objective == "sum" else start.max_variance()
+        last = p.comparison[-1]
+        if n == 12:
+            assert last["factors"].startswith("one per attribute") and value < base * 0.999
+            assert last["per_type_factors"] == pytest.approx(base, rel=1e-12)
+        else:
+            assert "skipped" in last["joint"] and value == pytest.approx(base, rel=1e-12)
+            assert last["shared_factors"] > value
 
 
 def test_monte_carlo_joint_split_real_sampler():

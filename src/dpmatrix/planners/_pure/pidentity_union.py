@@ -33,6 +33,7 @@ covariance by mode products.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, reduce
@@ -42,7 +43,7 @@ import numpy as np
 from ..._linalg.marginal_map import marginal_map
 from ..._mechanisms.laplace import dyadic_floor
 from ..._solvers.budget_split import cube_root_split
-from ..._solvers.pidentity import DenseQueries, IntervalQueries, pidentity_loss, query_variances
+from ..._solvers.pidentity import DenseQueries, IntervalQueries, SumGram, pidentity_loss, query_variances
 from ..._solvers.union_factors import normalized_gram, optimize_union_factors
 from ..._solvers.union_split import kron_union_model, optimize_union_split
 from ..._workload import Workload
@@ -107,13 +108,13 @@ def _factor(workload: Workload, a: int, kind: str, objective: str, seed: int) ->
     if kind == "identity":
         return np.zeros((0, n)), float(n), 1.0
     gram = _type_gram(workload, a, kind)
-    queries = workload_queries_of(workload, a, kind)
+    queries = _queries_of(workload, a, kind)
     res = _optimize_factor(gram, queries, objective, default_random_starts(n), seed)
     theta = res.theta
     return theta, float(pidentity_loss(theta, gram)), float(query_variances(theta, queries).max())
 
 
-def workload_queries_of(workload: Workload, a: int, kind: str):
+def _queries_of(workload: Workload, a: int, kind: str):
     """The queries of query type ``kind`` on attribute ``a`` (interval form where possible)."""
     n = workload.domain.sizes[a]
     iv = interval_bounds(kind, n)
@@ -203,32 +204,94 @@ def plan_pidentity_union(
         start = eps * np.sqrt(maxima) / np.sqrt(maxima).sum()
     eta, summary = np.asarray(start, dtype=float), {"split": "start", "joint": "not searched"}
     thetas = {(a, k): cache[a, k][0] for _, a, k in kinds}
-    if joint:
-        eta, summary = _joint_split(shape, grams, queries, start, eps, objective)
-        if objective == "sum" and "joint_objective" in summary:  # one factor per attribute
-            thetas, eta, summary = _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, summary)
-    products = []
-    for j in live:
-        s, types = workload.sets[j], workload.types(j)
-        # integer resolution per factor: the product rows stay below 2^30 (int64 answers)
-        aggregating = sum(k != "identity" for k in types)
-        resolution = 2 ** (30 // max(aggregating, 1))
-        factors = [quantized_strategy(thetas[a, k], 1.0, resolution=resolution) for a, k in zip(s, types)]
-        rows, budgets = _product_rows(factors)
-        lifted = rows @ marginal_map(shape, tuple(union.index(a) for a in s)).astype(np.int64)
-        products.append((lifted, budgets))
-    strategy = np.vstack([m for m, _ in products]).astype(np.int64)
-    strategy.setflags(write=False)
-    row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) if e > 0 else Fraction(0)
-                        for (_, bs), e in zip(products, eta) for b in bs)
-    comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
-                        "start_epsilon": float(e0), "epsilon": float(e)}
-                       for j, f, m, e0, e in zip(live, objectives, maxima, start, eta)) + (summary,)
-    plan = UnionPIdentityPlan(workload, eps, union, strategy, row_budgets, "optimal", objective, "pidentity-union",
-                              variance_model=variance_model, comparison=comparison)
-    if plan.privacy_epsilon() > Fraction(eps):  # cannot happen: every rounding is downward
-        raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
-    return plan
+    build = _Assembly(workload, eps, union, shape, live, start, objectives, maxima, objective, variance_model)
+    if not joint:
+        return build(thetas, eta, summary)
+    eta, summary = _joint_split(shape, grams, queries, start, eps, objective)
+    if "joint_objective" not in summary:  # two factors on one attribute: try one shared factor too
+        plan = build(thetas, eta, summary)
+        shared = _shared_factors(workload, kinds, thetas, objective, seed)
+        grams_s = [{union.index(a): normalized_gram(shared[a, k]) for a, k in zip(workload.sets[j], workload.types(j))}
+                   for j in live]
+        eta_s, summary_s = _joint_split(shape, grams_s, queries, start, eps, objective)
+        if objective == "sum" and "joint_objective" in summary_s:
+            shared, eta_s, summary_s = _joint_factors(shape, kinds, shared, grams_s, queries, eta_s, eps, objective,
+                                                      summary_s)
+        other = build(shared, eta_s, dict(summary_s, factors="one per attribute (summed query types)"))
+        value = (lambda q: q.total_variance()) if objective == "sum" else (lambda q: q.max_variance())
+        if value(other) < value(plan) * (1 - 1e-12):
+            return dataclasses.replace(other, comparison=other.comparison[:-1] + (
+                dict(other.comparison[-1], per_type_factors=value(plan)),))
+        return dataclasses.replace(plan, comparison=plan.comparison[:-1] + (
+            dict(plan.comparison[-1], shared_factors=value(other)),))
+    if objective == "sum":  # one factor per attribute: the factor rounds
+        thetas, eta, summary = _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, summary)
+    return build(thetas, eta, summary)
+
+
+@dataclass(frozen=True)
+class _Assembly:
+    """Integer rows, budgets and the plan from factors ``{(attribute, type): Θ}`` and a split."""
+
+    workload: Workload
+    eps: float
+    union: tuple
+    shape: tuple
+    live: list
+    start: np.ndarray
+    objectives: list
+    maxima: list
+    objective: str
+    variance_model: str
+
+    def __call__(self, thetas, eta, summary) -> UnionPIdentityPlan:
+        workload, union, dom = self.workload, self.union, self.workload.domain
+        products = []
+        for j in self.live:
+            s, types = workload.sets[j], workload.types(j)
+            # integer resolution per factor: the product rows stay below 2^30 (int64 answers)
+            aggregating = sum(k != "identity" for k in types)
+            resolution = 2 ** (30 // max(aggregating, 1))
+            factors = [quantized_strategy(thetas[a, k], 1.0, resolution=resolution) for a, k in zip(s, types)]
+            rows, budgets = _product_rows(factors)
+            lifted = rows @ marginal_map(self.shape, tuple(union.index(a) for a in s)).astype(np.int64)
+            products.append((lifted, budgets))
+        strategy = np.vstack([m for m, _ in products]).astype(np.int64)
+        strategy.setflags(write=False)
+        row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) if e > 0 else Fraction(0)
+                            for (_, bs), e in zip(products, eta) for b in bs)
+        comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
+                            "start_epsilon": float(e0), "epsilon": float(e)}
+                           for j, f, m, e0, e in zip(self.live, self.objectives, self.maxima, self.start, eta))
+        plan = UnionPIdentityPlan(workload, self.eps, union, strategy, row_budgets, "optimal", self.objective,
+                                  "pidentity-union", variance_model=self.variance_model,
+                                  comparison=comparison + (summary,))
+        if plan.privacy_epsilon() > Fraction(self.eps):  # cannot happen: every rounding is downward
+            raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
+        return plan
+
+
+def _shared_factors(workload: Workload, kinds, thetas, objective: str, seed: int) -> dict:
+    """One factor per attribute: where an attribute carries several query types, a factor
+    optimized for all of them (Gram summed with the marginals' weights; for the max, every
+    type's queries stacked), so that the joint GLS has its diagonal form."""
+    by_attr: dict = {}
+    for _, a, k in kinds:
+        by_attr.setdefault(a, set()).add(k)
+    out = dict(thetas)
+    for a, ks in sorted(by_attr.items()):
+        if len(ks) < 2:
+            continue
+        ks = sorted(ks)
+        weight = {k: sum(float(workload.weights[j]) for j in range(len(workload)) if workload.weights[j] > 0
+                         for b, t in zip(workload.sets[j], workload.types(j)) if b == a and t == k) for k in ks}
+        gram = SumGram(tuple(_type_gram(workload, a, k) for k in ks), tuple(weight[k] for k in ks))
+        mats = np.vstack([np.asarray(workload.query_matrix(a, k), dtype=float) for k in ks])
+        n = workload.domain.sizes[a]
+        theta = _optimize_factor(gram, DenseQueries(mats), objective, default_random_starts(n), seed).theta
+        for k in ks:
+            out[a, k] = theta
+    return out
 
 
 def _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, summary):
@@ -237,15 +300,16 @@ def _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, su
     gains the rounds' total and log."""
     if objective != "sum":
         return thetas, eta, summary
-    by_axis = {ax: (a, k) for ax, a, k in kinds}
+    by_axis = {ax: (a, k) for ax, a, k in kinds}  # one factor per axis (shared by its types)
     product_axes = [tuple(g) for g in grams]
+    free = sorted({ax for ax, _, k in kinds if k != "identity"})
     res = optimize_union_factors(shape, {ax: thetas[ak] for ax, ak in by_axis.items()}, product_axes, queries,
-                                 eta, eps, free=[ax for ax, (_, k) in sorted(by_axis.items()) if k != "identity"])
+                                 eta, eps, free=free)
     summary = dict(summary, factor_rounds=" | ".join(res.log))
     if res.objective >= res.start_objective * (1 - 1e-9):
         return thetas, eta, summary
     summary.update(split="joint", factors="joint", joint_objective=res.objective)
-    return {ak: res.thetas[ax] for ax, ak in by_axis.items()}, res.eta, summary
+    return {(a, k): res.thetas[ax] for ax, a, k in kinds}, res.eta, summary
 
 
 def _joint_split(shape, grams, queries, start, eps, objective) -> tuple[np.ndarray, dict]:
@@ -258,7 +322,7 @@ def _joint_split(shape, grams, queries, start, eps, objective) -> tuple[np.ndarr
             "split": "start", "joint": "skipped: an attribute has two different factors (no diagonal "
             "form of the joint GLS); the start split is kept"}
     res = optimize_union_split(model, np.asarray(start, dtype=float), eps, objective)
-    # a gain below 1e-9 is within the integer rows' quantization: keep the start exactly
+    # a gain below 1e-9 is noise: keep the start exactly
     if res.objective >= res.start_objective * (1 - 1e-9):
         return np.asarray(start, dtype=float), {"split": "start", "joint": res.method,
                                                 "start_objective": res.start_objective,
