@@ -19,7 +19,9 @@ alternating rounds then re-optimize each attribute's factor against the joint GL
 (:func:`~dpmatrix._solvers.union_factors.optimize_union_factors`). Candidates are compared by
 the exact objective and the start is kept unless beaten: never worse than the cube-root plan.
 Both searches need one factor per attribute (the same query type on an attribute in every
-marginal); otherwise the start split is kept and the comparison says so.
+marginal). Otherwise that plan keeps its start split, a second candidate shares one factor per
+attribute (optimized for all its query types) and is searched jointly, and the better plan by the
+exact objective of its released rows is kept; the comparison says which.
 
 Rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
 so that the product rows stay below ``2^30``, :func:`~.pidentity_plan.quantized_strategy`), lifted to the cells of the union ``U`` of
