@@ -10,6 +10,7 @@
     PYTHONPATH=src python benchmarks/bench_pure_dp.py pidentity --sizes prefix:4096 --hdmm-max-n 1024
     PYTHONPATH=src python benchmarks/bench_pure_dp.py pidentity --objective max --sizes prefix:64,range:64 --hdmm PATH
     PYTHONPATH=src python benchmarks/bench_pure_dp.py pidentity-union auto-1d --sizes prefix:1024 --hdmm PATH
+    PYTHONPATH=src python benchmarks/bench_pure_dp.py union-split --unions issue,mixed --hdmm PATH
 
 ``pidentity`` plans one-attribute prefix / range workloads with ``strategy="pidentity"`` (the
 optimized p-Identity family, continuous ``2/ε²`` model and the released discrete Laplace model)
@@ -441,6 +442,115 @@ def bench_pidentity_union(path: str | None, restarts: int) -> None:
     print(f"  ours/HDMM {ours / best:.6f}   time ratio HDMM/ours wall {t_h / t_ours:.2f}, cpu {c_h / c_ours:.2f}", flush=True)
 
 
+UNION_CASES = {
+    # the issue's union: 2-way marginals of 16 (range) x 32 (range) x 8 (cells)
+    "issue": ({"a": 16, "b": 32, "c": 8}, [("a", "b"), ("a", "c"), ("b", "c")], {"a": "range", "b": "range"}),
+    # all 2-way marginals of 3 range attributes of 16 (symmetric: the equal split is stationary)
+    "range3x16": ({"a": 16, "b": 16, "c": 16}, [("a", "b"), ("a", "c"), ("b", "c")],
+                  {"a": "range", "b": "range", "c": "range"}),
+    # prefixes of a 64-cell attribute, its cross table with 16 cells, and the cells alone
+    "prefix-x-cells": ({"a": 64, "b": 16}, [("a",), ("a", "b"), ("b",)], {"a": "prefix"}),
+    # mixed: range 24, prefix 12, cells 6; two 2-way and two 1-way marginals
+    "mixed": ({"a": 24, "b": 12, "c": 6}, [("a", "b"), ("b", "c"), ("a",), ("c",)],
+              {"a": "range", "b": "prefix"}),
+}
+
+
+def _hdmm_union(mods, case, restarts: int, eps: float, objective: str) -> tuple[float, float, float]:
+    """HDMM's union of KronPIdentity products, made generous (as in bench_pidentity_union): each
+    prefix / range factor is HDMM's best PIdentity(max(n//16, 1), n) over ``restarts`` seeds (by
+    its total), cells keep I, the products get HDMM's cube-root union weights, and the GLS error
+    of the stacked strategy is computed explicitly on the union's cells: (total, max, cpu s)."""
+    from functools import reduce
+
+    from dpmatrix._linalg.marginal_map import marginal_map
+    from dpmatrix.planners._pure.pidentity_plan import _kron2_diagonal
+
+    ht, hw, _ = mods
+    sizes, sets, types = case
+    names = list(sizes)
+    c0 = time.process_time()
+    fac = {}
+    for x in names:
+        n, kind = sizes[x], types.get(x, "identity")
+        if kind == "identity":
+            fac[x] = (float(n), np.eye(n), np.eye(n))
+            continue
+        W = hw.Prefix(n) if kind == "prefix" else hw.AllRange(n)
+        g = W.gram().dense_matrix()
+        cand = []
+        for seed in range(restarts):
+            tmpl = ht.PIdentity(max(n // 16, 1), n, seed=seed)
+            tmpl.optimize(W)
+            a = np.asarray(tmpl.strategy().dense_matrix())
+            a = a / np.abs(a).sum(axis=0).max()
+            cand.append((float(np.trace(g @ np.linalg.pinv(a.T @ a))), a, np.asarray(W.dense_matrix(), float)))
+        fac[x] = min(cand, key=lambda t: t[0])
+    shape = tuple(sizes.values())
+    losses = [prod(fac[x][0] for x in s) for s in sets]
+    wts = (2 * np.array(losses)) ** (1 / 3)
+    wts /= wts.sum()
+    blocks = [wt * reduce(np.kron, [fac[x][1] for x in s]) @ marginal_map(shape, tuple(names.index(x) for x in s))
+              for s, wt in zip(sets, wts)]
+    a = np.vstack(blocks)
+    a /= np.abs(a).sum(axis=0).max()
+    cov = 2 / eps**2 * np.linalg.pinv(a.T @ a, hermitian=True)
+    total, top = 0.0, 0.0
+    for s in sets:
+        lift = marginal_map(shape, tuple(names.index(x) for x in s))
+        c = lift @ cov @ lift.T
+        qs = [fac[x][2] for x in s]
+        if len(s) == 2:
+            v = _kron2_diagonal(qs, c, tuple(sizes[x] for x in s))
+        else:
+            v = np.einsum("ij,jk,ik->i", qs[0], c, qs[0])
+        total, top = total + float(v.sum()), max(top, float(v.max()))
+    return total, top, time.process_time() - c0
+
+
+def bench_union_split(path: str | None, restarts: int, cases: str) -> None:
+    """Unions of p-Identity products: the budget split optimized against the exact joint GLS
+    (``plan_pidentity_union``, default) vs its start (``joint=False``: the cube-root rule for the
+    total, each product's own largest variance equalized for the max), both objectives; total /
+    max variance in the continuous 2/eps^2 model (the search's) and the released discrete model;
+    plan time (wall, process CPU; the dense GLS variance evaluation is timed apart). HDMM's union
+    of KronPIdentity (generous: best factors of ``restarts`` seeds, cube-root weights) where a
+    checkout is found."""
+    import dataclasses
+    import os
+
+    from dpmatrix.planners._pure.pidentity_union import plan_pidentity_union
+
+    eps = 1.0
+    mods = _import_hdmm(path)
+    for name in cases.split(","):
+        sizes, sets, types = UNION_CASES[name]
+        wl = Workload(Domain(sizes), sets, query_types=types)
+        hd = _hdmm_union(mods, UNION_CASES[name], restarts, eps, "sum") if mods is not None else None
+        print(f"\nunion {name}: {sizes} {sets} {types}, eps={eps}, load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"  {'objective':<9s} {'split':<6s} {'cont.':>13s} {'discr.':>13s} {'joint/start':>11s} {'/HDMM':>9s}"
+              f" {'plan wall':>9s} {'plan cpu':>8s} {'var cpu':>7s}  budgets", flush=True)
+        for objective in ("sum", "max"):
+            vals = {}
+            for joint in (False, True):
+                w0, c0 = _clock()
+                p = plan_pidentity_union(wl, eps, variance_model="continuous", objective=objective, joint=joint)
+                w1, c1 = _clock()
+                stat = (lambda q: q.total_variance()) if objective == "sum" else (lambda q: q.max_variance())
+                cont = stat(p)
+                disc = stat(dataclasses.replace(p, variance_model="discrete"))
+                c2 = time.process_time()
+                vals[joint] = cont
+                ratio = cont / vals[False] if joint else 1.0
+                ref = float("nan") if hd is None else hd[0 if objective == "sum" else 1]
+                budgets = ",".join(f"{r['epsilon']:.4f}" for r in p.comparison[:-1])
+                print(f"  {objective:<9s} {'joint' if joint else 'start':<6s} {cont:13.7e} {disc:13.7e} {ratio:11.6f}"
+                      f" {cont / ref:9.6f} {w1 - w0:9.2f} {c1 - c0:8.2f} {c2 - c1:7.2f}  {budgets}", flush=True)
+        if hd is not None:
+            print(f"  HDMM union of KronPIdentity (best factors of {restarts} seeds, cube-root weights): "
+                  f"total {hd[0]:.7e}, max {hd[1]:.7e}, cpu {hd[2]:.2f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", nargs="*", default=["scale", "sampler", "adult"])
@@ -451,6 +561,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="prefix:256,prefix:1024,range:64,range:256,prefix2:64,range2:32")
     ap.add_argument("--hdmm-max-n", type=int, default=1024, help="largest attribute HDMM is run on")
     ap.add_argument("--objective", default="sum", choices=["sum", "max"])
+    ap.add_argument("--unions", default=",".join(UNION_CASES), help="union-split cases: " + ",".join(UNION_CASES))
     a = ap.parse_args()
     if "scale" in a.what:
         bench_scale()
@@ -470,6 +581,8 @@ def main() -> None:
         bench_auto_1d(a.sizes)
     if "pidentity-union" in a.what:
         bench_pidentity_union(a.hdmm, a.hdmm_restarts)
+    if "union-split" in a.what:
+        bench_union_split(a.hdmm, a.hdmm_restarts, a.unions)
 
 
 if __name__ == "__main__":

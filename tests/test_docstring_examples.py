@@ -21,7 +21,7 @@ MODULES = ["dpmatrix._privacy", "dpmatrix.planners._dispatch", "dpmatrix._measur
            "dpmatrix._values", "dpmatrix._domain", "dpmatrix._unit", "dpmatrix._dates",
            # pure ε-DP strategies
            "dpmatrix.planners._pure.levels", "dpmatrix.planners._pure.hierarchical", "dpmatrix.planners._pure.joint_levels",
-           "dpmatrix.planners._pure.joint_budgets", "dpmatrix.planners._pure.pidentity_plan", "dpmatrix.planners._pure.pidentity_union", "dpmatrix._solvers.pidentity",
+           "dpmatrix.planners._pure.joint_budgets", "dpmatrix.planners._pure.pidentity_plan", "dpmatrix.planners._pure.pidentity_union", "dpmatrix._solvers.pidentity", "dpmatrix._solvers.union_split", "dpmatrix._solvers.union_factors",
            "dpmatrix.planners._pure.matrix_strategy", "dpmatrix.planners._pure.gaussian_variant",
            "dpmatrix.planners._pure.units", "dpmatrix.planners._pure.query_factors", "dpmatrix._solvers.budget_split",
            # fitness-for-use solvers and the targets reader

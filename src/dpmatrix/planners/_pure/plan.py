@@ -599,10 +599,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     if strategy == "pidentity":
         if single_product(workload) is not None:
             return plan_pidentity(workload, eps, variance_model=variance_model, objective=objective)
-        if objective != "sum":
-            raise PlanError("strategy='pidentity' on a union of products minimizes the total variance "
-                            "(objective='sum'); for objective='max' use 'hierarchical', 'haar' or 'auto'")
-        return plan_pidentity_union(workload, eps, variance_model=variance_model)
+        return plan_pidentity_union(workload, eps, variance_model=variance_model, objective=objective)
     if strategy != "auto":
         if strategy not in STRATEGIES:
             raise PlanError(f"unknown strategy {strategy!r}; choose 'auto' or one of "
@@ -626,7 +623,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidates += [("per-attribute best", "optimal")]
     if single_product(workload) is not None:
         candidates += [("pidentity", "optimal")]
-    elif objective == "sum" and workload.domain.cells(
+    elif workload.domain.cells(
             tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
         candidates += [("pidentity-union", "optimal")]
     skipped: set[str] = set()
@@ -645,7 +642,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
             if name == "pidentity":
                 p = plan_pidentity(workload, eps, variance_model=variance_model, objective=objective)
             elif name == "pidentity-union":
-                p = plan_pidentity_union(workload, eps, variance_model=variance_model)
+                p = plan_pidentity_union(workload, eps, variance_model=variance_model, objective=objective)
             elif name in ("hierarchical", "haar", "per-attribute best"):
                 p = plan_hierarchical(workload, eps, strategy="auto" if name == "per-attribute best" else name,
                                       budgeting=bud, objective=objective, variance_model=variance_model,
