@@ -295,8 +295,6 @@ def bench_pidentity(path: str | None, restarts: int, sizes: str, hdmm_max_n: int
     import dataclasses
     import os
 
-    from dpmatrix.planners._pure.pidentity_plan import plan_pidentity
-
     mods = _import_hdmm(path)
     eps = 1.0
     cases = []
@@ -331,7 +329,7 @@ def bench_pidentity(path: str | None, restarts: int, sizes: str, hdmm_max_n: int
         wl = Workload(dom, [("a", "b") if two else ("a",)], query_types={x: kind for x in dom.names})
         load0 = os.getloadavg()[0]
         w0, c0 = _clock()
-        p = plan_pidentity(wl, eps, variance_model="continuous", objective=objective)
+        p = plan_pure(wl, eps, strategy="pidentity", variance_model="continuous", objective=objective)
         ours = p.max_variance() if objective == "max" else p.total_variance()
         w1, c1 = _clock()
         t_ours, c_ours = w1 - w0, c1 - c0

@@ -319,9 +319,8 @@ def plan_pidentity(
 
     Returns
     -------
-    PIdentityPlan or KronPIdentityPlan
-        A product of two attributes is planned factor-wise
-        (:func:`~.kron_plan.plan_kron_pidentity`).
+    PIdentityPlan
+        (A product of attributes is planned factor-wise by :func:`~.kron_plan.plan_kron_pidentity`.)
 
     Examples
     --------
@@ -337,11 +336,9 @@ def plan_pidentity(
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     attrs = single_product(workload)
-    if attrs is not None and len(attrs) == 2:  # a product: factor-wise (kron_plan)
-        from .kron_plan import plan_kron_pidentity
-
-        return plan_kron_pidentity(workload, eps, variance_model=variance_model, random_starts=random_starts,
-                                   seed=seed, objective=objective)
+    if attrs is not None and len(attrs) == 2:
+        raise PlanError("a product of attributes is planned factor-wise by kron_plan.plan_kron_pidentity "
+                        "(plan_pure(..., strategy='pidentity') chooses it)")
     attr = _single_attribute(workload)
     gram = workload_gram(workload)
     starts = default_random_starts(gram.n) if random_starts is None else random_starts
