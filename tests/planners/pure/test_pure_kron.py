@@ -356,3 +356,28 @@ def test_release_of_a_real_table_through_the_cli(tmp_path, capsys):
     got = pd.read_csv(pd.io.common.StringIO(text))
     zs = (got["estimate"].to_numpy() - x.sum(axis=1)) / np.sqrt(got["variance"].to_numpy())
     assert len(got) == 76 and np.abs(zs).max() < 7
+
+
+def test_planning_is_deterministic_in_fresh_processes():
+    """Same inputs, same plan: in two fresh processes and here after other plans."""
+    import hashlib
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import hashlib
+        from dpmatrix._domain import Domain
+        from dpmatrix._workload import Workload
+        from dpmatrix.planners._pure import plan_pure
+        wl = Workload(Domain({"a": 40, "b": 24, "c": 2}), [("a", "b", "c")], query_types={"a": "range", "b": "prefix"})
+        p = plan_pure(wl, 1.0, strategy="pidentity")
+        print(hashlib.sha256(b"".join(f.agg.tobytes() + str(f.budgets).encode() for f in p.factors)).hexdigest())
+    """)
+    fresh = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+             for _ in range(2)}
+    plan_pure(Workload(Domain({"a": 33}), [("a",)], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+    wl = Workload(Domain({"a": 40, "b": 24, "c": 2}), [("a", "b", "c")], query_types={"a": "range", "b": "prefix"})
+    p = plan_pure(wl, 1.0, strategy="pidentity")
+    here = hashlib.sha256(b"".join(f.agg.tobytes() + str(f.budgets).encode() for f in p.factors)).hexdigest()
+    assert fresh == {here}

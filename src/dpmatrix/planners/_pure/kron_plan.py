@@ -1,8 +1,7 @@
 """Kronecker p-Identity plans for one product workload of any size, pure ε-DP, factor-wise.
 
-The workload is one product ``W = ⊗_i W_i`` on the attributes ``attrs`` (every marginal on the
-same attribute set; several marginals there, e.g. weighted query types, are summed per attribute,
-see :func:`plan_kron_pidentity`). The strategy is ``A = ⊗_i A_i`` with ``A_i = [I; Θ_i]D_i`` an
+The workload is one product ``W = ⊗_i W_i`` on the attributes ``attrs`` (one marginal: a
+workload lists each attribute set once). The strategy is ``A = ⊗_i A_i`` with ``A_i = [I; Θ_i]D_i`` an
 optimized p-Identity strategy of attribute ``i`` (McKenna et al., *Optimizing error of
 high-dimensional statistical queries under differential privacy*, PVLDB 2018, §5 and §6.2
 "Kronecker products"), ``A_i = I`` for an attribute with cell queries. Nothing of size
@@ -506,10 +505,7 @@ def plan_kron_pidentity(
     Parameters
     ----------
     workload : Workload
-        Every marginal on the same attributes (one product of query types per marginal; several
-        marginals there are summed per attribute — each attribute's Gram ``Σ_j w_j W_jiᵀW_ji`` —
-        a heuristic where the single-product optimality argument of the module doc does not hold;
-        the reported variances stay exact).
+        One marginal (a product of query types: prefix, range, cells or custom matrices).
     epsilon : float
     variance_model : {"discrete", "continuous"}, keyword-only
     random_starts : int, keyword-only
