@@ -381,3 +381,22 @@ def test_planning_is_deterministic_in_fresh_processes():
     p = plan_pure(wl, 1.0, strategy="pidentity")
     here = hashlib.sha256(b"".join(f.agg.tobytes() + str(f.budgets).encode() for f in p.factors)).hexdigest()
     assert fresh == {here}
+
+
+def test_custom_query_matrix_factor_is_exact():
+    """A custom query matrix on one attribute (moving sums of 3 days and the total) ⊗ prefixes."""
+    n = 10
+    moving = np.zeros((n - 1, n))
+    for i in range(n - 2):
+        moving[i, i:i + 3] = 1
+    moving[-1] = 1
+    wl = Workload(Domain({"day": n, "x": 7}), [("day", "x")], query_types={"day": moving, "x": "prefix"})
+    p = plan_kron_pidentity(wl, 1.0, random_starts=1)
+    s, budgets = dense_strategy(p)
+    assert exact_l1(s, budgets) == p.privacy_epsilon() <= 1
+    r = kron_estimator_dense(s, budgets)
+    cov = (r * noise_vars(budgets, "discrete")) @ r.T
+    q = np.kron(moving, prefixes(7))
+    var = np.einsum("ij,jk,ik->i", q, cov, q)
+    np.testing.assert_allclose(p.entry_variance(0).reshape(-1), var, rtol=1e-9)
+    assert p.total_variance() == pytest.approx(var.sum(), rel=1e-9)
