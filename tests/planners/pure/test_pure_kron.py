@@ -400,3 +400,19 @@ def test_custom_query_matrix_factor_is_exact():
     var = np.einsum("ij,jk,ik->i", q, cov, q)
     np.testing.assert_allclose(p.entry_variance(0).reshape(-1), var, rtol=1e-9)
     assert p.total_variance() == pytest.approx(var.sum(), rel=1e-9)
+
+
+def test_discrete_max_variance_block_by_block(monkeypatch):
+    """The largest discrete variance is searched in blocks of queries (never the whole table)."""
+    from dpmatrix.planners._pure import kron_plan
+
+    sizes, types = {"a": 5, "b": 3, "c": 2}, {"a": "prefix", "b": "range"}
+    wl = Workload(Domain(sizes), [tuple(sizes)], query_types=types)
+    p = tree_plan(wl, 0.6)
+    s, budgets = dense_strategy(p)
+    r = kron_estimator_dense(s, budgets)
+    cov = (r * noise_vars(budgets, "discrete")) @ r.T
+    q = reduce(np.kron, [prefixes(5), ranges(3), np.eye(2)], np.ones((1, 1)))
+    expected = np.einsum("ij,jk,ik->i", q, cov, q).max()
+    monkeypatch.setattr(kron_plan, "MAX_BLOCK_ENTRIES", 7)  # blocks of one prefix (6 × 2 queries)
+    assert p.max_variance() == pytest.approx(expected, rel=1e-9)

@@ -82,6 +82,8 @@ __all__ = ["KRON_FORMAT", "KronEstimator", "KronPIdentityPlan", "factor_l1", "kr
 KRON_FORMAT = "dpmatrix.pure_kron_plan/1"
 #: largest marginal whose dense covariance :meth:`KronPIdentityPlan.covariance` builds
 MAX_COVARIANCE_CELLS = 4096
+#: query variances formed at a time when the largest one is searched
+MAX_BLOCK_ENTRIES = 1 << 22
 
 
 def kron_product_attributes(workload: Workload) -> tuple[int, ...] | None:
@@ -104,8 +106,11 @@ def use_kron_plan(workload: Workload) -> bool:
 
 
 def _mode(mats, t: np.ndarray) -> np.ndarray:
-    """``mats[i]`` applied along axis ``i`` of ``t`` (C order), one GEMM per axis."""
+    """``mats[i]`` applied along axis ``i`` of ``t`` (C order), one GEMM per axis (``None``:
+    the axis is left as it is)."""
     for ax, m in enumerate(mats):
+        if m is None:
+            continue
         t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
     return t
 
@@ -283,12 +288,21 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
         return self._entry_variances[j].copy()
 
+    def _entry_max(self, j: int) -> float:
+        """``max_q Var(q)`` over workload marginal ``j``, in blocks of the first attribute's
+        queries (at most :data:`MAX_BLOCK_ENTRIES` variances at a time, never the whole table)."""
+        sq = self._squared_answers(j)
+        rest = math.prod(a.shape[0] for a in sq[1:])
+        step = max(1, MAX_BLOCK_ENTRIES // max(rest, 1))
+        tail = _mode([None] + sq[1:], self.noise_variance)  # (m_1, q_2, …)
+        return max(float(_mode([sq[0][lo:lo + step]], tail).max()) for lo in range(0, sq[0].shape[0], step))
+
     def max_variance(self) -> float:
         """Largest variance of a workload query. Continuous model: ``(2/ε_0²) Π_i max_q Σ_r
-        (q R_i)²_r / b_{i,r}²`` (product of the factors' maxima, no table); discrete: the max of
-        the exact per-query tables."""
+        (q R_i)²_r / b_{i,r}²`` (product of the factors' maxima, no table); discrete: the exact
+        per-query variances, block by block."""
         if self.variance_model != "continuous":
-            return super().max_variance()
+            return max(self._entry_max(j) for j in self._positive())
         best = 0.0
         for j in self._positive():
             v = 2.0 / float(self.scale) ** 2
