@@ -314,8 +314,7 @@ def plan_pidentity(
     objective : {"sum", "max"}, keyword-only
         Minimize the total variance of the workload's queries, or the largest one
         (:func:`~dpmatrix._solvers.pidentity.optimize_pidentity_max`: p-norm surrogates from the
-        sum-optimum and trees, candidates compared by their exact maximum). For a product of two
-        attributes both factorise: the variance of ``w_1 ⊗ w_2`` is ``v_1(w_1) v_2(w_2)``.
+        sum-optimum and trees, candidates compared by their exact maximum).
 
     Returns
     -------
