@@ -464,6 +464,29 @@ class KronEstimator(Estimator):
     def query_vector(self, key, q):
         return float(np.sum(np.asarray(q, dtype=float) * self.estimate(key))), self.plan.lifted_variance(key, q)
 
+    def grouped_queries(self, key, by, shape, w):
+        """Estimates and exact variances of ``e_g ⊗ w`` for every cell ``g`` of the ``by`` axes of
+        the ``key`` table, all at once: the query separates into the cells of ``by`` and ``w`` on
+        the other axes, so ``Var_g = Σ_r D_r Π_{i∈by} R_i[g_i, r_i]² · ũ_r²`` with ``ũ`` the lift of
+        ``w`` (ones outside ``key``) through the other factors — two rounds of mode products."""
+        p = self.plan
+        key = tuple(key)
+        p._require_key(key)
+        rest = [j for j in range(len(key)) if j not in by]
+        wt = np.asarray(w, dtype=float).reshape(tuple(shape[j] for j in rest)) if rest else np.ones(())
+        table = self.estimate(key)
+        est = np.tensordot(table, wt, axes=(rest, list(range(len(rest))))) if rest else table
+        by_attrs = [key[j] for j in by]
+        t, mats = wt, []
+        for pos, (a, r) in enumerate(zip(p.attrs, p.recovery)):
+            if a in by_attrs or a not in key:
+                t = np.expand_dims(t, pos)
+            mats.append(None if a in by_attrs else r.T if a in key else r.sum(axis=0)[:, None])
+        other = tuple(pos for pos, a in enumerate(p.attrs) if a not in by_attrs)
+        c = (p.noise_variance * _mode(mats, t) ** 2).sum(axis=other)
+        var = _mode([p.recovery[p.attrs.index(a)] ** 2 for a in by_attrs], c)
+        return np.asarray(est, dtype=float), var
+
     def entries(self):
         return iter(range(len(self.plan.workload)))
 
