@@ -104,36 +104,43 @@ def _budget_codes(factors) -> tuple[list[np.ndarray], list[list[Fraction]]]:
 
 def kron_laplace_noise(factors, scale: Fraction, family: Any, rng: Any) -> np.ndarray:
     """Independent discrete Laplace draws, parameter ``scale · Π_i b_{i, r_i}`` for row ``r``
-    (rows of budget 0 get 0: they are not released), drawn through ``family`` (module doc)."""
+    (rows of budget 0 get 0: they are not released), drawn through ``family`` (module doc).
+
+    Examples
+    --------
+    >>> from dpmatrix._mechanisms.noise_families import noise_family
+    >>> f = KronFactorRows(2, np.array([[1, 1]]), (Fraction(1, 2),) * 3)
+    >>> z = kron_laplace_noise([f, f], Fraction(1), noise_family("discrete_laplace"), np.random.default_rng(0))
+    >>> z.shape, z.dtype
+    ((3, 3), dtype('int64'))
+    """
     shape = tuple(f.m for f in factors)
     codes, values = _budget_codes(factors)
     radix = [len(v) for v in values]
+    nums = [[b.numerator for b in v] for v in values]
+    dens = [[b.denominator for b in v] for v in values]
     out = np.zeros(math.prod(shape), dtype=np.int64)
     total = out.size
     for lo in range(0, total, BLOCK):
         idx = np.arange(lo, min(lo + BLOCK, total))
-        sub = np.unravel_index(idx, shape)
         code = np.zeros(idx.size, dtype=np.int64)
-        for c, s, r in zip(codes, sub, radix):
-            code = code * r + c[s]
+        for c, sub, r in zip(codes, np.unravel_index(idx, shape), radix):
+            code = code * r + c[sub]
         groups, inverse, counts = np.unique(code, return_inverse=True, return_counts=True)
-        by_group = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
-        draws, members = [], []
-        for rows, c in zip(by_group, groups.tolist()):
-            parts = []
-            for r in reversed(radix):
-                c, rem = divmod(c, r)
-                parts.append(rem)
+        parts = [p.tolist() for p in np.unravel_index(groups, radix)]
+        draws, live = [], np.zeros(groups.size, dtype=bool)
+        for g, size in enumerate(counts.tolist()):
             num, den = scale.numerator, scale.denominator
-            for i, k in enumerate(reversed(parts)):
-                num *= values[i][k].numerator
-                den *= values[i][k].denominator
+            for i, p in enumerate(parts):
+                num *= nums[i][p[g]]
+                den *= dens[i][p[g]]
             if num > 0:
-                eps = Fraction(num, den)
-                draws.append(_Draw(eps, (rows.size,)))
-                members.append(rows)
-        for rows, z in zip(members, family.draw(draws, rng)):
-            out[idx[rows]] = np.asarray(z, dtype=np.int64)
+                draws.append(_Draw(Fraction(num, den), (size,)))
+                live[g] = True
+        z = iter(family.draw(draws, rng))
+        noise = np.concatenate([np.asarray(next(z), dtype=np.int64) if on else np.zeros(size, dtype=np.int64)
+                                for on, size in zip(live.tolist(), counts.tolist())])
+        out[idx[np.argsort(inverse, kind="stable")]] = noise  # rows grouped by budget, in group order
     return out.reshape(shape)
 
 
