@@ -304,6 +304,10 @@ def test_save_load_round_trip(tmp_path):
     d["factors"][0]["budgets"][0] = "2/1"  # a tampered budget spends more than epsilon
     with pytest.raises(PlanError, match="more than its epsilon"):
         KronPIdentityPlan.from_dict(d)
+    d = p.to_dict()
+    d["factors"][1]["budgets"] = d["factors"][1]["budgets"][:-1]  # one budget short
+    with pytest.raises(PlanError, match="do not match"):
+        KronPIdentityPlan.from_dict(d)
 
 
 def test_wiring_auto_and_determinism():

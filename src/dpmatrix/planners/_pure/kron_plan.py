@@ -420,9 +420,11 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             n = int(fd["cells"])
             agg = np.asarray(fd["aggregation"], dtype=np.int64).reshape(-1, n)
             agg.setflags(write=False)
-            f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]), bool(fd.get("cell_rows", True)))
-            if n != dom.sizes[a] or len(f.budgets) != f.m or any(b < 0 for b in f.budgets):
-                raise PlanError("the stored Kronecker factors do not match the domain or their budgets")
+            f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]))
+            if not fd.get("cell_rows", True):
+                raise PlanError("a stored Kronecker factor without its cell rows is not a p-Identity factor")
+            if n != dom.sizes[a] or len(f.budgets) != f.m or any(b <= 0 for b in f.budgets):
+                raise PlanError("the stored Kronecker factors do not match the domain, or a budget is not positive")
             factors.append(f)
         plan = cls(wk, float(d["epsilon"]), attrs, tuple(factors), Fraction(d["scale"]),
                    str(d.get("budgeting", "optimal")), str(d.get("objective", "sum")),
