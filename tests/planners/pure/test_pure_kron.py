@@ -352,14 +352,20 @@ def test_release_of_a_real_table_through_the_cli(tmp_path, capsys):
     x = np.zeros((76, 101))
     np.add.at(x, (pi, ci), 1)
     truth = np.cumsum(np.cumsum(x, axis=0), axis=1).reshape(-1)
-    z = (t["estimate"].to_numpy() - truth) / np.sqrt(t["variance"].to_numpy())
-    assert np.abs(z).max() < 7 and abs(z.mean()) < 0.2
+    sd = np.sqrt(t["variance"].to_numpy())
+    z = (t["estimate"].to_numpy() - truth) / sd
+    # the noise is the OS's (a secure release): bounds that hold but for ~1e-4 even for the
+    # heavier-than-normal tails of few discrete Laplace terms (P(|L| > 12 sd) = e^{-12√2})
+    assert np.abs(z).max() < 12
+    # the mean of the z-scores is one linear query u·x̂ (u = Wᵀ(1/(N sd))): within 6 of its sd
+    u = prefixes(76).T @ (1 / (z.size * sd)).reshape(76, 101) @ prefixes(101)
+    assert abs(z.mean()) < 6 * math.sqrt(rel.plan.lifted_variance((0, 1), u))
     # a sub-marginal (sum over carat) through `dpmatrix query`
     rc, text, err = run(capsys, "query", out, "--marginal", "price", "--format", "csv")
     assert rc == 0, err
     got = pd.read_csv(pd.io.common.StringIO(text))
     zs = (got["estimate"].to_numpy() - x.sum(axis=1)) / np.sqrt(got["variance"].to_numpy())
-    assert len(got) == 76 and np.abs(zs).max() < 7
+    assert len(got) == 76 and np.abs(zs).max() < 12
 
 
 def test_planning_is_deterministic_in_fresh_processes():
