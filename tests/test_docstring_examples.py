@@ -22,6 +22,7 @@ MODULES = ["dpmatrix._privacy", "dpmatrix.planners._dispatch", "dpmatrix._measur
            # pure ε-DP strategies
            "dpmatrix.planners._pure.levels", "dpmatrix.planners._pure.hierarchical", "dpmatrix.planners._pure.joint_levels",
            "dpmatrix.planners._pure.joint_budgets", "dpmatrix.planners._pure.pidentity_plan", "dpmatrix.planners._pure.pidentity_union", "dpmatrix._solvers.pidentity", "dpmatrix._solvers.union_split", "dpmatrix._solvers.union_factors",
+           "dpmatrix.planners._pure.kron_plan", "dpmatrix._measure.kron_records",
            "dpmatrix.planners._pure.matrix_strategy", "dpmatrix.planners._pure.gaussian_variant",
            "dpmatrix.planners._pure.units", "dpmatrix.planners._pure.query_factors", "dpmatrix._solvers.budget_split",
            # fitness-for-use solvers and the targets reader

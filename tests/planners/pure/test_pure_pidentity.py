@@ -220,8 +220,9 @@ def test_auto_compares_pidentity_by_its_exact_objective():
 
 def test_typed_errors():
     dom = Domain({"a": 100, "b": 100})
-    with pytest.raises(PlanError, match="at most 4096"):
-        plan_pure(Workload(dom, [("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+    # one product of any size is planned factor-wise (test_pure_kron.py); a union is not
+    big = plan_pure(Workload(dom, [("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+    assert big.row_shape[1] == 100 and big.privacy_epsilon() <= 1
     with pytest.raises(PlanError, match="at most 4096"):
         plan_pure(Workload(dom, [("a",), ("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
     with pytest.raises(PlanError, match="variance_model"):
@@ -249,36 +250,7 @@ def test_level_search_does_not_depend_on_call_order():
     assert out[0] == out[1]
 
 
-@pytest.mark.parametrize("model", ["discrete", "continuous"])
-def test_kronecker_plan_privacy_and_variances_explicit(model):
-    """prefix(7) ⊗ range(5): explicit privacy of the budget-scaled product strategy and the
-    brute-force GLS variances of all 7 × 15 product queries."""
-    dom = Domain({"a": 7, "b": 5})
-    wl = Workload(dom, [("a", "b")], query_types={"a": "prefix", "b": "range"})
-    p = plan_pidentity(wl, 0.8, variance_model=model, random_starts=1)
-    s = p.strategy_matrix.astype(np.int64)
-    assert np.array_equal(s[:35], np.eye(35, dtype=np.int64))
-    e = [float(b) for b in p.budgets]
-    assert po.privacy([s[r:r + 1] for r in range(s.shape[0])], e) <= 0.8 * (1 + 1e-15)
-    assert p.privacy_epsilon() <= Fraction(0.8)
-    v = [2.0 / x**2 if model == "continuous" else 2 * np.exp(-x) / (-np.expm1(-x)) ** 2 for x in e]
-    q1 = prefixes(7)
-    q2 = np.asarray(wl.query_matrix(1, "range"), dtype=float)
-    q = np.kron(q1, q2)
-    cov = po.gls_cov([s[r:r + 1].astype(float) for r in range(s.shape[0])], v, q)
-    np.testing.assert_allclose(p.entry_variance(0).ravel(), np.diag(cov), rtol=1e-7)
-    # the product strategy is no worse than the product of plain cells
-    assert p.total_variance() <= np.trace(q @ q.T) * max(v[:35]) * (1 + 1e-9)
-
-
-def test_kronecker_objective_is_the_product_of_the_factors():
-    """Continuous model, one product: total = (2/ε²) L_1 L_2 of the factors' optima."""
-    dom = Domain({"a": 12, "b": 9})
-    wl = Workload(dom, [("a", "b")], query_types={"a": "prefix", "b": "prefix"})
-    p = plan_pidentity(wl, 1.0, variance_model="continuous", random_starts=1)
-    fa = min(r["factor"] for r in p.comparison if r["attribute"] == "a")
-    fb = min(r["factor"] for r in p.comparison if r["attribute"] == "b")
-    assert p.total_variance() == pytest.approx(2 * fa * fb, rel=1e-3)
+# products of attributes (the Kronecker p-Identity plan): test_pure_kron.py
 
 
 @pytest.mark.parametrize("model", ["discrete", "continuous"])

@@ -20,6 +20,10 @@ Modules (one idea each):
 * :mod:`.hierarchical` — :class:`HierarchicalPlan`: generalized marginal workloads measured with
   those levels (one joint GLS over all marginals, consistent answers, :mod:`.joint_levels`; reached
   by ``dm.plan(..., epsilon=, delta=0)``).
+* :mod:`.pidentity_plan` / :mod:`.kron_plan` — optimized p-Identity strategies (HDMM's OPT_0):
+  one attribute (:class:`PIdentityPlan`), and one product of attributes of any size as a
+  Kronecker product of factors, planned, measured and reconstructed factor by factor
+  (:class:`KronPIdentityPlan`).
 * :mod:`.matrix_strategy` — :class:`MatrixPurePlan`: a user's explicit strategy matrix (small
   domains; ``dm.plan(..., strategy=<matrix>)``).
 * :mod:`.gaussian_variant` — the paper's (ε, δ) budgeting (square-root rule) of the same

@@ -45,7 +45,7 @@ from .levels import quadratic_diagonal
 from .matrix_strategy import MatrixPurePlan
 from .units import check_epsilon
 
-__all__ = ["PIdentityPlan", "interval_bounds", "kron_quantized", "plan_pidentity", "quantized_strategy", "single_attribute", "single_product", "workload_gram", "workload_queries"]
+__all__ = ["PIdentityPlan", "interval_bounds", "plan_pidentity", "quantized_strategy", "single_attribute", "single_product", "workload_gram", "workload_queries"]
 
 #: integer resolution of an aggregation row (its largest entry)
 RESOLUTION = 2**30
@@ -268,9 +268,7 @@ class PIdentityPlan(PIdentityVariances):
         for j in range(len(self.workload)):
             kind = self.workload.types(j)[0]
             iv = interval_bounds(kind, n) if kind in ("prefix", "range", "identity") else None
-            if len(self.attrs) == 2:
-                out.append(_kron2_diagonal(self._queries(j), self._cov_x, self.shape))
-            elif iv is None:
+            if iv is None:
                 q = self.entry_matrix(j)
                 out.append(np.einsum("ij,jk,ik->i", q, self._cov_x, q).reshape(self._entry_shape(j)))
             else:
@@ -287,25 +285,6 @@ def _kron2_diagonal(qs, cov: np.ndarray, shape) -> np.ndarray:
     y = np.einsum("ck,cjkl->cjl", q1, y)        # (m1, n2, n2): diagonal in c
     z = np.tensordot(y, q2, axes=([2], [1]))    # (m1, n2, m2)
     return np.einsum("dj,cjd->cd", q2, z)
-
-
-def kron_quantized(factors, epsilon: float) -> tuple[np.ndarray, tuple[Fraction, ...]]:
-    """Integer rows and budgets of ``A_1 ⊗ A_2`` from each factor's rows and budgets at ε = 1:
-    row ``(r_1, r_2)`` is ``m_{1,r_1} ⊗ m_{2,r_2}`` with budget ``ε b_{1,r_1} b_{2,r_2}``, so every
-    column's ``Σ_r |m_rj| ε_r = ε Π_i (Σ_{r_i} |m_{i,r_i j_i}| b_{i,r_i}) ≤ ε`` (product L1
-    sensitivity). The cell rows ``e_{j_1} ⊗ e_{j_2}`` come first (C order), then the others."""
-    (m1, b1), (m2, b2) = factors
-    n1, n2 = m1.shape[1], m2.shape[1]
-    rows1, rows2 = np.arange(m1.shape[0]), np.arange(m2.shape[0])
-    r1, r2 = np.meshgrid(rows1, rows2, indexing="ij")
-    r1, r2 = r1.ravel(), r2.ravel()
-    cells = (r1 < n1) & (r2 < n2)
-    order = np.concatenate([np.flatnonzero(cells), np.flatnonzero(~cells)])
-    m = np.vstack([np.kron(m1[a], m2[b])[None, :] for a, b in zip(r1[order], r2[order])]).astype(np.int64)
-    e = Fraction(epsilon)
-    budgets = tuple(dyadic_floor(float(e * b1[a] * b2[b])) for a, b in zip(r1[order], r2[order]))
-    m.setflags(write=False)
-    return m, budgets
 
 
 def plan_pidentity(
@@ -335,12 +314,12 @@ def plan_pidentity(
     objective : {"sum", "max"}, keyword-only
         Minimize the total variance of the workload's queries, or the largest one
         (:func:`~dpmatrix._solvers.pidentity.optimize_pidentity_max`: p-norm surrogates from the
-        sum-optimum and trees, candidates compared by their exact maximum). For a product of two
-        attributes both factorise: the variance of ``w_1 ⊗ w_2`` is ``v_1(w_1) v_2(w_2)``.
+        sum-optimum and trees, candidates compared by their exact maximum).
 
     Returns
     -------
     PIdentityPlan
+        (A product of attributes is planned factor-wise by :func:`~.kron_plan.plan_kron_pidentity`.)
 
     Examples
     --------
@@ -357,7 +336,8 @@ def plan_pidentity(
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     attrs = single_product(workload)
     if attrs is not None and len(attrs) == 2:
-        return _plan_kron(workload, eps, attrs, variance_model, random_starts, seed, objective)
+        raise PlanError("a product of attributes is planned factor-wise by kron_plan.plan_kron_pidentity "
+                        "(plan_pure(..., strategy='pidentity') chooses it)")
     attr = _single_attribute(workload)
     gram = workload_gram(workload)
     starts = default_random_starts(gram.n) if random_starts is None else random_starts
@@ -372,43 +352,7 @@ def plan_pidentity(
     return plan
 
 
-#: largest product domain planned with a Kronecker p-Identity strategy (dense N × N covariance)
-MAX_KRON_CELLS = 4096
-
-
 def default_random_starts(n: int) -> int:
     """Random starts for an attribute of ``n`` cells: ``max(2, min(16, 1024 // n))`` below 512
     cells, none from 512 cells (the tree start is better and each start then costs seconds)."""
     return 0 if n >= 512 else max(2, min(16, 1024 // max(n, 1)))
-
-
-def _plan_kron(workload, eps, attrs, variance_model, random_starts, seed, objective="sum") -> PIdentityPlan:
-    """One Kronecker product ``W = Σ_j w_j (W_j1 ⊗ W_j2)`` on two attributes. For a single term
-    the objective of ``A_1 ⊗ A_2`` is ``L_1(Θ_1) L_2(Θ_2)`` (sensitivities multiply to 1), so each
-    factor is optimized alone and the product is optimal within the product family; several
-    terms (weights or query types) use each attribute's summed Gram (a heuristic)."""
-    sizes = [workload.domain.sizes[a] for a in attrs]
-    if sizes[0] * sizes[1] > MAX_KRON_CELLS:
-        raise PlanError(f"a Kronecker p-Identity strategy is planned densely on at most {MAX_KRON_CELLS} cells; "
-                        f"this product has {sizes[0] * sizes[1]}")
-    factors, comparison = [], []
-    for pos, a in enumerate(attrs):
-        terms, weights = [], []
-        for j in range(len(workload)):
-            if workload.weights[j] > 0:
-                terms.append(_type_gram(workload, a, workload.types(j)[pos]))
-                weights.append(float(workload.weights[j]))
-        gram = terms[0] if len(terms) == 1 else SumGram(tuple(terms), tuple(weights))
-        starts = default_random_starts(gram.n) if random_starts is None else random_starts
-        queries = workload_queries(workload, a, pos) if objective == "max" else None
-        res = _optimize_factor(gram, queries, objective, starts, seed)
-        # 2^15 per factor: the product rows stay below 2^30 (integer answers fit int64)
-        factors.append(quantized_strategy(res.theta, 1.0, resolution=2**15))
-        comparison += [{"attribute": workload.domain.names[a], "start": label, "factor": v}
-                       for label, v in res.starts]
-    m, budgets = kron_quantized(factors, eps)
-    plan = PIdentityPlan(workload, eps, tuple(attrs), m, budgets, "optimal", objective, "pidentity",
-                         variance_model=variance_model, comparison=tuple(comparison))
-    if plan.privacy_epsilon() > Fraction(eps):  # cannot happen: every rounding is downward
-        raise PlanError("the quantized Kronecker p-Identity strategy exceeds epsilon")  # pragma: no cover
-    return plan

@@ -587,6 +587,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidate contains every tree with level shares), and from :data:`LEVEL_SKIP_CELLS` not at
     all; the comparison's rows say so."""
     from .hierarchical import HierarchicalPlan, plan_hierarchical  # planning only: its solvers and SciPy
+    from .kron_plan import kron_product_attributes, plan_kron_pidentity, use_kron_plan
     from .pidentity_plan import plan_pidentity, single_product
     from .pidentity_union import MAX_CELLS as _UNION_CELLS
     from .pidentity_union import plan_pidentity_union
@@ -597,6 +598,8 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
         return plan_hierarchical(workload, eps, strategy=strategy, budgeting=budgeting, objective=objective,
                                  variance_model=variance_model)
     if strategy == "pidentity":
+        if use_kron_plan(workload):  # one product, factor-wise (any size)
+            return plan_kron_pidentity(workload, eps, variance_model=variance_model, objective=objective)
         if single_product(workload) is not None:
             return plan_pidentity(workload, eps, variance_model=variance_model, objective=objective)
         return plan_pidentity_union(workload, eps, variance_model=variance_model, objective=objective)
@@ -610,18 +613,15 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     # large ordered attributes: the tree / Haar candidates keep a few branchings at their starting
     # shares (module constants below; the reason is stated in the comparison)
     # (only where the p-Identity candidate, which contains every tree with level shares, is planned)
-    from .pidentity_plan import MAX_KRON_CELLS
-
-    prod_attrs = single_product(workload)
-    large = _large_ordered(workload) if prod_attrs is not None and (
-        len(prod_attrs) == 1 or workload.domain.cells(prod_attrs) <= MAX_KRON_CELLS) else 0
+    prod_attrs = kron_product_attributes(workload)
+    large = _large_ordered(workload) if prod_attrs is not None else 0
     level_opts = {} if not large else {"branchings": LARGE_BRANCHINGS, "refine": 0}
     if large:
         rows.append({"strategy": "tree/haar share search", "budgeting": "optimal", "skipped": _large_note(large)})
     candidates = [(n, b) for n in STRATEGIES for b in (("optimized",) if n == "optimized" else ("optimal", "uniform"))]
     candidates += [(n, b) for n in ("hierarchical", "haar") for b in ("optimal", "uniform")]
     candidates += [("per-attribute best", "optimal")]
-    if single_product(workload) is not None:
+    if single_product(workload) is not None or use_kron_plan(workload):
         candidates += [("pidentity", "optimal")]
     elif workload.domain.cells(
             tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
@@ -640,7 +640,8 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
             continue
         try:
             if name == "pidentity":
-                p = plan_pidentity(workload, eps, variance_model=variance_model, objective=objective)
+                plan_one = plan_kron_pidentity if use_kron_plan(workload) else plan_pidentity
+                p = plan_one(workload, eps, variance_model=variance_model, objective=objective)
             elif name == "pidentity-union":
                 p = plan_pidentity_union(workload, eps, variance_model=variance_model, objective=objective)
             elif name in ("hierarchical", "haar", "per-attribute best"):

@@ -12,6 +12,7 @@ from ..._privacy import Budget
 from ...errors import PlanError
 from .._registry import PlannerSpec, register_planner
 from .hierarchical import HIERARCHICAL_FORMAT
+from .kron_plan import KRON_FORMAT
 from .matrix_strategy import MATRIX_FORMAT
 from .plan import FORMAT as PURE_FORMAT
 from .plan import plan_pure
@@ -61,5 +62,5 @@ def _plan_pure(workload: Any, budget: Budget | None, o: PureOptions) -> Any:
 
 
 register_planner(PlannerSpec(name="pure", options=PureOptions, plan=_plan_pure, pure=True,
-                             formats=(PURE_FORMAT, HIERARCHICAL_FORMAT, MATRIX_FORMAT),
+                             formats=(PURE_FORMAT, HIERARCHICAL_FORMAT, MATRIX_FORMAT, KRON_FORMAT),
                              description="pure epsilon-DP"))
