@@ -39,6 +39,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from .._linalg.query_sets import DenseQueries, IntervalQueries
 from .._linalg.threads import blas_threads_for
 
 __all__ = [
@@ -396,66 +397,6 @@ class QuerySet(Protocol):
 
     def adjoint(self, y: np.ndarray) -> np.ndarray:
         """``Wᵀ y`` for ``y`` of shape ``(m, k)``: shape ``(n, k)``."""
-
-
-@dataclass(frozen=True, eq=False)
-class IntervalQueries:
-    """Interval queries ``[a_q, b_q]`` (prefixes, ranges, cells): ``W x`` is a difference of
-    cumulative sums and ``Wᵀ y`` the cumulative sum of a sparse difference array, O(m + n) per
-    column.
-
-    Examples
-    --------
-    >>> q = IntervalQueries(3, np.array([0, 1]), np.array([1, 2]))
-    >>> q.apply(np.eye(3)).tolist()
-    [[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]
-    """
-
-    n: int
-    a: np.ndarray
-    b: np.ndarray
-
-    @property
-    def m(self) -> int:
-        return int(self.a.size)
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        c = np.zeros((self.n + 1,) + x.shape[1:])
-        np.cumsum(x, axis=0, out=c[1:])
-        return c[self.b + 1] - c[self.a]
-
-    def _diff(self):
-        import scipy.sparse
-
-        q = np.arange(self.m)
-        rows = np.concatenate([self.a, self.b + 1])
-        vals = np.concatenate([np.ones(self.m), -np.ones(self.m)])
-        return scipy.sparse.csr_matrix((vals, (rows, np.concatenate([q, q]))), shape=(self.n + 1, self.m))
-
-    def adjoint(self, y: np.ndarray) -> np.ndarray:
-        d = self._diff() @ y
-        return np.cumsum(np.asarray(d), axis=0)[: self.n]
-
-
-@dataclass(frozen=True, eq=False)
-class DenseQueries:
-    """An explicit query matrix ``Q`` (m × n)."""
-
-    q: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return self.q.shape[1]
-
-    @property
-    def m(self) -> int:
-        return self.q.shape[0]
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        return self.q @ x
-
-    def adjoint(self, y: np.ndarray) -> np.ndarray:
-        return self.q.T @ y
 
 
 @dataclass(frozen=True, eq=False)

@@ -79,6 +79,7 @@ from .levels import (
     best_levels,
     with_factor,
 )
+from .query_rows import QueryRows, apply_modes, attribute_queries, stack_rows
 from .units import PureUnits, check_epsilon
 
 if TYPE_CHECKING:
@@ -151,10 +152,10 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         """Whether workload marginal ``j`` is measured (its budget is positive)."""
         return any(b > 0 for b in self.budgets[j])
 
-    def _queries(self, j: int) -> list[np.ndarray]:
+    def _queries(self, j: int) -> list[QueryRows]:
+        """Each attribute's query rows (intervals for cells / prefixes / ranges: no matrix)."""
         s = self.workload.sets[j]
-        return [np.asarray(self.workload.query_matrix(a, k), dtype=float)
-                for a, k in zip(s, self.workload.types(j))]
+        return [attribute_queries(self.workload, a, k) for a, k in zip(s, self.workload.types(j))]
 
     # -- privacy --------------------------------------------------------------------------------
     def privacy_epsilon(self) -> Fraction:
@@ -461,7 +462,7 @@ class HierarchicalEstimator(Estimator):
         wk, dom = p.workload, p.domain
         key = wk.sets[i]
         qs = p._queries(i)
-        est = mode_products(qs, self.marginal(key))
+        est = apply_modes(qs, self.marginal(key))
         labels = axis_labels(dom, key, wk.types(i), qs)
         names = dom.names_of(key)
         return EntryAnswer(names, names, labels, est, p.entry_variance(i))
@@ -499,14 +500,14 @@ def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branc
                 types[a].append(k)
     chosen: dict[tuple[int, str], AttributeLevels] = {}
     for a, ks in types.items():
-        qs = {k: np.asarray(workload.query_matrix(a, k), dtype=float) for k in ks}
+        qs = {k: attribute_queries(workload, a, k) for k in ks}
         own = {k: best(qs[k], allowed(k)) for k in ks}
         first = own[ks[0]]
         if all(_same_strategy(first, t) for t in own.values()):
             chosen.update({(a, k): t for k, t in own.items()})
             continue
         kinds_all = tuple(dict.fromkeys(x for k in ks for x in allowed(k)))
-        shared = best(np.vstack([qs[k] for k in ks]), kinds_all)
+        shared = best(stack_rows([qs[k] for k in ks]), kinds_all)
         chosen.update({(a, k): with_factor(shared, qs[k], objective) for k in ks})
     return [tuple(chosen[a, k] for a, k in zip(s, workload.types(j))) for j, s in enumerate(workload.sets)]
 
@@ -628,7 +629,7 @@ def plan_hierarchical(
         # for it (:mod:`.joint_budgets`) and keep whichever split has the smaller exact objective
         bases = {i: AttributeBasis.of(t) for i, t in _shared_levels(workload.sets, per, lambda j: w[j] > 0,
                                                                      workload.domain).items()}
-        rows = [[np.asarray(workload.query_matrix(a, k), dtype=float) for a, k in zip(s, workload.types(j))]
+        rows = [[attribute_queries(workload, a, k) for a, k in zip(s, workload.types(j))]
                 for j, s in enumerate(workload.sets)]
         from .joint_budgets import JointSumObjective  # planning only (SciPy's optimizer)
 

@@ -70,8 +70,10 @@ from math import prod
 
 import numpy as np
 
+from ..._linalg.query_sets import IntervalQueries
 from ...errors import PlanError
-from .levels import AttributeLevels, interval_rows, level_grams, quadratic_diagonal
+from .levels import AttributeLevels, level_grams, quadratic_diagonal
+from .query_rows import as_query_rows, dense_rows, quad_diag, query_key
 
 __all__ = ["AttributeBasis", "JointLevelGLS", "mode_products"]
 
@@ -136,37 +138,54 @@ class AttributeBasis:
             hit = self._stats[key] = make()
         return hit
 
-    def diag_forms(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per-level diagonals of the query rows ``r`` (``m × n``): an ``(L+1, 3, m)`` array of
-        ``diag(r F K^ℓ F'ᵀ rᵀ)`` for ``(F, F') = (P, P)``, ``(P, ttᵀ)`` (= ``(ttᵀ, P)``),
-        ``(ttᵀ, ttᵀ)``, and ``(r t)²`` (the factor of an attribute outside the marginal)."""
+    def diag_forms(self, r) -> tuple[np.ndarray, np.ndarray]:
+        """Per-level diagonals of the query rows ``r`` (``m × n``; an array or query rows,
+        :mod:`.query_rows`): an ``(L+1, 3, m)`` array of ``diag(r F K^ℓ F'ᵀ rᵀ)`` for
+        ``(F, F') = (P, P)``, ``(P, ttᵀ)`` (= ``(ttᵀ, P)``), ``(ttᵀ, ttᵀ)``, and ``(r t)²`` (the
+        factor of an attribute outside the marginal). Interval rows (cells, prefixes, ranges) are
+        never expanded: ``r t`` and ``r (P K^ℓ t)`` by cumulative sums, ``diag(r P K^ℓ P rᵀ)`` by
+        2-D prefix sums of ``P K^ℓ P = (H^ℓ P)ᵀ(H^ℓ P)``."""
+        r = as_query_rows(r)
 
         def make():
-            rt = r @ self.t
-            rp = r @ self.p
-            iv = interval_rows(r)
-            if self.rows:  # same values, another rounding: only from ROWS_FORM_CELLS cells
-                pp = [np.einsum("ij,ij->i", x, x) for x in (rp @ h.T for h in self.rows)]
+            rt = r.apply(self.t[:, None])[:, 0]
+            if isinstance(r, IntervalQueries):
+                if self.rows:  # (H P)ᵀ(H P): n² r_ℓ flops per level instead of 2n³
+                    pp = []
+                    for h in self.rows:
+                        hp = h @ self.p
+                        pp.append(quad_diag(r, hp.T @ hp))
+                else:
+                    pp = [quad_diag(r, self.p @ k @ self.p) for k in self.grams]
+                pt = [r.apply((self.p @ (k @ self.t))[:, None])[:, 0] * rt for k in self.grams]
             else:
-                pp = [quadratic_diagonal(r, self.p @ k @ self.p, iv) for k in self.grams]
-            pt = [(rp @ (k @ self.t)) * rt for k in self.grams]
+                d = r.q
+                rp = d @ self.p
+                if self.rows:  # same values, another rounding: only from ROWS_FORM_CELLS cells
+                    pp = [np.einsum("ij,ij->i", x, x) for x in (rp @ h.T for h in self.rows)]
+                else:
+                    pp = [quadratic_diagonal(d, self.p @ k @ self.p) for k in self.grams]
+                pt = [(rp @ (k @ self.t)) * rt for k in self.grams]
             tt = [tau * rt * rt for tau in self.tau]
             return np.stack([np.stack(x) for x in (pp, pt, tt)], axis=1), rt * rt
 
-        return self._cached((r.shape, r.tobytes(), "diag"), make)
+        return self._cached((query_key(r), "diag"), make)
 
-    def full_forms(self, r: np.ndarray) -> tuple[dict, np.ndarray]:
-        """As :meth:`diag_forms` with the full ``m × m`` matrices, keyed by ``(in S, in S')``."""
+    def full_forms(self, r) -> tuple[dict, np.ndarray]:
+        """As :meth:`diag_forms` with the full ``m × m`` matrices, keyed by ``(in S, in S')``
+        (explicit covariances of small query sets)."""
+        r = as_query_rows(r)
 
         def make():
-            rt = r @ self.t
-            rp = r @ self.p
+            d = dense_rows(r)
+            rt = d @ self.t
+            rp = d @ self.p
             pp = np.array([rp @ k @ rp.T for k in self.grams])
             pt = np.array([np.outer(rp @ (k @ self.t), rt) for k in self.grams])
             return {(True, True): pp, (True, False): pt, (False, True): pt.transpose(0, 2, 1),
                     (False, False): self.tau[:, None, None] * np.outer(rt, rt)}, np.outer(rt, rt)
 
-        return self._cached((r.shape, r.tobytes(), "full"), make)
+        return self._cached((query_key(r), "full"), make)
 
 
 #: largest intermediate (floats) of a variance contraction before the queries are chunked
@@ -288,8 +307,9 @@ class JointLevelGLS:
         return w
 
     def _diag(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
-        forms = {i: self.bases[i].diag_forms(np.asarray(r, dtype=float)) for i, r in zip(k, rows)}
-        total = np.zeros(tuple(np.asarray(r).shape[0] for r in rows))
+        rows = [as_query_rows(r) for r in rows]
+        forms = {i: self.bases[i].diag_forms(r) for i, r in zip(k, rows)}
+        total = np.zeros(tuple(r.m for r in rows))
         sig = {s: self.sigma(s, k) for s in _subsets(k)}
         for inter, gamma in self._pooled(k).items():
             w = self._pair_weights(inter, sig)
@@ -316,8 +336,9 @@ class JointLevelGLS:
         return total
 
     def _full(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
-        forms = {i: self.bases[i].full_forms(np.asarray(r, dtype=float)) for i, r in zip(k, rows)}
-        m = [np.asarray(r).shape[0] for r in rows]
+        rows = [as_query_rows(r) for r in rows]
+        forms = {i: self.bases[i].full_forms(r) for i, r in zip(k, rows)}
+        m = [r.m for r in rows]
         total = np.zeros(tuple(x for x in m for _ in range(2)))
         sig = {s: self.sigma(s, k) for s in _subsets(k)}
         for inter, gamma in self._pooled(k).items():
@@ -346,7 +367,7 @@ class JointLevelGLS:
         """Dense covariance of the queries ``⊗ rows[i]`` (C order, ``m × m``)."""
         t = self._full(tuple(k), rows)
         d = len(rows)
-        m = prod(np.asarray(r).shape[0] for r in rows)
+        m = prod(as_query_rows(r).m for r in rows)
         return np.transpose(t, list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(m, m)
 
     def vector_variance(self, k: AttrSet, q: np.ndarray) -> float:

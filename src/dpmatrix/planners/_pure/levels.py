@@ -49,6 +49,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from ..._linalg.query_sets import IntervalQueries
 from ..._solvers.budget_split import cube_root_split
 from ...errors import PlanError
 
@@ -320,13 +321,15 @@ class _Factor:
     the number of queries. The scale factor ``(Σ η)²`` is differentiated by the product rule.
     """
 
-    def __init__(self, q: np.ndarray, grams, objective: str):
-        self.q = q
-        self.qtq = q.T @ q
+    def __init__(self, q, grams, objective: str):
+        from .query_rows import as_query_rows, gram  # the query rows' forms (no dense interval rows)
+
+        self.q = as_query_rows(q)
+        self.qtq = gram(self.q)
         self.grams = grams
         self.objective = objective
-        self.n = q.shape[1]
-        self.intervals = interval_rows(q)
+        self.n = self.q.n
+        self.intervals = (self.q.a, self.q.b) if isinstance(self.q, IntervalQueries) else None
 
     def _ginv(self, eta) -> np.ndarray | None:
         g = _gram(self.grams, eta)
@@ -338,12 +341,14 @@ class _Factor:
         return ginv if np.all(np.isfinite(ginv)) else None
 
     def _diag(self, ginv: np.ndarray) -> np.ndarray:
-        return quadratic_diagonal(self.q, ginv, self.intervals)
+        if self.intervals is None:
+            return np.einsum("ij,jk,ik->i", self.q.q, ginv, self.q.q)
+        return quadratic_diagonal(None, ginv, self.intervals)
 
     def _weighted_outer(self, w: np.ndarray) -> np.ndarray:
         """``Σ_q w_q q qᵀ``; an interval ``[a, b]`` is ``p_{b+1} - p_a`` in the padded prefixes."""
         if self.intervals is None:
-            return (self.q * w[:, None]).T @ self.q
+            return (self.q.q * w[:, None]).T @ self.q.q
         n = self.n
         k = np.zeros((n + 1, n + 1))
         a, b = self.intervals
@@ -384,7 +389,7 @@ class _Factor:
         return t * s * s, dt * s * s + 2.0 * t * s
 
 
-def with_factor(levels: AttributeLevels, q: np.ndarray, objective: str) -> AttributeLevels:
+def with_factor(levels: AttributeLevels, q, objective: str) -> AttributeLevels:
     """The same level strategy (kind, branching, shares) with the factor of the queries ``q``.
 
     Examples
@@ -393,7 +398,7 @@ def with_factor(levels: AttributeLevels, q: np.ndarray, objective: str) -> Attri
     >>> with_factor(t, np.eye(8), "sum").shares == t.shares
     True
     """
-    fac = _Factor(np.asarray(q, dtype=float), list(level_grams(levels.kind, levels.n, levels.branching)), objective)
+    fac = _Factor(q, list(level_grams(levels.kind, levels.n, levels.branching)), objective)
     return AttributeLevels(levels.n, levels.kind, levels.branching, levels.shares,
                            float(fac.value(np.asarray(levels.shares, dtype=float))))
 
@@ -473,7 +478,7 @@ def _branchings(n: int) -> list[int]:
 
 
 def best_levels(
-    q: np.ndarray,
+    q,
     *,
     kinds: Sequence[str] = KINDS,
     branchings: Sequence[int] | None = None,
@@ -485,8 +490,8 @@ def best_levels(
 
     Parameters
     ----------
-    q : array, shape (m, n)
-        The attribute's query matrix.
+    q : array, shape (m, n), or query rows (:mod:`.query_rows`)
+        The attribute's queries (intervals are never expanded to a matrix).
     kinds : sequence of {"cells", "tree", "haar"}, keyword-only
         Candidates. ``"cells"`` always identifies the cells; a tree or Haar is used only when
         its factor is smaller.
@@ -517,8 +522,10 @@ def best_levels(
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if shares not in ("optimal", "uniform"):
         raise PlanError(f"shares must be 'optimal' or 'uniform', got {shares!r}")
-    q = np.asarray(q, dtype=float)
-    n = q.shape[1]
+    from .query_rows import as_query_rows, query_key
+
+    q = as_query_rows(q)
+    n = q.n
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         raise PlanError(f"level kinds must be among {KINDS}, got {list(kinds)}")
@@ -530,7 +537,7 @@ def best_levels(
             candidates += [("tree", int(b)) for b in (branchings or _branchings(n))]
         if "haar" in kinds:
             candidates.append(("haar", 0))
-    qkey = (q.shape, q.tobytes(), objective, shares)
+    qkey = (query_key(q), objective, shares)
     # Planning is a pure function of its inputs: the cache holds each candidate's starting shares
     # and its optimized shares under separate keys, and which candidates are optimized depends on
     # the starting values only, never on what an earlier call happened to optimize.

@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-import numpy as np
-
 from ..._workload import Workload
 
 __all__ = ["AttributeForms", "cell_weight", "fourier_term", "query_forms"]
@@ -49,24 +47,29 @@ class AttributeForms:
     mean_max: float
 
     @classmethod
-    def of(cls, w: np.ndarray) -> AttributeForms:
-        w = np.asarray(w, dtype=float)
-        n = w.shape[1]
-        t = (w * w).sum(axis=1)
-        d = w.sum(axis=1) ** 2 / n
+    def of(cls, w) -> AttributeForms:
+        """The forms of a query matrix or of query rows (:mod:`.query_rows`: intervals are
+        read from their lengths, no matrix built)."""
+        from .query_rows import as_query_rows, row_squares, row_sums
+
+        w = as_query_rows(w)
+        t = row_squares(w)
+        d = row_sums(w) ** 2 / w.n
         c = t - d
         return cls(float(t.sum()), float(c.sum()), float(d.sum()), float(t.max()), float(c.max()), float(d.max()))
 
 
 def query_forms(workload: Workload) -> tuple[tuple[AttributeForms, ...], ...]:
     """:class:`AttributeForms` of every attribute of every workload marginal (workload order)."""
+    from .query_rows import attribute_queries
+
     cache: dict = {}
     out = []
     for j, s in enumerate(workload.sets):
         row = []
         for a, k in zip(s, workload.types(j)):
             if (a, k) not in cache:
-                cache[a, k] = AttributeForms.of(workload.query_matrix(a, k))
+                cache[a, k] = AttributeForms.of(attribute_queries(workload, a, k))
             row.append(cache[a, k])
         out.append(tuple(row))
     return tuple(out)
