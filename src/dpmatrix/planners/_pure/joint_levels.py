@@ -308,6 +308,40 @@ class JointLevelGLS:
 
     def _diag(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
         rows = [as_query_rows(r) for r in rows]
+        if len(k) == 1:
+            return self._diag_one(k[0], rows[0])
+        return self._diag_levels(k, rows)
+
+    def _diag_one(self, i: int, r) -> np.ndarray:
+        """The variances of one attribute's queries ``r`` with the levels contracted first: for
+        ``K = (i)`` the sum over levels is linear in ``K^ℓ``, so with ``K_γ = Σ_ℓ γ[ℓ] K^ℓ``
+
+            v_q = w_0 r_q P K_γ P r_qᵀ + w_1 (r_q P K_γ t)(r_q t) + w_2 (Σ_ℓ γ[ℓ] τ^ℓ)(r_q t)²
+
+        (``w`` the pair weights of :meth:`_pair_weights`, the term ``I = ∅`` adds
+        ``γ_∅ (r_q t)²``): one quadratic diagonal for all levels instead of one per level (the
+        same sum as :meth:`_diag_levels`, tested)."""
+        base = self.bases[i]
+        rt = r.apply(base.t[:, None])[:, 0]
+        total = np.zeros(r.m)
+        sig = {s: self.sigma(s, (i,)) for s in _subsets((i,))}
+        for inter, gamma in self._pooled((i,)).items():
+            w = self._pair_weights(inter, sig)
+            if not inter:
+                total += float(w.reshape(())) * float(gamma) * rt * rt
+                continue
+            gamma = np.asarray(gamma, dtype=float)
+            kg = sum(float(g) * kl for g, kl in zip(gamma, base.grams) if g != 0.0)
+            pk = base.p @ kg
+            if w[0] != 0.0:
+                total += w[0] * quad_diag(r, pk @ base.p)
+            if w[1] != 0.0:
+                total += w[1] * r.apply((pk @ base.t)[:, None])[:, 0] * rt
+            total += w[2] * float(gamma @ base.tau) * rt * rt
+        return total
+
+    def _diag_levels(self, k: AttrSet, rows) -> np.ndarray:
+        """The variances from the per-level diagonals (:meth:`AttributeBasis.diag_forms`)."""
         forms = {i: self.bases[i].diag_forms(r) for i, r in zip(k, rows)}
         total = np.zeros(tuple(r.m for r in rows))
         sig = {s: self.sigma(s, k) for s in _subsets(k)}

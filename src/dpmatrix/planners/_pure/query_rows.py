@@ -22,6 +22,8 @@ and every form is the dense one.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..._linalg.query_sets import DenseQueries, IntervalQueries
@@ -45,14 +47,24 @@ def attribute_queries(workload, attr: int, key) -> QueryRows:
     >>> q.m, q.a.tolist(), q.b.tolist()
     (6, [0, 1, 2, 0, 1, 0], [0, 1, 2, 1, 2, 2])
     """
-    from .pidentity_plan import interval_bounds
-
     n = workload.domain.sizes[attr]
     if isinstance(key, str) and key not in workload.matrices:
-        iv = interval_bounds(key, n)
-        if iv is not None:
-            return IntervalQueries(n, iv[0], iv[1])
+        hit = _builtin(key, n)
+        if hit is not None:
+            return hit
     return as_query_rows(np.asarray(workload.query_matrix(attr, key), dtype=float))
+
+
+@functools.lru_cache(maxsize=16)
+def _builtin(key: str, n: int) -> IntervalQueries | None:
+    from .pidentity_plan import interval_bounds
+
+    iv = interval_bounds(key, n)
+    if iv is None:
+        return None
+    for x in iv:
+        x.setflags(write=False)
+    return IntervalQueries(n, iv[0], iv[1])
 
 
 def as_query_rows(q) -> QueryRows:
@@ -110,28 +122,40 @@ def quad_diag(q: QueryRows, m: np.ndarray) -> np.ndarray:
     return np.einsum("ij,jk,ik->i", q.q, m, q.q)
 
 
+_GRAMS: dict[tuple, np.ndarray] = {}
+
+
 def gram(q: QueryRows) -> np.ndarray:
-    """``WᵀW`` (``n × n``; exact integers for intervals, module doc).
+    """``WᵀW`` (``n × n``, read-only and cached per query set; exact integers for intervals,
+    module doc).
 
     Examples
     --------
     >>> gram(IntervalQueries(3, np.array([0, 0, 0]), np.array([0, 1, 2]))).tolist()
     [[3.0, 2.0, 1.0], [2.0, 2.0, 1.0], [1.0, 1.0, 1.0]]
     """
+    key = query_key(q)
+    hit = _GRAMS.get(key)
+    if hit is not None:
+        return hit
     if not isinstance(q, IntervalQueries):
-        return q.q.T @ q.q
-    n = q.n
-    k = np.zeros((n + 1, n + 1))
-    b = q.b + 1
-    ones = np.ones(q.m)
-    np.add.at(k, (b, b), ones)
-    np.add.at(k, (q.a, q.a), ones)
-    np.add.at(k, (q.a, b), -ones)
-    np.add.at(k, (b, q.a), -ones)
-    # 1_[a, b] = p_{b+1} - p_a with the padded prefix p_k = [cells < k]: Σ K_kl p_k p_lᵀ is the
-    # reverse 2-D cumulative sum of K (the row and column 0 hold p_0 = 0)
-    r = np.cumsum(np.cumsum(k[::-1, ::-1], axis=0), axis=1)[::-1, ::-1]
-    return np.ascontiguousarray(r[1:, 1:])
+        out = q.q.T @ q.q
+    else:
+        n1 = q.n + 1
+        b = q.b + 1
+        # difference array of the pairs: +1 at (a, a) and (b+1, b+1), -1 at (a, b+1) and (b+1, a)
+        idx = np.concatenate([b * n1 + b, q.a * n1 + q.a, q.a * n1 + b, b * n1 + q.a])
+        sign = np.concatenate([np.ones(2 * q.m), -np.ones(2 * q.m)])
+        k = np.bincount(idx, weights=sign, minlength=n1 * n1).reshape(n1, n1)
+        # 1_[a, b] = p_{b+1} - p_a with the padded prefix p_k = [cells < k]: Σ K_kl p_k p_lᵀ is the
+        # reverse 2-D cumulative sum of K (the row and column 0 hold p_0 = 0)
+        r = np.cumsum(np.cumsum(k[::-1, ::-1], axis=0), axis=1)[::-1, ::-1]
+        out = np.ascontiguousarray(r[1:, 1:])
+    out.setflags(write=False)
+    if len(_GRAMS) >= 8:
+        _GRAMS.clear()
+    _GRAMS[key] = out
+    return out
 
 
 def apply_modes(qs, t: np.ndarray) -> np.ndarray:
