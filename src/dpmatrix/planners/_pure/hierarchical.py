@@ -71,7 +71,7 @@ from ...errors import NotMeasuredError, PlanError
 from .._base import PlanBase
 from .._formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
-from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
+from .joint_levels import AttributeBasis, JointLevelGLS
 from .levels import (
     KINDS,
     REFINE,
@@ -283,7 +283,7 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
                     "attributes": ",".join(self.domain.names_of(s)),
                     "levels": ",".join(t.label for t in ts),
                     "level": ",".join(str(k) for k in lev),
-                    "rows": int(prod(t.levels()[k].shape[0] for t, k in zip(ts, lev))),
+                    "rows": int(prod(t.operator.rows(k) for t, k in zip(ts, lev))),
                     "epsilon": float(b),
                     "share": float(b) / self.epsilon,
                     "noise_variance": float(v),
@@ -317,13 +317,12 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             )
         out = []
         for j, s in enumerate(self.workload.sets):
-            levels = [t.levels() for t in self.per_attribute[j]]
+            ops = [t.operator for t in self.per_attribute[j]]
             for lev, b in zip(self.level_tuples(j), self.budgets[j]):
                 if b <= 0:
                     continue
-                mats = tuple(levels[k][l] for k, l in enumerate(lev))
-                out.append(LinearMechanism((j, lev), tuple(s), _IntegerLevels(mats),
-                                           tuple(m.shape[0] for m in mats), "discrete_laplace", b))
+                out.append(LinearMechanism((j, lev), tuple(s), _IntegerLevels(tuple(ops), lev),
+                                           tuple(op.rows(k) for op, k in zip(ops, lev)), "discrete_laplace", b))
         return self, out
 
     def estimator(self, noisy) -> HierarchicalEstimator:
@@ -385,13 +384,18 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
 
 class _IntegerLevels:
-    """The linear map of one group: integer mode products (exact int64 arithmetic)."""
+    """The linear map of one group: level ``lev[k]`` of each attribute applied along axis ``k`` by
+    its operator (block sums / cumulative-sum differences: exact int64 arithmetic, no matrix)."""
 
-    def __init__(self, mats):
-        self.mats = mats
+    def __init__(self, ops, lev):
+        self.ops = ops
+        self.lev = lev
 
     def __call__(self, table: np.ndarray) -> np.ndarray:
-        return mode_products(self.mats, np.asarray(table))
+        t = np.asarray(table)
+        for ax, (op, k) in enumerate(zip(self.ops, self.lev)):
+            t = op.apply(k, t, axis=ax)
+        return t
 
 
 class HierarchicalEstimator(Estimator):
@@ -411,16 +415,17 @@ class HierarchicalEstimator(Estimator):
             p = self.plan
             j = p._measured[pos]
             ts = p.per_attribute[j]
-            levels = [t.levels() for t in ts]
+            ops = [t.operator for t in ts]
             acc = np.zeros(tuple(t.n for t in ts))
             for w, lev, b in zip(p._weights[j], p.level_tuples(j), p.budgets[j]):
                 if b <= 0 or w == 0:
                     continue
                 if (j, lev) not in self.noisy:
                     raise NotMeasuredError(f"the measurements hold no output of group {(j, lev)}")
-                hs = [levels[k][l].astype(float) for k, l in enumerate(lev)]
-                y = np.asarray(self.noisy[(j, lev)], dtype=float).reshape([h.shape[0] for h in hs])
-                acc += w * mode_products([h.T for h in hs], y)
+                y = np.asarray(self.noisy[(j, lev)], dtype=float).reshape([op.rows(k) for op, k in zip(ops, lev)])
+                for ax, (op, k) in enumerate(zip(ops, lev)):  # ⊗ H^{ℓᵀ}, axis by axis
+                    y = op.adjoint(k, y, axis=ax)
+                acc += w * y
             self._tables[pos] = acc
         return self._tables[pos]
 

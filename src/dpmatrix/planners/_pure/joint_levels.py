@@ -72,6 +72,7 @@ import numpy as np
 
 from ..._linalg.query_sets import IntervalQueries
 from ...errors import PlanError
+from .level_operators import LevelOperator
 from .levels import AttributeLevels, level_grams, quadratic_diagonal
 from .query_rows import as_query_rows, dense_rows, quad_diag, query_key
 
@@ -83,7 +84,8 @@ AttrSet = tuple[int, ...]
 def mode_products(mats, t: np.ndarray) -> np.ndarray:
     """``(⊗ mats) · vec(t)`` as a tensor: ``mats[k]`` applied along axis ``k`` (C order)."""
     for ax, m in enumerate(mats):
-        t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
+        if m is not None:  # None: that axis is left as it is
+            t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
     return t
 
 
@@ -97,10 +99,20 @@ def _subsets(a: AttrSet):
 ROWS_FORM_CELLS = 512
 
 
+#: from this many cells a tree (or cells) attribute's basis is structured: ``t``, ``c``, ``τ`` and
+#: every product with ``G⁻¹`` / ``P`` / ``K^ℓ`` come from the level operators
+#: (:mod:`.level_operators`, O(n L) per vector); the dense ``P`` and ``K^ℓ`` are formed only where a
+#: dense form is asked (all ranges, explicit covariances, several attributes in one query)
+STRUCTURED_CELLS = 1024
+
+
 @dataclass(frozen=True, eq=False)
 class AttributeBasis:
     """One attribute's ``t = G⁻¹1``, ``c = 1ᵀt``, ``P = G⁻¹ - ttᵀ/c``, level Grams ``K^ℓ`` and
-    ``τ^ℓ = tᵀK^ℓt`` (module docstring).
+    ``τ^ℓ = tᵀK^ℓt`` (module docstring). ``P``, ``K^ℓ`` and the level rows are dense matrices
+    built on first use; a structured basis (``op``: trees and cells from
+    :data:`STRUCTURED_CELLS` cells) applies them without forming them (:meth:`p_apply`,
+    :meth:`k_apply`).
 
     Examples
     --------
@@ -112,23 +124,67 @@ class AttributeBasis:
 
     t: np.ndarray
     c: float
-    p: np.ndarray
-    grams: tuple[np.ndarray, ...]
     tau: np.ndarray
+    levels: AttributeLevels
     _stats: dict = field(default_factory=dict, repr=False)
-    #: the level matrices ``H^ℓ`` (float) when known: large attributes then form the per-level
-    #: diagonals as ``‖H^ℓ P rᵀ‖²`` (O(m n r_ℓ)) instead of ``r P K^ℓ P rᵀ`` (O(n³) per level)
-    rows: tuple[np.ndarray, ...] = field(default=(), repr=False)
+    #: the level operators (structured basis) or None (dense ``G⁻¹`` from the levels' Gram)
+    op: LevelOperator | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, levels: AttributeLevels) -> AttributeBasis:
+        if levels.n >= STRUCTURED_CELLS and levels.kind in ("tree", "cells"):
+            op = LevelOperator(levels.kind, levels.n, levels.branching)
+            t = op.solve(levels.weights, np.ones((levels.n, 1)))[:, 0]
+            tau = np.array([float(np.sum(op.apply(lev, t) ** 2)) for lev in range(op.n_levels)])
+            return cls(t, float(t.sum()), tau, levels, op=op)
         gi = levels.gram_inverse
         t = gi.sum(axis=1)
         c = float(t.sum())
         grams = level_grams(levels.kind, levels.n, levels.branching)
         tau = np.array([float(t @ k @ t) for k in grams])
-        rows = tuple(h.astype(float) for h in levels.levels()) if levels.n >= ROWS_FORM_CELLS else ()
-        return cls(t, c, gi - np.outer(t, t) / c, grams, tau, rows=rows)
+        out = cls(t, c, tau, levels)
+        out._stats["p"] = gi - np.outer(t, t) / c
+        return out
+
+    @property
+    def p(self) -> np.ndarray:
+        """``P = G⁻¹ - ttᵀ/c`` (dense; a structured basis forms it from ``n`` solves)."""
+        hit = self._stats.get("p")
+        if hit is None:
+            hit = self._stats["p"] = self.p_apply(np.eye(self.t.size))
+        return hit
+
+    @property
+    def grams(self) -> tuple[np.ndarray, ...]:
+        """The level Grams ``K^ℓ`` (dense, cached by :func:`~.levels.level_grams`)."""
+        return level_grams(self.levels.kind, self.levels.n, self.levels.branching)
+
+    @property
+    def rows(self) -> tuple[np.ndarray, ...]:
+        """The level matrices ``H^ℓ`` (float) from :data:`ROWS_FORM_CELLS` cells, else ``()``:
+        large attributes form the per-level diagonals as ``‖H^ℓ P rᵀ‖²`` (O(m n r_ℓ)) instead of
+        ``r P K^ℓ P rᵀ`` (O(n³) per level)."""
+        if self.levels.n < ROWS_FORM_CELLS:
+            return ()
+        hit = self._stats.get("rows")
+        if hit is None:
+            hit = self._stats["rows"] = tuple(h.astype(float) for h in self.levels.levels())
+        return hit
+
+    def p_apply(self, x: np.ndarray, axis: int = 0) -> np.ndarray:
+        """``P`` applied along ``axis`` of ``x`` (structured: ``G⁻¹x - t (tᵀx)/c``)."""
+        x = np.asarray(x, dtype=float)
+        if self.op is None:
+            return mode_products([self.p if ax == axis else None for ax in range(x.ndim)], x)
+        g = self.op.solve(self.levels.weights, x, axis=axis)
+        tx = np.tensordot(self.t, x, axes=([0], [axis]))  # tᵀx: the other axes
+        return g - np.moveaxis(np.multiply.outer(self.t, tx), 0, axis) / self.c
+
+    def k_apply(self, level: int, x: np.ndarray, axis: int = 0) -> np.ndarray:
+        """``K^ℓ = H^{ℓᵀ}H^ℓ`` applied along ``axis`` of ``x``."""
+        if self.op is None:
+            return mode_products([self.grams[level] if ax == axis else None for ax in range(x.ndim)], x)
+        return self.op.adjoint(level, self.op.apply(level, x, axis=axis), axis=axis)
 
     def _cached(self, key, make):
         hit = self._stats.get(key)
@@ -186,6 +242,37 @@ class AttributeBasis:
                     (False, False): self.tau[:, None, None] * np.outer(rt, rt)}, np.outer(rt, rt)
 
         return self._cached((query_key(r), "full"), make)
+
+
+#: queries per block of the structured diagonals (memory: n × block floats)
+_QUERY_BLOCK = 256
+
+
+def _query_columns(r, lo: int, hi: int) -> np.ndarray:
+    """Queries ``lo..hi-1`` of ``r`` as the columns of an ``n × k`` array."""
+    if isinstance(r, IntervalQueries):
+        k = hi - lo
+        d = np.zeros((r.n + 1, k))
+        cols = np.arange(k)
+        np.add.at(d, (r.a[lo:hi], cols), 1.0)
+        np.add.at(d, (r.b[lo:hi] + 1, cols), -1.0)
+        return np.cumsum(d, axis=0)[: r.n]
+    return r.q[lo:hi].T
+
+
+def _structured_pp(base: AttributeBasis, gamma: np.ndarray, r) -> np.ndarray:
+    """``Σ_ℓ γ[ℓ] ‖H^ℓ P q‖²`` for every query ``q`` of ``r`` (``= q P K_γ P qᵀ``), from the level
+    operators in blocks of :data:`_QUERY_BLOCK` queries: O(n L) per query, no n × n matrix."""
+    out = np.empty(r.m)
+    for lo in range(0, r.m, _QUERY_BLOCK):
+        hi = min(lo + _QUERY_BLOCK, r.m)
+        x = base.p_apply(_query_columns(r, lo, hi))
+        acc = np.zeros(hi - lo)
+        for lev, g in enumerate(gamma):
+            if g != 0.0:
+                acc += float(g) * np.sum(base.op.apply(lev, x) ** 2, axis=0)
+        out[lo:hi] = acc
+    return out
 
 
 #: largest intermediate (floats) of a variance contraction before the queries are chunked
@@ -331,12 +418,19 @@ class JointLevelGLS:
                 total += float(w.reshape(())) * float(gamma) * rt * rt
                 continue
             gamma = np.asarray(gamma, dtype=float)
-            kg = sum(float(g) * kl for g, kl in zip(gamma, base.grams) if g != 0.0)
-            pk = base.p @ kg
-            if w[0] != 0.0:
-                total += w[0] * quad_diag(r, pk @ base.p)
-            if w[1] != 0.0:
-                total += w[1] * r.apply((pk @ base.t)[:, None])[:, 0] * rt
+            if base.op is not None and r.m <= 4 * r.n:  # structured: no n × n matrix
+                if w[0] != 0.0:
+                    total += w[0] * _structured_pp(base, gamma, r)
+                if w[1] != 0.0:
+                    kt = sum(float(g) * base.k_apply(lev, base.t) for lev, g in enumerate(gamma) if g != 0.0)
+                    total += w[1] * r.apply(base.p_apply(kt)[:, None])[:, 0] * rt
+            else:
+                kg = sum(float(g) * kl for g, kl in zip(gamma, base.grams) if g != 0.0)
+                pk = base.p @ kg
+                if w[0] != 0.0:
+                    total += w[0] * quad_diag(r, pk @ base.p)
+                if w[1] != 0.0:
+                    total += w[1] * r.apply((pk @ base.t)[:, None])[:, 0] * rt
             total += w[2] * float(gamma @ base.tau) * rt * rt
         return total
 
@@ -438,7 +532,9 @@ class JointLevelGLS:
             for ax in reversed(range(len(a))):
                 if a[ax] not in ss:
                     t = np.tensordot(t, self.bases[a[ax]].t, axes=([ax], [0]))
-            acc = acc + self._total_precision(j) * mode_products([self.bases[i].p for i in s], t)
+            for ax, i in enumerate(s):
+                t = self.bases[i].p_apply(t, axis=ax)
+            acc = acc + self._total_precision(j) * t
         return acc
 
     def marginal(self, k: AttrSet, component) -> np.ndarray:

@@ -207,13 +207,19 @@ class AttributeLevels:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise PlanError(f"unknown level kind {self.kind!r}; use one of {KINDS}")
-        if len(self.shares) != len(self.levels()):
-            raise PlanError(f"{self.kind} on {self.n} cells has {len(self.levels())} levels, "
+        if len(self.shares) != self.operator.n_levels:
+            raise PlanError(f"{self.kind} on {self.n} cells has {self.operator.n_levels} levels, "
                             f"got {len(self.shares)} shares")
 
     def levels(self) -> list[np.ndarray]:
-        """The integer level matrices ``H^0..H^L``."""
+        """The integer level matrices ``H^0..H^L`` (dense; :attr:`operator` applies them without
+        forming them)."""
         return _cached_levels(self.kind, self.n, self.branching)
+
+    @property
+    def operator(self):
+        """The levels as a :class:`~.level_operators.LevelOperator` (O(n) per level, no matrix)."""
+        return _operator(self.kind, self.n, self.branching)
 
     @cached_property
     def gram(self) -> np.ndarray:
@@ -228,6 +234,11 @@ class AttributeLevels:
         return g
 
     @property
+    def weights(self) -> tuple[float, ...]:
+        """``ω_ℓ = η_ℓ²``: the levels' weights in ``G = Σ_ℓ ω_ℓ H^{ℓᵀ}H^ℓ``."""
+        return tuple(e * e for e in self.shares)
+
+    @property
     def label(self) -> str:
         """``"cells"``, ``"tree:b"`` or ``"haar"``."""
         return f"tree:{self.branching}" if self.kind == "tree" else self.kind
@@ -240,6 +251,17 @@ class AttributeLevels:
     def from_dict(cls, d) -> AttributeLevels:
         return cls(int(d["n"]), str(d["kind"]), int(d.get("branching", 0)),
                    tuple(float(x) for x in d["shares"]), float(d["factor"]))
+
+
+@functools.lru_cache(maxsize=64)
+def _operator(kind: str, n: int, branching: int):
+    from .level_operators import LevelOperator
+
+    if kind not in KINDS:
+        raise PlanError(f"unknown level kind {kind!r}; use one of {KINDS}")
+    if kind == "tree" and (n < 1 or branching < 2):
+        raise PlanError(f"a tree needs n >= 1 cells and branching b >= 2, got n={n}, b={branching}")
+    return LevelOperator(kind, n, branching)
 
 
 _LEVEL_CACHE: dict[tuple[str, int, int], list[np.ndarray]] = {}
