@@ -15,9 +15,9 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 import pytest
-from cli_run import run
 
 import dpmatrix as dm
+from cli_run import run
 from dpmatrix.planners._pure.hierarchical import plan_hierarchical
 
 N = 2000
