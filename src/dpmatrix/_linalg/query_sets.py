@@ -9,6 +9,7 @@ O(m + n) per column, where the dense ``W`` of all ranges has ``n(n+1)/2`` rows o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -35,6 +36,11 @@ class IntervalQueries:
     @property
     def m(self) -> int:
         return int(self.a.size)
+
+    @cached_property
+    def pair_index(self) -> np.ndarray:
+        """``a_q (n+1) + b_q + 1``: each query's flat position in an ``(n+1) × (n+1)`` array."""
+        return self.a * (self.n + 1) + self.b + 1
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         c = np.zeros((self.n + 1,) + x.shape[1:])

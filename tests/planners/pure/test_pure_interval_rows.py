@@ -261,3 +261,28 @@ def test_structured_tree_plan_equals_the_explicit_gls(kind, monkeypatch):
     lhs = sum(wi * h.T @ h for h, wi in live)
     rhs = sum(wi * h.T @ noisy[m.key] for (h, wi), m in zip(live, mechs))
     assert np.allclose(est.marginal((0,)), np.linalg.solve(lhs, rhs), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["range", "prefix"])
+def test_pidentity_pairwise_range_forms_equal_the_dense_ones(kind):
+    """All ranges (more than ``PAIRWISE_RATIO`` queries per cell) use the pairwise forms: query
+    variances from ``CCᵀ`` and the weighted Gram ``Dᵀ Λ D``; prefixes keep the per-query forms.
+    Both against the explicit rows, and the variances against ``diag(W (AᵀA)⁻¹ Wᵀ)`` by hand."""
+    from dpmatrix._solvers import pidentity as pid
+
+    n = 40
+    dense = ranges_by_hand(n) if kind == "range" else prefixes_by_hand(n)
+    q = attribute_queries(one_attribute(n, kind), 0, kind)
+    assert pid._pairwise(q) == (kind == "range")
+    rng = np.random.default_rng(11)
+    theta = rng.random((5, n))
+    s = 1 + theta.sum(axis=0)
+    a = np.vstack([np.eye(n), theta]) / s
+    explicit = np.einsum("ij,jk,ik->i", dense, np.linalg.inv(a.T @ a), dense)
+    assert np.allclose(pid.query_variances(theta, q), explicit, rtol=1e-9)
+    c = rng.random(q.m)
+    wg = pid.WeightedGram(q, c)
+    x = rng.normal(size=(n, 3))
+    g = dense.T @ (c[:, None] * dense)
+    assert np.allclose(wg.matmul(x), g @ x, rtol=1e-10, atol=1e-9)
+    assert np.allclose(wg.diag(), np.diag(g), rtol=1e-12)
