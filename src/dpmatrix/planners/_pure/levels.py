@@ -53,6 +53,7 @@ import scipy.optimize
 from ..._linalg.query_sets import IntervalQueries
 from ..._solvers.budget_split import cube_root_split
 from ...errors import PlanError
+from .query_rows import as_query_rows, gram, interval_rows, quadratic_diagonal, query_key  # noqa: F401
 
 __all__ = ["AttributeLevels", "KINDS", "best_levels", "haar_levels", "interval_rows", "level_grams", "level_matrices",
            "quadratic_diagonal", "tree_levels", "with_factor"]
@@ -312,50 +313,6 @@ def level_grams(kind: str, n: int, branching: int = 0) -> tuple[np.ndarray, ...]
     return _GRAM_CACHE[key]
 
 
-def interval_rows(q: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(a, b)`` when every row of ``q`` is the 0/1 indicator of a contiguous interval
-    ``[a_r, b_r]`` of cells (cells, prefixes, ranges, totals), else ``None``.
-
-    Examples
-    --------
-    >>> interval_rows(np.tril(np.ones((3, 3))))
-    (array([0, 0, 0]), array([0, 1, 2]))
-    """
-    q = np.asarray(q)
-    if q.ndim != 2 or q.shape[1] == 0 or not np.all((q == 0) | (q == 1)):
-        return None
-    nz = q != 0
-    if not nz.any(axis=1).all():
-        return None
-    a = nz.argmax(axis=1)
-    b = q.shape[1] - 1 - nz[:, ::-1].argmax(axis=1)
-    if not np.array_equal(nz.sum(axis=1), b - a + 1):
-        return None
-    return a, b
-
-
-def quadratic_diagonal(q: np.ndarray, m: np.ndarray, intervals=None) -> np.ndarray:
-    """``diag(Q M Qᵀ)`` for a symmetric ``M``; interval rows (``intervals`` from
-    :func:`interval_rows`) in O(n² + rows) from 2-D prefix sums of ``M``: the interval
-    ``[a, b]`` is ``C[b+1, b+1] - 2 C[a, b+1] + C[a, a]`` with ``C[i, j] = Σ_{k<i, l<j} M_kl``.
-
-    Examples
-    --------
-    >>> m = np.array([[2.0, 1.0], [1.0, 3.0]])
-    >>> quadratic_diagonal(np.array([[1.0, 1.0], [0.0, 1.0]]), m)
-    array([7., 3.])
-    """
-    if intervals is None:
-        intervals = interval_rows(q)
-    if intervals is None:
-        return np.einsum("ij,jk,ik->i", q, m, q)
-    a, b = intervals
-    n = m.shape[0]
-    c = np.zeros((n + 1, n + 1))
-    c[1:, 1:] = np.cumsum(np.cumsum(m, axis=0), axis=1)
-    return c[b + 1, b + 1] - 2 * c[a, b + 1] + c[a, a]
-
-
 class _Factor:
     """``F`` or ``M`` of one attribute's queries (or the smooth ``p``-norm surrogate of ``M``),
     with its analytic gradient in the shares.
@@ -370,8 +327,6 @@ class _Factor:
     """
 
     def __init__(self, q, grams, objective: str):
-        from .query_rows import as_query_rows, gram  # the query rows' forms (no dense interval rows)
-
         self.q = as_query_rows(q)
         self.qtq = gram(self.q)
         self.grams = grams
@@ -571,8 +526,6 @@ def best_levels(
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if shares not in ("optimal", "uniform"):
         raise PlanError(f"shares must be 'optimal' or 'uniform', got {shares!r}")
-    from .query_rows import as_query_rows, query_key
-
     q = as_query_rows(q)
     n = q.n
     unknown = set(kinds) - set(KINDS)

@@ -34,6 +34,7 @@ class AttributeForms:
 
     Examples
     --------
+    >>> import numpy as np
     >>> f = AttributeForms.of(np.eye(3))
     >>> f.total, f.centred, f.mean, f.centred_max
     (3.0, 2.0, 1.0, 0.6666666666666667)
@@ -81,6 +82,7 @@ def cell_weight(forms: tuple[AttributeForms, ...], sizes: tuple[int, ...]) -> fl
 
     Examples
     --------
+    >>> import numpy as np
     >>> cell_weight((AttributeForms.of(np.tril(np.ones((4, 4)))),), (4,))   # 1+2+3+4 over 4 cells
     2.5
     """

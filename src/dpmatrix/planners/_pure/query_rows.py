@@ -2,7 +2,7 @@
 or an explicit matrix, and the few forms the pure ε-DP planners read from them.
 
 A built-in query type of an attribute of ``n`` cells is a family of intervals ``[a_q, b_q]``
-(:func:`~.pidentity_plan.interval_bounds`: ``n`` cells, ``n`` prefixes, ``n(n+1)/2`` ranges).
+(:func:`~dpmatrix._linalg.query_sets.interval_bounds`: ``n`` cells, ``n`` prefixes, ``n(n+1)/2`` ranges).
 Every quantity the planners need is a closed form or a prefix-sum identity in ``(a, b)``, so no
 ``m × n`` matrix is ever built (``m = n(n+1)/2`` rows of ``n`` floats is 4.3 GB at ``n = 1024``):
 
@@ -26,10 +26,9 @@ import functools
 
 import numpy as np
 
-from ..._linalg.query_sets import DenseQueries, IntervalQueries
-from .levels import interval_rows, quadratic_diagonal
+from ..._linalg.query_sets import DenseQueries, IntervalQueries, interval_bounds
 
-__all__ = ["QueryRows", "apply_modes", "as_query_rows", "attribute_queries", "dense_rows", "gram",
+__all__ = ["QueryRows", "interval_rows", "quadratic_diagonal", "apply_modes", "as_query_rows", "attribute_queries", "dense_rows", "gram",
            "query_key", "quad_diag", "row_squares", "row_sums", "stack_rows"]
 
 QueryRows = IntervalQueries | DenseQueries
@@ -57,8 +56,6 @@ def attribute_queries(workload, attr: int, key) -> QueryRows:
 
 @functools.lru_cache(maxsize=16)
 def _builtin(key: str, n: int) -> IntervalQueries | None:
-    from .pidentity_plan import interval_bounds
-
     iv = interval_bounds(key, n)
     if iv is None:
         return None
@@ -120,6 +117,50 @@ def quad_diag(q: QueryRows, m: np.ndarray) -> np.ndarray:
     if isinstance(q, IntervalQueries):
         return quadratic_diagonal(None, m, (q.a, q.b))
     return np.einsum("ij,jk,ik->i", q.q, m, q.q)
+
+
+def interval_rows(q: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(a, b)`` when every row of ``q`` is the 0/1 indicator of a contiguous interval
+    ``[a_r, b_r]`` of cells (cells, prefixes, ranges, totals), else ``None``.
+
+    Examples
+    --------
+    >>> interval_rows(np.tril(np.ones((3, 3))))
+    (array([0, 0, 0]), array([0, 1, 2]))
+    """
+    q = np.asarray(q)
+    if q.ndim != 2 or q.shape[1] == 0 or not np.all((q == 0) | (q == 1)):
+        return None
+    nz = q != 0
+    if not nz.any(axis=1).all():
+        return None
+    a = nz.argmax(axis=1)
+    b = q.shape[1] - 1 - nz[:, ::-1].argmax(axis=1)
+    if not np.array_equal(nz.sum(axis=1), b - a + 1):
+        return None
+    return a, b
+
+
+def quadratic_diagonal(q: np.ndarray, m: np.ndarray, intervals=None) -> np.ndarray:
+    """``diag(Q M Qᵀ)`` for a symmetric ``M``; interval rows (``intervals`` from
+    :func:`interval_rows`) in O(n² + rows) from 2-D prefix sums of ``M``: the interval
+    ``[a, b]`` is ``C[b+1, b+1] - 2 C[a, b+1] + C[a, a]`` with ``C[i, j] = Σ_{k<i, l<j} M_kl``.
+
+    Examples
+    --------
+    >>> m = np.array([[2.0, 1.0], [1.0, 3.0]])
+    >>> quadratic_diagonal(np.array([[1.0, 1.0], [0.0, 1.0]]), m)
+    array([7., 3.])
+    """
+    if intervals is None:
+        intervals = interval_rows(q)
+    if intervals is None:
+        return np.einsum("ij,jk,ik->i", q, m, q)
+    a, b = intervals
+    n = m.shape[0]
+    c = np.zeros((n + 1, n + 1))
+    c[1:, 1:] = np.cumsum(np.cumsum(m, axis=0), axis=1)
+    return c[b + 1, b + 1] - 2 * c[a, b + 1] + c[a, a]
 
 
 _GRAMS: dict[tuple, np.ndarray] = {}
