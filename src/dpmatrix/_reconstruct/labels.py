@@ -5,26 +5,36 @@ from __future__ import annotations
 import numpy as np
 
 from .._domain import fmt_edge
+from .._linalg.query_sets import DenseQueries, IntervalQueries
 
 __all__ = ["cell_labels", "query_labels"]
 
 
-def query_labels(attr, key: str, W: np.ndarray | None) -> list[str]:
+def query_labels(attr, key: str, W) -> list[str]:
     """Display label of each row of an attribute's query matrix (cells, ``key == "identity"``:
-    the value labels; ``W`` is not read and may be ``None``)."""
+    the value labels; ``W`` is not read and may be ``None``). ``W`` is a matrix or query rows
+    (:class:`~dpmatrix._solvers.pidentity.IntervalQueries`: labelled from the bounds, the
+    ``n(n+1)/2`` range rows are never built)."""
     lab = [attr.label(c) for c in range(attr.size)]
     if key == "identity":
         return lab
     edges = attr.bins if attr.labels is None and attr.bins is not None else None
     n_bins = len(edges) - 1 if edges is not None else 0
+    if isinstance(W, IntervalQueries):
+        bounds = [(int(lo), int(hi)) for lo, hi in zip(W.a, W.b)]
+    else:
+        w = np.asarray(W.q if isinstance(W, DenseQueries) else W)
+        bounds = []
+        for row in w:
+            nz = np.flatnonzero(row)
+            contiguous = nz.size and np.all(row[nz] == 1) and nz[-1] - nz[0] + 1 == nz.size
+            bounds.append((int(nz[0]), int(nz[-1])) if contiguous else None)
     out = []
-    for row in W:
-        nz = np.flatnonzero(row)
-        contiguous = nz.size and np.all(row[nz] == 1) and nz[-1] - nz[0] + 1 == nz.size
-        if not contiguous:
+    for bd in bounds:
+        if bd is None:
             out.append(f"q{len(out)}")
             continue
-        lo, hi = int(nz[0]), int(nz[-1])
+        lo, hi = bd
         if edges is not None and hi < n_bins:  # numeric bins: show the value interval
             close = "]" if hi == n_bins - 1 else ")"
             if lo == 0 and key == "prefix":

@@ -33,12 +33,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from .._linalg.query_sets import DenseQueries, IntervalQueries
 from .._linalg.threads import blas_threads_for
 
 __all__ = [
@@ -399,66 +401,6 @@ class QuerySet(Protocol):
 
 
 @dataclass(frozen=True, eq=False)
-class IntervalQueries:
-    """Interval queries ``[a_q, b_q]`` (prefixes, ranges, cells): ``W x`` is a difference of
-    cumulative sums and ``Wᵀ y`` the cumulative sum of a sparse difference array, O(m + n) per
-    column.
-
-    Examples
-    --------
-    >>> q = IntervalQueries(3, np.array([0, 1]), np.array([1, 2]))
-    >>> q.apply(np.eye(3)).tolist()
-    [[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]
-    """
-
-    n: int
-    a: np.ndarray
-    b: np.ndarray
-
-    @property
-    def m(self) -> int:
-        return int(self.a.size)
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        c = np.zeros((self.n + 1,) + x.shape[1:])
-        np.cumsum(x, axis=0, out=c[1:])
-        return c[self.b + 1] - c[self.a]
-
-    def _diff(self):
-        import scipy.sparse
-
-        q = np.arange(self.m)
-        rows = np.concatenate([self.a, self.b + 1])
-        vals = np.concatenate([np.ones(self.m), -np.ones(self.m)])
-        return scipy.sparse.csr_matrix((vals, (rows, np.concatenate([q, q]))), shape=(self.n + 1, self.m))
-
-    def adjoint(self, y: np.ndarray) -> np.ndarray:
-        d = self._diff() @ y
-        return np.cumsum(np.asarray(d), axis=0)[: self.n]
-
-
-@dataclass(frozen=True, eq=False)
-class DenseQueries:
-    """An explicit query matrix ``Q`` (m × n)."""
-
-    q: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return self.q.shape[1]
-
-    @property
-    def m(self) -> int:
-        return self.q.shape[0]
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        return self.q @ x
-
-    def adjoint(self, y: np.ndarray) -> np.ndarray:
-        return self.q.T @ y
-
-
-@dataclass(frozen=True, eq=False)
 class WeightedGram:
     """``G_c = Σ_q c_q w_q w_qᵀ = Wᵀ diag(c) W`` of a :class:`QuerySet` (a :class:`GramOperator`):
     ``Σ_q c_q var_q = tr(G_c Σ)``, so the gradient of a weighted sum of query variances is the
@@ -471,14 +413,29 @@ class WeightedGram:
     def n(self) -> int:
         return self.queries.n
 
+    @cached_property
+    def _pairs(self) -> np.ndarray:
+        """``Λ = Σ_q c_q (e_{b+1} - e_a)(e_{b+1} - e_a)ᵀ`` ((n+1) × (n+1)) of interval queries."""
+        return _pair_matrix(self.queries, self.c)
+
     def matmul(self, x: np.ndarray) -> np.ndarray:
+        if _pairwise(self.queries):
+            # W = E D with D the padded cumulative sum ((Dx)_i = Σ_{j<i} x_j) and E the pair
+            # differences: Wᵀ diag(c) W x = Dᵀ Λ D x, (Dᵀ y)_j = Σ_{i>j} y_i — one GEMM, O(n² k)
+            cx = np.zeros((self.n + 1, x.shape[1]))
+            np.cumsum(x, axis=0, out=cx[1:])
+            y = self._pairs @ cx
+            return np.cumsum(y[:0:-1], axis=0)[::-1]
         return self.queries.adjoint(self.c[:, None] * self.queries.apply(x))
 
     def diag(self) -> np.ndarray:
         # diag(WᵀCW)_j = Σ_q c_q w_qj²; w_qj ∈ {0, 1} for intervals, general for dense queries
         if isinstance(self.queries, DenseQueries):
             return (self.c[:, None] * self.queries.q**2).sum(axis=0)
-        return self.queries.adjoint(self.c[:, None])[:, 0]
+        q = self.queries  # Σ_q c_q [a_q ≤ j ≤ b_q]: a difference array, O(m + n)
+        d = np.bincount(q.a, weights=self.c, minlength=q.n + 1) - np.bincount(q.b + 1, weights=self.c,
+                                                                                minlength=q.n + 1)
+        return np.cumsum(d)[: q.n]
 
     def dense(self) -> np.ndarray:
         w = self.queries.apply(np.eye(self.n))
@@ -487,6 +444,23 @@ class WeightedGram:
 
 #: queries per block when all query variances are formed (memory: block × p doubles)
 _BLOCK = 1 << 16
+#: interval query sets with more than this many queries per cell (all ranges: (n+1)/2) use the
+#: pairwise forms: per-query work of one scalar instead of ``p``, the rest O(n² p) in one GEMM
+PAIRWISE_RATIO = 8
+
+
+def _pairwise(queries) -> bool:
+    return isinstance(queries, IntervalQueries) and queries.m > PAIRWISE_RATIO * queries.n
+
+
+def _pair_matrix(queries: IntervalQueries, c: np.ndarray) -> np.ndarray:
+    """``Σ_q c_q (e_{b_q+1} - e_{a_q})(e_{b_q+1} - e_{a_q})ᵀ`` as an ``(n+1) × (n+1)`` array."""
+    n1 = queries.n + 1
+    off = np.bincount(queries.pair_index, weights=c, minlength=n1 * n1).reshape(n1, n1)
+    out = -(off + off.T)
+    out[np.diag_indices(n1)] += np.bincount(queries.a, weights=c, minlength=n1)
+    out[np.diag_indices(n1)] += np.bincount(queries.b + 1, weights=c, minlength=n1)
+    return out
 
 
 def query_variances(theta: np.ndarray, queries: QuerySet) -> np.ndarray:
@@ -514,6 +488,15 @@ def query_variances(theta: np.ndarray, queries: QuerySet) -> np.ndarray:
     chol = scipy.linalg.cholesky(np.eye(p) + theta @ theta.T, lower=True)
     u = scipy.linalg.solve_triangular(chol, theta * s, lower=True)
     uw = u.T
+    if _pairwise(queries):
+        # ‖U w_q‖² = ‖C_{b+1} - C_a‖² = g_{b+1,b+1} + g_aa - 2 g_{a,b+1} with C the padded
+        # cumulative sums of the columns of U and g = CCᵀ (one GEMM): one scalar per query
+        c = np.zeros((n + 1, p))
+        np.cumsum(uw, axis=0, out=c[1:])
+        g = c @ c.T
+        d = np.diag(g)
+        hi = queries.b + 1
+        return base - (d[hi] + d[queries.a] - 2.0 * g[queries.a, hi])
     for lo in range(0, queries.m, _BLOCK):
         hi = min(lo + _BLOCK, queries.m)
         if isinstance(queries, IntervalQueries):

@@ -71,7 +71,7 @@ from ...errors import NotMeasuredError, PlanError
 from .._base import PlanBase
 from .._formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
-from .joint_levels import AttributeBasis, JointLevelGLS, mode_products
+from .joint_levels import AttributeBasis, JointLevelGLS
 from .levels import (
     KINDS,
     REFINE,
@@ -79,6 +79,7 @@ from .levels import (
     best_levels,
     with_factor,
 )
+from .query_rows import QueryRows, apply_modes, attribute_queries, stack_rows
 from .units import PureUnits, check_epsilon
 
 if TYPE_CHECKING:
@@ -151,10 +152,10 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         """Whether workload marginal ``j`` is measured (its budget is positive)."""
         return any(b > 0 for b in self.budgets[j])
 
-    def _queries(self, j: int) -> list[np.ndarray]:
+    def _queries(self, j: int) -> list[QueryRows]:
+        """Each attribute's query rows (intervals for cells / prefixes / ranges: no matrix)."""
         s = self.workload.sets[j]
-        return [np.asarray(self.workload.query_matrix(a, k), dtype=float)
-                for a, k in zip(s, self.workload.types(j))]
+        return [attribute_queries(self.workload, a, k) for a, k in zip(s, self.workload.types(j))]
 
     # -- privacy --------------------------------------------------------------------------------
     def privacy_epsilon(self) -> Fraction:
@@ -282,7 +283,7 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
                     "attributes": ",".join(self.domain.names_of(s)),
                     "levels": ",".join(t.label for t in ts),
                     "level": ",".join(str(k) for k in lev),
-                    "rows": int(prod(t.levels()[k].shape[0] for t, k in zip(ts, lev))),
+                    "rows": int(prod(t.operator.rows(k) for t, k in zip(ts, lev))),
                     "epsilon": float(b),
                     "share": float(b) / self.epsilon,
                     "noise_variance": float(v),
@@ -316,13 +317,12 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             )
         out = []
         for j, s in enumerate(self.workload.sets):
-            levels = [t.levels() for t in self.per_attribute[j]]
+            ops = [t.operator for t in self.per_attribute[j]]
             for lev, b in zip(self.level_tuples(j), self.budgets[j]):
                 if b <= 0:
                     continue
-                mats = tuple(levels[k][l] for k, l in enumerate(lev))
-                out.append(LinearMechanism((j, lev), tuple(s), _IntegerLevels(mats),
-                                           tuple(m.shape[0] for m in mats), "discrete_laplace", b))
+                out.append(LinearMechanism((j, lev), tuple(s), _IntegerLevels(tuple(ops), lev),
+                                           tuple(op.rows(k) for op, k in zip(ops, lev)), "discrete_laplace", b))
         return self, out
 
     def estimator(self, noisy) -> HierarchicalEstimator:
@@ -384,13 +384,18 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
 
 class _IntegerLevels:
-    """The linear map of one group: integer mode products (exact int64 arithmetic)."""
+    """The linear map of one group: level ``lev[k]`` of each attribute applied along axis ``k`` by
+    its operator (block sums / cumulative-sum differences: exact int64 arithmetic, no matrix)."""
 
-    def __init__(self, mats):
-        self.mats = mats
+    def __init__(self, ops, lev):
+        self.ops = ops
+        self.lev = lev
 
     def __call__(self, table: np.ndarray) -> np.ndarray:
-        return mode_products(self.mats, np.asarray(table))
+        t = np.asarray(table)
+        for ax, (op, k) in enumerate(zip(self.ops, self.lev)):
+            t = op.apply(k, t, axis=ax)
+        return t
 
 
 class HierarchicalEstimator(Estimator):
@@ -410,16 +415,17 @@ class HierarchicalEstimator(Estimator):
             p = self.plan
             j = p._measured[pos]
             ts = p.per_attribute[j]
-            levels = [t.levels() for t in ts]
+            ops = [t.operator for t in ts]
             acc = np.zeros(tuple(t.n for t in ts))
             for w, lev, b in zip(p._weights[j], p.level_tuples(j), p.budgets[j]):
                 if b <= 0 or w == 0:
                     continue
                 if (j, lev) not in self.noisy:
                     raise NotMeasuredError(f"the measurements hold no output of group {(j, lev)}")
-                hs = [levels[k][l].astype(float) for k, l in enumerate(lev)]
-                y = np.asarray(self.noisy[(j, lev)], dtype=float).reshape([h.shape[0] for h in hs])
-                acc += w * mode_products([h.T for h in hs], y)
+                y = np.asarray(self.noisy[(j, lev)], dtype=float).reshape([op.rows(k) for op, k in zip(ops, lev)])
+                for ax, (op, k) in enumerate(zip(ops, lev)):  # ⊗ H^{ℓᵀ}, axis by axis
+                    y = op.adjoint(k, y, axis=ax)
+                acc += w * y
             self._tables[pos] = acc
         return self._tables[pos]
 
@@ -461,7 +467,7 @@ class HierarchicalEstimator(Estimator):
         wk, dom = p.workload, p.domain
         key = wk.sets[i]
         qs = p._queries(i)
-        est = mode_products(qs, self.marginal(key))
+        est = apply_modes(qs, self.marginal(key))
         labels = axis_labels(dom, key, wk.types(i), qs)
         names = dom.names_of(key)
         return EntryAnswer(names, names, labels, est, p.entry_variance(i))
@@ -499,14 +505,14 @@ def _choose_levels(workload: Workload, kinds, objective: str, shares: str, branc
                 types[a].append(k)
     chosen: dict[tuple[int, str], AttributeLevels] = {}
     for a, ks in types.items():
-        qs = {k: np.asarray(workload.query_matrix(a, k), dtype=float) for k in ks}
+        qs = {k: attribute_queries(workload, a, k) for k in ks}
         own = {k: best(qs[k], allowed(k)) for k in ks}
         first = own[ks[0]]
         if all(_same_strategy(first, t) for t in own.values()):
             chosen.update({(a, k): t for k, t in own.items()})
             continue
         kinds_all = tuple(dict.fromkeys(x for k in ks for x in allowed(k)))
-        shared = best(np.vstack([qs[k] for k in ks]), kinds_all)
+        shared = best(stack_rows([qs[k] for k in ks]), kinds_all)
         chosen.update({(a, k): with_factor(shared, qs[k], objective) for k in ks})
     return [tuple(chosen[a, k] for a, k in zip(s, workload.types(j))) for j, s in enumerate(workload.sets)]
 
@@ -628,7 +634,7 @@ def plan_hierarchical(
         # for it (:mod:`.joint_budgets`) and keep whichever split has the smaller exact objective
         bases = {i: AttributeBasis.of(t) for i, t in _shared_levels(workload.sets, per, lambda j: w[j] > 0,
                                                                      workload.domain).items()}
-        rows = [[np.asarray(workload.query_matrix(a, k), dtype=float) for a, k in zip(s, workload.types(j))]
+        rows = [[attribute_queries(workload, a, k) for a, k in zip(s, workload.types(j))]
                 for j, s in enumerate(workload.sets)]
         from .joint_budgets import JointSumObjective  # planning only (SciPy's optimizer)
 

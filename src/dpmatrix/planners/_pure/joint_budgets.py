@@ -30,6 +30,7 @@ import scipy.optimize
 import scipy.sparse
 
 from .joint_levels import AttributeBasis
+from .query_rows import as_query_rows, quad_diag
 
 __all__ = ["JointSumObjective"]
 
@@ -50,8 +51,9 @@ class JointSumObjective:
         The workload marginals (sorted attribute positions).
     weights : sequence of float
         Their weights ``w_K``.
-    rows : sequence of sequence of numpy.ndarray
-        ``rows[j][k]``: the query matrix ``R_i`` of the ``k``-th attribute of marginal ``j``.
+    rows : sequence of sequence of numpy.ndarray or query rows
+        ``rows[j][k]``: the queries ``R_i`` of the ``k``-th attribute of marginal ``j``
+        (a matrix, or :mod:`.query_rows`).
     bases : mapping of int to AttributeBasis
         Each attribute's ``t``, ``c``, ``P``.
     budgeted : sequence of bool
@@ -74,8 +76,9 @@ class JointSumObjective:
         for s, w, rs in zip(self.sets, weights, rows):
             if w <= 0:
                 continue
-            pi = [float(np.sum(r * (r @ bases[i].p))) for i, r in zip(s, rs)]
-            th = [float(np.sum((r @ bases[i].t) ** 2)) for i, r in zip(s, rs)]
+            rs = [as_query_rows(r) for r in rs]  # intervals: prefix-sum forms, no m × n matrix
+            pi = [float(np.sum(quad_diag(r, bases[i].p))) for i, r in zip(s, rs)]
+            th = [float(np.sum(r.apply(bases[i].t[:, None]) ** 2)) for i, r in zip(s, rs)]
             ck = prod(c[i] for i in s)
             for sub in _subsets(s):
                 val = 2.0 * prod(c[i] for i in sub) * float(w) / ck**2

@@ -70,8 +70,11 @@ from math import prod
 
 import numpy as np
 
+from ..._linalg.query_sets import IntervalQueries
 from ...errors import PlanError
-from .levels import AttributeLevels, interval_rows, level_grams, quadratic_diagonal
+from .level_operators import LevelOperator
+from .levels import AttributeLevels, level_grams, quadratic_diagonal
+from .query_rows import as_query_rows, dense_rows, quad_diag, query_key
 
 __all__ = ["AttributeBasis", "JointLevelGLS", "mode_products"]
 
@@ -81,7 +84,8 @@ AttrSet = tuple[int, ...]
 def mode_products(mats, t: np.ndarray) -> np.ndarray:
     """``(⊗ mats) · vec(t)`` as a tensor: ``mats[k]`` applied along axis ``k`` (C order)."""
     for ax, m in enumerate(mats):
-        t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
+        if m is not None:  # None: that axis is left as it is
+            t = np.moveaxis(np.tensordot(m, t, axes=([1], [ax])), 0, ax)
     return t
 
 
@@ -95,10 +99,20 @@ def _subsets(a: AttrSet):
 ROWS_FORM_CELLS = 512
 
 
+#: from this many cells a tree (or cells) attribute's basis is structured: ``t``, ``c``, ``τ`` and
+#: every product with ``G⁻¹`` / ``P`` / ``K^ℓ`` come from the level operators
+#: (:mod:`.level_operators`, O(n L) per vector); the dense ``P`` and ``K^ℓ`` are formed only where a
+#: dense form is asked (all ranges, explicit covariances, several attributes in one query)
+STRUCTURED_CELLS = 1024
+
+
 @dataclass(frozen=True, eq=False)
 class AttributeBasis:
     """One attribute's ``t = G⁻¹1``, ``c = 1ᵀt``, ``P = G⁻¹ - ttᵀ/c``, level Grams ``K^ℓ`` and
-    ``τ^ℓ = tᵀK^ℓt`` (module docstring).
+    ``τ^ℓ = tᵀK^ℓt`` (module docstring). ``P``, ``K^ℓ`` and the level rows are dense matrices
+    built on first use; a structured basis (``op``: trees and cells from
+    :data:`STRUCTURED_CELLS` cells) applies them without forming them (:meth:`p_apply`,
+    :meth:`k_apply`).
 
     Examples
     --------
@@ -110,23 +124,67 @@ class AttributeBasis:
 
     t: np.ndarray
     c: float
-    p: np.ndarray
-    grams: tuple[np.ndarray, ...]
     tau: np.ndarray
+    levels: AttributeLevels
     _stats: dict = field(default_factory=dict, repr=False)
-    #: the level matrices ``H^ℓ`` (float) when known: large attributes then form the per-level
-    #: diagonals as ``‖H^ℓ P rᵀ‖²`` (O(m n r_ℓ)) instead of ``r P K^ℓ P rᵀ`` (O(n³) per level)
-    rows: tuple[np.ndarray, ...] = field(default=(), repr=False)
+    #: the level operators (structured basis) or None (dense ``G⁻¹`` from the levels' Gram)
+    op: LevelOperator | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, levels: AttributeLevels) -> AttributeBasis:
+        if levels.n >= STRUCTURED_CELLS and levels.kind in ("tree", "cells"):
+            op = LevelOperator(levels.kind, levels.n, levels.branching)
+            t = op.solve(levels.weights, np.ones((levels.n, 1)))[:, 0]
+            tau = np.array([float(np.sum(op.apply(lev, t) ** 2)) for lev in range(op.n_levels)])
+            return cls(t, float(t.sum()), tau, levels, op=op)
         gi = levels.gram_inverse
         t = gi.sum(axis=1)
         c = float(t.sum())
         grams = level_grams(levels.kind, levels.n, levels.branching)
         tau = np.array([float(t @ k @ t) for k in grams])
-        rows = tuple(h.astype(float) for h in levels.levels()) if levels.n >= ROWS_FORM_CELLS else ()
-        return cls(t, c, gi - np.outer(t, t) / c, grams, tau, rows=rows)
+        out = cls(t, c, tau, levels)
+        out._stats["p"] = gi - np.outer(t, t) / c
+        return out
+
+    @property
+    def p(self) -> np.ndarray:
+        """``P = G⁻¹ - ttᵀ/c`` (dense; a structured basis forms it from ``n`` solves)."""
+        hit = self._stats.get("p")
+        if hit is None:
+            hit = self._stats["p"] = self.p_apply(np.eye(self.t.size))
+        return hit
+
+    @property
+    def grams(self) -> tuple[np.ndarray, ...]:
+        """The level Grams ``K^ℓ`` (dense, cached by :func:`~.levels.level_grams`)."""
+        return level_grams(self.levels.kind, self.levels.n, self.levels.branching)
+
+    @property
+    def rows(self) -> tuple[np.ndarray, ...]:
+        """The level matrices ``H^ℓ`` (float) from :data:`ROWS_FORM_CELLS` cells, else ``()``:
+        large attributes form the per-level diagonals as ``‖H^ℓ P rᵀ‖²`` (O(m n r_ℓ)) instead of
+        ``r P K^ℓ P rᵀ`` (O(n³) per level)."""
+        if self.levels.n < ROWS_FORM_CELLS:
+            return ()
+        hit = self._stats.get("rows")
+        if hit is None:
+            hit = self._stats["rows"] = tuple(h.astype(float) for h in self.levels.levels())
+        return hit
+
+    def p_apply(self, x: np.ndarray, axis: int = 0) -> np.ndarray:
+        """``P`` applied along ``axis`` of ``x`` (structured: ``G⁻¹x - t (tᵀx)/c``)."""
+        x = np.asarray(x, dtype=float)
+        if self.op is None:
+            return mode_products([self.p if ax == axis else None for ax in range(x.ndim)], x)
+        g = self.op.solve(self.levels.weights, x, axis=axis)
+        tx = np.tensordot(self.t, x, axes=([0], [axis]))  # tᵀx: the other axes
+        return g - np.moveaxis(np.multiply.outer(self.t, tx), 0, axis) / self.c
+
+    def k_apply(self, level: int, x: np.ndarray, axis: int = 0) -> np.ndarray:
+        """``K^ℓ = H^{ℓᵀ}H^ℓ`` applied along ``axis`` of ``x``."""
+        if self.op is None:
+            return mode_products([self.grams[level] if ax == axis else None for ax in range(x.ndim)], x)
+        return self.op.adjoint(level, self.op.apply(level, x, axis=axis), axis=axis)
 
     def _cached(self, key, make):
         hit = self._stats.get(key)
@@ -136,37 +194,85 @@ class AttributeBasis:
             hit = self._stats[key] = make()
         return hit
 
-    def diag_forms(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per-level diagonals of the query rows ``r`` (``m × n``): an ``(L+1, 3, m)`` array of
-        ``diag(r F K^ℓ F'ᵀ rᵀ)`` for ``(F, F') = (P, P)``, ``(P, ttᵀ)`` (= ``(ttᵀ, P)``),
-        ``(ttᵀ, ttᵀ)``, and ``(r t)²`` (the factor of an attribute outside the marginal)."""
+    def diag_forms(self, r) -> tuple[np.ndarray, np.ndarray]:
+        """Per-level diagonals of the query rows ``r`` (``m × n``; an array or query rows,
+        :mod:`.query_rows`): an ``(L+1, 3, m)`` array of ``diag(r F K^ℓ F'ᵀ rᵀ)`` for
+        ``(F, F') = (P, P)``, ``(P, ttᵀ)`` (= ``(ttᵀ, P)``), ``(ttᵀ, ttᵀ)``, and ``(r t)²`` (the
+        factor of an attribute outside the marginal). Interval rows (cells, prefixes, ranges) are
+        never expanded: ``r t`` and ``r (P K^ℓ t)`` by cumulative sums, ``diag(r P K^ℓ P rᵀ)`` by
+        2-D prefix sums of ``P K^ℓ P = (H^ℓ P)ᵀ(H^ℓ P)``."""
+        r = as_query_rows(r)
 
         def make():
-            rt = r @ self.t
-            rp = r @ self.p
-            iv = interval_rows(r)
-            if self.rows:  # same values, another rounding: only from ROWS_FORM_CELLS cells
-                pp = [np.einsum("ij,ij->i", x, x) for x in (rp @ h.T for h in self.rows)]
+            rt = r.apply(self.t[:, None])[:, 0]
+            if isinstance(r, IntervalQueries):
+                if self.rows:  # (H P)ᵀ(H P): n² r_ℓ flops per level instead of 2n³
+                    pp = []
+                    for h in self.rows:
+                        hp = h @ self.p
+                        pp.append(quad_diag(r, hp.T @ hp))
+                else:
+                    pp = [quad_diag(r, self.p @ k @ self.p) for k in self.grams]
+                pt = [r.apply((self.p @ (k @ self.t))[:, None])[:, 0] * rt for k in self.grams]
             else:
-                pp = [quadratic_diagonal(r, self.p @ k @ self.p, iv) for k in self.grams]
-            pt = [(rp @ (k @ self.t)) * rt for k in self.grams]
+                d = r.q
+                rp = d @ self.p
+                if self.rows:  # same values, another rounding: only from ROWS_FORM_CELLS cells
+                    pp = [np.einsum("ij,ij->i", x, x) for x in (rp @ h.T for h in self.rows)]
+                else:
+                    pp = [quadratic_diagonal(d, self.p @ k @ self.p) for k in self.grams]
+                pt = [(rp @ (k @ self.t)) * rt for k in self.grams]
             tt = [tau * rt * rt for tau in self.tau]
             return np.stack([np.stack(x) for x in (pp, pt, tt)], axis=1), rt * rt
 
-        return self._cached((r.shape, r.tobytes(), "diag"), make)
+        return self._cached((query_key(r), "diag"), make)
 
-    def full_forms(self, r: np.ndarray) -> tuple[dict, np.ndarray]:
-        """As :meth:`diag_forms` with the full ``m × m`` matrices, keyed by ``(in S, in S')``."""
+    def full_forms(self, r) -> tuple[dict, np.ndarray]:
+        """As :meth:`diag_forms` with the full ``m × m`` matrices, keyed by ``(in S, in S')``
+        (explicit covariances of small query sets)."""
+        r = as_query_rows(r)
 
         def make():
-            rt = r @ self.t
-            rp = r @ self.p
+            d = dense_rows(r)
+            rt = d @ self.t
+            rp = d @ self.p
             pp = np.array([rp @ k @ rp.T for k in self.grams])
             pt = np.array([np.outer(rp @ (k @ self.t), rt) for k in self.grams])
             return {(True, True): pp, (True, False): pt, (False, True): pt.transpose(0, 2, 1),
                     (False, False): self.tau[:, None, None] * np.outer(rt, rt)}, np.outer(rt, rt)
 
-        return self._cached((r.shape, r.tobytes(), "full"), make)
+        return self._cached((query_key(r), "full"), make)
+
+
+#: queries per block of the structured diagonals (memory: n × block floats)
+_QUERY_BLOCK = 256
+
+
+def _query_columns(r, lo: int, hi: int) -> np.ndarray:
+    """Queries ``lo..hi-1`` of ``r`` as the columns of an ``n × k`` array."""
+    if isinstance(r, IntervalQueries):
+        k = hi - lo
+        d = np.zeros((r.n + 1, k))
+        cols = np.arange(k)
+        np.add.at(d, (r.a[lo:hi], cols), 1.0)
+        np.add.at(d, (r.b[lo:hi] + 1, cols), -1.0)
+        return np.cumsum(d, axis=0)[: r.n]
+    return r.q[lo:hi].T
+
+
+def _structured_pp(base: AttributeBasis, gamma: np.ndarray, r) -> np.ndarray:
+    """``Σ_ℓ γ[ℓ] ‖H^ℓ P q‖²`` for every query ``q`` of ``r`` (``= q P K_γ P qᵀ``), from the level
+    operators in blocks of :data:`_QUERY_BLOCK` queries: O(n L) per query, no n × n matrix."""
+    out = np.empty(r.m)
+    for lo in range(0, r.m, _QUERY_BLOCK):
+        hi = min(lo + _QUERY_BLOCK, r.m)
+        x = base.p_apply(_query_columns(r, lo, hi))
+        acc = np.zeros(hi - lo)
+        for lev, g in enumerate(gamma):
+            if g != 0.0:
+                acc += float(g) * np.sum(base.op.apply(lev, x) ** 2, axis=0)
+        out[lo:hi] = acc
+    return out
 
 
 #: largest intermediate (floats) of a variance contraction before the queries are chunked
@@ -288,8 +394,50 @@ class JointLevelGLS:
         return w
 
     def _diag(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
-        forms = {i: self.bases[i].diag_forms(np.asarray(r, dtype=float)) for i, r in zip(k, rows)}
-        total = np.zeros(tuple(np.asarray(r).shape[0] for r in rows))
+        rows = [as_query_rows(r) for r in rows]
+        if len(k) == 1:
+            return self._diag_one(k[0], rows[0])
+        return self._diag_levels(k, rows)
+
+    def _diag_one(self, i: int, r) -> np.ndarray:
+        """The variances of one attribute's queries ``r`` with the levels contracted first: for
+        ``K = (i)`` the sum over levels is linear in ``K^ℓ``, so with ``K_γ = Σ_ℓ γ[ℓ] K^ℓ``
+
+            v_q = w_0 r_q P K_γ P r_qᵀ + w_1 (r_q P K_γ t)(r_q t) + w_2 (Σ_ℓ γ[ℓ] τ^ℓ)(r_q t)²
+
+        (``w`` the pair weights of :meth:`_pair_weights`, the term ``I = ∅`` adds
+        ``γ_∅ (r_q t)²``): one quadratic diagonal for all levels instead of one per level (the
+        same sum as :meth:`_diag_levels`, tested)."""
+        base = self.bases[i]
+        rt = r.apply(base.t[:, None])[:, 0]
+        total = np.zeros(r.m)
+        sig = {s: self.sigma(s, (i,)) for s in _subsets((i,))}
+        for inter, gamma in self._pooled((i,)).items():
+            w = self._pair_weights(inter, sig)
+            if not inter:
+                total += float(w.reshape(())) * float(gamma) * rt * rt
+                continue
+            gamma = np.asarray(gamma, dtype=float)
+            if base.op is not None and r.m <= 4 * r.n:  # structured: no n × n matrix
+                if w[0] != 0.0:
+                    total += w[0] * _structured_pp(base, gamma, r)
+                if w[1] != 0.0:
+                    kt = sum(float(g) * base.k_apply(lev, base.t) for lev, g in enumerate(gamma) if g != 0.0)
+                    total += w[1] * r.apply(base.p_apply(kt)[:, None])[:, 0] * rt
+            else:
+                kg = sum(float(g) * kl for g, kl in zip(gamma, base.grams) if g != 0.0)
+                pk = base.p @ kg
+                if w[0] != 0.0:
+                    total += w[0] * quad_diag(r, pk @ base.p)
+                if w[1] != 0.0:
+                    total += w[1] * r.apply((pk @ base.t)[:, None])[:, 0] * rt
+            total += w[2] * float(gamma @ base.tau) * rt * rt
+        return total
+
+    def _diag_levels(self, k: AttrSet, rows) -> np.ndarray:
+        """The variances from the per-level diagonals (:meth:`AttributeBasis.diag_forms`)."""
+        forms = {i: self.bases[i].diag_forms(r) for i, r in zip(k, rows)}
+        total = np.zeros(tuple(r.m for r in rows))
         sig = {s: self.sigma(s, k) for s in _subsets(k)}
         for inter, gamma in self._pooled(k).items():
             w = self._pair_weights(inter, sig)
@@ -316,8 +464,9 @@ class JointLevelGLS:
         return total
 
     def _full(self, k: AttrSet, rows: Sequence[np.ndarray]) -> np.ndarray:
-        forms = {i: self.bases[i].full_forms(np.asarray(r, dtype=float)) for i, r in zip(k, rows)}
-        m = [np.asarray(r).shape[0] for r in rows]
+        rows = [as_query_rows(r) for r in rows]
+        forms = {i: self.bases[i].full_forms(r) for i, r in zip(k, rows)}
+        m = [r.m for r in rows]
         total = np.zeros(tuple(x for x in m for _ in range(2)))
         sig = {s: self.sigma(s, k) for s in _subsets(k)}
         for inter, gamma in self._pooled(k).items():
@@ -346,7 +495,7 @@ class JointLevelGLS:
         """Dense covariance of the queries ``⊗ rows[i]`` (C order, ``m × m``)."""
         t = self._full(tuple(k), rows)
         d = len(rows)
-        m = prod(np.asarray(r).shape[0] for r in rows)
+        m = prod(as_query_rows(r).m for r in rows)
         return np.transpose(t, list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(m, m)
 
     def vector_variance(self, k: AttrSet, q: np.ndarray) -> float:
@@ -383,7 +532,9 @@ class JointLevelGLS:
             for ax in reversed(range(len(a))):
                 if a[ax] not in ss:
                     t = np.tensordot(t, self.bases[a[ax]].t, axes=([ax], [0]))
-            acc = acc + self._total_precision(j) * mode_products([self.bases[i].p for i in s], t)
+            for ax, i in enumerate(s):
+                t = self.bases[i].p_apply(t, axis=ax)
+            acc = acc + self._total_precision(j) * t
         return acc
 
     def marginal(self, k: AttrSet, component) -> np.ndarray:

@@ -40,6 +40,7 @@ diagonal (``p`` = 16, then 64), and the exact maximum is reported.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,8 +48,10 @@ from functools import cached_property
 
 import numpy as np
 
+from ..._linalg.query_sets import IntervalQueries
 from ..._solvers.budget_split import cube_root_split
 from ...errors import PlanError
+from .query_rows import as_query_rows, gram, interval_rows, quadratic_diagonal, query_key  # noqa: F401
 
 __all__ = ["AttributeLevels", "KINDS", "best_levels", "haar_levels", "interval_rows", "level_grams", "level_matrices",
            "quadratic_diagonal", "tree_levels", "with_factor"]
@@ -147,12 +150,39 @@ def _gram(grams: Sequence[np.ndarray], eta) -> np.ndarray:
     return sum(e * e * g for g, e in zip(grams, eta))
 
 
-def _inverse(g: np.ndarray) -> np.ndarray | None:
+def spd_inverse(g: np.ndarray) -> np.ndarray | None:
+    """``G⁻¹`` of a symmetric positive definite ``G`` from its Cholesky factor (LAPACK
+    ``potrf`` + ``potri``: ~n³ flops, a third of solving ``G X = I``), or ``None`` when ``G``
+    is not numerically positive definite.
+
+    Examples
+    --------
+    >>> spd_inverse(np.array([[2.0, 1.0], [1.0, 2.0]])).round(6).tolist()
+    [[0.666667, -0.333333], [-0.333333, 0.666667]]
+    """
+    import scipy.linalg  # planning only: reading a plan of levels needs no SciPy
+
     try:
-        ginv = np.linalg.inv(g)
-    except np.linalg.LinAlgError:
+        c, _ = scipy.linalg.cho_factor(g, lower=True)
+    except (np.linalg.LinAlgError, ValueError):
         return None
-    if not np.allclose(g @ ginv, np.eye(g.shape[0]), atol=1e-8):
+    inv, info = scipy.linalg.lapack.dpotri(c, lower=True)
+    if info != 0:
+        return None
+    np.copyto(inv, inv.T, where=_upper(inv.shape[0]))  # potri fills the lower triangle only
+    return inv if np.all(np.isfinite(inv)) else None
+
+
+@functools.lru_cache(maxsize=4)
+def _upper(n: int) -> np.ndarray:
+    mask = np.triu(np.ones((n, n), dtype=bool), 1)
+    mask.setflags(write=False)
+    return mask
+
+
+def _inverse(g: np.ndarray) -> np.ndarray | None:
+    ginv = spd_inverse(g)
+    if ginv is None or not np.allclose(g @ ginv, np.eye(g.shape[0]), atol=1e-8):
         return None
     return ginv
 
@@ -178,13 +208,19 @@ class AttributeLevels:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise PlanError(f"unknown level kind {self.kind!r}; use one of {KINDS}")
-        if len(self.shares) != len(self.levels()):
-            raise PlanError(f"{self.kind} on {self.n} cells has {len(self.levels())} levels, "
+        if len(self.shares) != self.operator.n_levels:
+            raise PlanError(f"{self.kind} on {self.n} cells has {self.operator.n_levels} levels, "
                             f"got {len(self.shares)} shares")
 
     def levels(self) -> list[np.ndarray]:
-        """The integer level matrices ``H^0..H^L``."""
+        """The integer level matrices ``H^0..H^L`` (dense; :attr:`operator` applies them without
+        forming them)."""
         return _cached_levels(self.kind, self.n, self.branching)
+
+    @property
+    def operator(self):
+        """The levels as a :class:`~.level_operators.LevelOperator` (O(n) per level, no matrix)."""
+        return _operator(self.kind, self.n, self.branching)
 
     @cached_property
     def gram(self) -> np.ndarray:
@@ -199,6 +235,11 @@ class AttributeLevels:
         return g
 
     @property
+    def weights(self) -> tuple[float, ...]:
+        """``ω_ℓ = η_ℓ²``: the levels' weights in ``G = Σ_ℓ ω_ℓ H^{ℓᵀ}H^ℓ``."""
+        return tuple(e * e for e in self.shares)
+
+    @property
     def label(self) -> str:
         """``"cells"``, ``"tree:b"`` or ``"haar"``."""
         return f"tree:{self.branching}" if self.kind == "tree" else self.kind
@@ -211,6 +252,17 @@ class AttributeLevels:
     def from_dict(cls, d) -> AttributeLevels:
         return cls(int(d["n"]), str(d["kind"]), int(d.get("branching", 0)),
                    tuple(float(x) for x in d["shares"]), float(d["factor"]))
+
+
+@functools.lru_cache(maxsize=64)
+def _operator(kind: str, n: int, branching: int):
+    from .level_operators import LevelOperator
+
+    if kind not in KINDS:
+        raise PlanError(f"unknown level kind {kind!r}; use one of {KINDS}")
+    if kind == "tree" and (n < 1 or branching < 2):
+        raise PlanError(f"a tree needs n >= 1 cells and branching b >= 2, got n={n}, b={branching}")
+    return LevelOperator(kind, n, branching)
 
 
 _LEVEL_CACHE: dict[tuple[str, int, int], list[np.ndarray]] = {}
@@ -261,50 +313,6 @@ def level_grams(kind: str, n: int, branching: int = 0) -> tuple[np.ndarray, ...]
     return _GRAM_CACHE[key]
 
 
-def interval_rows(q: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(a, b)`` when every row of ``q`` is the 0/1 indicator of a contiguous interval
-    ``[a_r, b_r]`` of cells (cells, prefixes, ranges, totals), else ``None``.
-
-    Examples
-    --------
-    >>> interval_rows(np.tril(np.ones((3, 3))))
-    (array([0, 0, 0]), array([0, 1, 2]))
-    """
-    q = np.asarray(q)
-    if q.ndim != 2 or q.shape[1] == 0 or not np.all((q == 0) | (q == 1)):
-        return None
-    nz = q != 0
-    if not nz.any(axis=1).all():
-        return None
-    a = nz.argmax(axis=1)
-    b = q.shape[1] - 1 - nz[:, ::-1].argmax(axis=1)
-    if not np.array_equal(nz.sum(axis=1), b - a + 1):
-        return None
-    return a, b
-
-
-def quadratic_diagonal(q: np.ndarray, m: np.ndarray, intervals=None) -> np.ndarray:
-    """``diag(Q M Qᵀ)`` for a symmetric ``M``; interval rows (``intervals`` from
-    :func:`interval_rows`) in O(n² + rows) from 2-D prefix sums of ``M``: the interval
-    ``[a, b]`` is ``C[b+1, b+1] - 2 C[a, b+1] + C[a, a]`` with ``C[i, j] = Σ_{k<i, l<j} M_kl``.
-
-    Examples
-    --------
-    >>> m = np.array([[2.0, 1.0], [1.0, 3.0]])
-    >>> quadratic_diagonal(np.array([[1.0, 1.0], [0.0, 1.0]]), m)
-    array([7., 3.])
-    """
-    if intervals is None:
-        intervals = interval_rows(q)
-    if intervals is None:
-        return np.einsum("ij,jk,ik->i", q, m, q)
-    a, b = intervals
-    n = m.shape[0]
-    c = np.zeros((n + 1, n + 1))
-    c[1:, 1:] = np.cumsum(np.cumsum(m, axis=0), axis=1)
-    return c[b + 1, b + 1] - 2 * c[a, b + 1] + c[a, a]
-
-
 class _Factor:
     """``F`` or ``M`` of one attribute's queries (or the smooth ``p``-norm surrogate of ``M``),
     with its analytic gradient in the shares.
@@ -318,32 +326,33 @@ class _Factor:
     the number of queries. The scale factor ``(Σ η)²`` is differentiated by the product rule.
     """
 
-    def __init__(self, q: np.ndarray, grams, objective: str):
-        self.q = q
-        self.qtq = q.T @ q
+    def __init__(self, q, grams, objective: str):
+        self.q = as_query_rows(q)
+        self.qtq = gram(self.q)
         self.grams = grams
         self.objective = objective
-        self.n = q.shape[1]
-        self.intervals = interval_rows(q)
+        self.n = self.q.n
+        self.intervals = (self.q.a, self.q.b) if isinstance(self.q, IntervalQueries) else None
+        self._last: tuple[bytes, np.ndarray | None] | None = None
 
     def _ginv(self, eta) -> np.ndarray | None:
-        import scipy.linalg  # planning only: reading a plan of levels needs no SciPy
-
-        g = _gram(self.grams, eta)
-        try:
-            cho = scipy.linalg.cho_factor(g)
-        except (np.linalg.LinAlgError, ValueError):
-            return None
-        ginv = scipy.linalg.cho_solve(cho, np.eye(self.n))
-        return ginv if np.all(np.isfinite(ginv)) else None
+        eta = np.asarray(eta, dtype=float)
+        key = eta.tobytes()
+        if self._last is not None and self._last[0] == key:  # the starts ask the same shares twice
+            return self._last[1]
+        ginv = spd_inverse(_gram(self.grams, eta))
+        self._last = (key, ginv)
+        return ginv
 
     def _diag(self, ginv: np.ndarray) -> np.ndarray:
-        return quadratic_diagonal(self.q, ginv, self.intervals)
+        if self.intervals is None:
+            return np.einsum("ij,jk,ik->i", self.q.q, ginv, self.q.q)
+        return quadratic_diagonal(None, ginv, self.intervals)
 
     def _weighted_outer(self, w: np.ndarray) -> np.ndarray:
         """``Σ_q w_q q qᵀ``; an interval ``[a, b]`` is ``p_{b+1} - p_a`` in the padded prefixes."""
         if self.intervals is None:
-            return (self.q * w[:, None]).T @ self.q
+            return (self.q.q * w[:, None]).T @ self.q.q
         n = self.n
         k = np.zeros((n + 1, n + 1))
         a, b = self.intervals
@@ -384,7 +393,7 @@ class _Factor:
         return t * s * s, dt * s * s + 2.0 * t * s
 
 
-def with_factor(levels: AttributeLevels, q: np.ndarray, objective: str) -> AttributeLevels:
+def with_factor(levels: AttributeLevels, q, objective: str) -> AttributeLevels:
     """The same level strategy (kind, branching, shares) with the factor of the queries ``q``.
 
     Examples
@@ -393,7 +402,7 @@ def with_factor(levels: AttributeLevels, q: np.ndarray, objective: str) -> Attri
     >>> with_factor(t, np.eye(8), "sum").shares == t.shares
     True
     """
-    fac = _Factor(np.asarray(q, dtype=float), list(level_grams(levels.kind, levels.n, levels.branching)), objective)
+    fac = _Factor(q, list(level_grams(levels.kind, levels.n, levels.branching)), objective)
     return AttributeLevels(levels.n, levels.kind, levels.branching, levels.shares,
                            float(fac.value(np.asarray(levels.shares, dtype=float))))
 
@@ -410,11 +419,11 @@ def _cube_root_start(fac: _Factor, k: int) -> np.ndarray | None:
     return np.maximum(cube_root_split(s, np.ones(k), 1.0).eta, 1e-3 / k)
 
 
-def _start(fac: _Factor) -> tuple[np.ndarray, float]:
-    """The better of the uniform shares and the cube-root start."""
+def _start(fac: _Factor, uniform_value: float | None = None) -> tuple[np.ndarray, float]:
+    """The better of the uniform shares (value ``uniform_value`` when known) and the cube-root start."""
     k = len(fac.grams)
     u = np.full(k, 1.0 / k)
-    best = (u, fac.value(u))
+    best = (u, fac.value(u) if uniform_value is None else uniform_value)
     cr = _cube_root_start(fac, k)
     if cr is not None:
         cr = cr / cr.sum()
@@ -475,7 +484,7 @@ def _branchings(n: int) -> list[int]:
 
 
 def best_levels(
-    q: np.ndarray,
+    q,
     *,
     kinds: Sequence[str] = KINDS,
     branchings: Sequence[int] | None = None,
@@ -487,8 +496,8 @@ def best_levels(
 
     Parameters
     ----------
-    q : array, shape (m, n)
-        The attribute's query matrix.
+    q : array, shape (m, n), or query rows (:mod:`.query_rows`)
+        The attribute's queries (intervals are never expanded to a matrix).
     kinds : sequence of {"cells", "tree", "haar"}, keyword-only
         Candidates. ``"cells"`` always identifies the cells; a tree or Haar is used only when
         its factor is smaller.
@@ -519,8 +528,8 @@ def best_levels(
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
     if shares not in ("optimal", "uniform"):
         raise PlanError(f"shares must be 'optimal' or 'uniform', got {shares!r}")
-    q = np.asarray(q, dtype=float)
-    n = q.shape[1]
+    q = as_query_rows(q)
+    n = q.n
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         raise PlanError(f"level kinds must be among {KINDS}, got {list(kinds)}")
@@ -532,7 +541,7 @@ def best_levels(
             candidates += [("tree", int(b)) for b in (branchings or _branchings(n))]
         if "haar" in kinds:
             candidates.append(("haar", 0))
-    qkey = (q.shape, q.tobytes(), objective, shares)
+    qkey = (query_key(q), objective, shares)
     # Planning is a pure function of its inputs: the cache holds each candidate's starting shares
     # and its optimized shares under separate keys, and which candidates are optimized depends on
     # the starting values only, never on what an earlier call happened to optimize.
@@ -543,11 +552,15 @@ def best_levels(
         if key not in _SHARES_CACHE:
             mats = _cached_levels(kind, n, b)
             fac = _Factor(q, list(level_grams(kind, n, b)), objective)
+            # the value at equal shares is shared by both share modes (one evaluation)
+            ukey = ((qkey[0], objective), kind, b, "uniform")
+            if ukey not in _SHARES_CACHE:
+                _SHARES_CACHE[ukey] = fac.value(np.full(len(mats), 1.0 / len(mats)))
             if shares == "uniform" or len(mats) == 1:
                 eta = np.full(len(mats), 1.0 / len(mats))
-                _SHARES_CACHE[key] = (eta, fac.value(eta), True)
+                _SHARES_CACHE[key] = (eta, _SHARES_CACHE[ukey], True)
             else:
-                _SHARES_CACHE[key] = (*_start(fac), False)
+                _SHARES_CACHE[key] = (*_start(fac, _SHARES_CACHE[ukey]), False)
         eta, v, final = _SHARES_CACHE[key]
         if final:
             found.append((v, kind, b, eta))

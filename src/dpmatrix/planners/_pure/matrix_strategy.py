@@ -192,9 +192,16 @@ class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
         w = _kron([np.asarray(self.workload.query_matrix(a, k), dtype=float) for a, k in zip(s, self.workload.types(j))])
         return w @ self._lift(s)
 
-    def _entry_shape(self, j: int) -> tuple[int, ...]:
+    def _entry_rows(self, j: int) -> list:
+        """Each attribute's query rows of workload marginal ``j`` (:mod:`.query_rows`: intervals
+        for cells / prefixes / ranges, never expanded)."""
+        from .query_rows import attribute_queries
+
         s = self.workload.sets[j]
-        return tuple(self.workload.query_matrix(a, k).shape[0] for a, k in zip(s, self.workload.types(j)))
+        return [attribute_queries(self.workload, a, k) for a, k in zip(s, self.workload.types(j))]
+
+    def _entry_shape(self, j: int) -> tuple[int, ...]:
+        return tuple(q.m for q in self._entry_rows(j))
 
     def _diag(self, q: np.ndarray) -> np.ndarray:
         return np.einsum("ij,jk,ik->i", q, self._cov_x, q)
@@ -339,9 +346,12 @@ class MatrixEstimator(Estimator):
         p = self.plan
         wk, dom = p.workload, p.domain
         key = wk.sets[i]
-        est = (p.entry_matrix(i) @ self.cells).reshape(p._entry_shape(i))
-        types = wk.types(i)
-        labels = axis_labels(dom, key, types, [wk.query_matrix(a, t) for a, t in zip(key, types)])
+        from .query_rows import apply_modes
+
+        rows = p._entry_rows(i)
+        table = (p._lift(key) @ self.cells).reshape(tuple(dom.sizes[a] for a in key))
+        est = apply_modes(rows, table)  # (⊗ W_i) x̂_key, axis by axis
+        labels = axis_labels(dom, key, wk.types(i), rows)
         names = dom.names_of(key)
         return EntryAnswer(names, names, labels, est, p.entry_variance(i))
 

@@ -27,6 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..._linalg.query_sets import interval_bounds
 from ..._mechanisms.laplace import discrete_laplace_variance, dyadic_floor
 from ..._solvers.pidentity import (
     DenseGram,
@@ -49,26 +50,6 @@ __all__ = ["PIdentityPlan", "interval_bounds", "plan_pidentity", "quantized_stra
 
 #: integer resolution of an aggregation row (its largest entry)
 RESOLUTION = 2**30
-
-
-def interval_bounds(kind: str, n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(a, b)`` of the rows of a prefix / range / identity query type (in the order of
-    :func:`dpmatrix._queries.query_matrix`), without building the matrix; ``None`` otherwise.
-
-    Examples
-    --------
-    >>> interval_bounds("range", 3)
-    (array([0, 1, 2, 0, 1, 0]), array([0, 1, 2, 1, 2, 2]))
-    """
-    if kind == "prefix":
-        return np.zeros(n, dtype=int), np.arange(n)
-    if kind == "identity":
-        return np.arange(n), np.arange(n)
-    if kind == "range":
-        lengths = np.repeat(np.arange(1, n + 1), np.arange(n, 0, -1))
-        starts = np.concatenate([np.arange(n - length + 1) for length in range(1, n + 1)])
-        return starts, starts + lengths - 1
-    return None
 
 
 def _type_gram(workload: Workload, attr: int, kind: str):

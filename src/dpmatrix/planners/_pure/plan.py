@@ -146,9 +146,12 @@ class PurePlan(PureUnits, PlanBase):
     def _variance(self, key) -> np.ndarray:
         return np.full(tuple(self.domain.sizes[i] for i in key), self.cell_variance(key))
 
-    def _query_mats(self, j: int) -> list[np.ndarray]:
+    def _query_mats(self, j: int) -> list:
+        """Each attribute's query rows (:mod:`.query_rows`: intervals are never expanded)."""
+        from .query_rows import attribute_queries
+
         s, wk = self._sets[j], self.workload
-        return [np.asarray(wk.query_matrix(a, k), dtype=float) for a, k in zip(s, wk.types(j))]
+        return [attribute_queries(wk, a, k) for a, k in zip(s, wk.types(j))]
 
     @cached_property
     def _entry_cache(self) -> dict:
@@ -375,10 +378,10 @@ class PureEstimator(Estimator):
         if wk.is_plain:
             labels = cell_labels(dom, key)
             return EntryAnswer(names, names, labels, self.estimate(key), self.variance(key))
+        from .query_rows import apply_modes
+
         mats = self.plan._query_mats(i)
-        est = self.estimate(key)
-        for ax, m in enumerate(mats):  # ⊗ W_i applied axis by axis
-            est = np.moveaxis(np.tensordot(m, est, axes=([1], [ax])), 0, ax)
+        est = apply_modes(mats, self.estimate(key))  # ⊗ W_i applied axis by axis
         labels = axis_labels(dom, key, wk.types(i), mats)
         return EntryAnswer(names, names, labels, est, self.plan.entry_variance(i))
 

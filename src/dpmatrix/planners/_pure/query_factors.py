@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-import numpy as np
-
 from ..._workload import Workload
 
 __all__ = ["AttributeForms", "cell_weight", "fourier_term", "query_forms"]
@@ -36,6 +34,7 @@ class AttributeForms:
 
     Examples
     --------
+    >>> import numpy as np
     >>> f = AttributeForms.of(np.eye(3))
     >>> f.total, f.centred, f.mean, f.centred_max
     (3.0, 2.0, 1.0, 0.6666666666666667)
@@ -49,24 +48,29 @@ class AttributeForms:
     mean_max: float
 
     @classmethod
-    def of(cls, w: np.ndarray) -> AttributeForms:
-        w = np.asarray(w, dtype=float)
-        n = w.shape[1]
-        t = (w * w).sum(axis=1)
-        d = w.sum(axis=1) ** 2 / n
+    def of(cls, w) -> AttributeForms:
+        """The forms of a query matrix or of query rows (:mod:`.query_rows`: intervals are
+        read from their lengths, no matrix built)."""
+        from .query_rows import as_query_rows, row_squares, row_sums
+
+        w = as_query_rows(w)
+        t = row_squares(w)
+        d = row_sums(w) ** 2 / w.n
         c = t - d
         return cls(float(t.sum()), float(c.sum()), float(d.sum()), float(t.max()), float(c.max()), float(d.max()))
 
 
 def query_forms(workload: Workload) -> tuple[tuple[AttributeForms, ...], ...]:
     """:class:`AttributeForms` of every attribute of every workload marginal (workload order)."""
+    from .query_rows import attribute_queries
+
     cache: dict = {}
     out = []
     for j, s in enumerate(workload.sets):
         row = []
         for a, k in zip(s, workload.types(j)):
             if (a, k) not in cache:
-                cache[a, k] = AttributeForms.of(workload.query_matrix(a, k))
+                cache[a, k] = AttributeForms.of(attribute_queries(workload, a, k))
             row.append(cache[a, k])
         out.append(tuple(row))
     return tuple(out)
@@ -78,6 +82,7 @@ def cell_weight(forms: tuple[AttributeForms, ...], sizes: tuple[int, ...]) -> fl
 
     Examples
     --------
+    >>> import numpy as np
     >>> cell_weight((AttributeForms.of(np.tril(np.ones((4, 4)))),), (4,))   # 1+2+3+4 over 4 cells
     2.5
     """

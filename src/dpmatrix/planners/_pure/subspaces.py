@@ -203,10 +203,12 @@ class SubspaceGLS:
         ``k ∈ B`` and ``diag(W_k J/n W_kᵀ)`` otherwise (no dense query matrix is built)."""
         attrs = tuple(attrs)
         nw = prod(self.sizes[i] for i in attrs)
-        mats = [np.asarray(m, dtype=float) for m in mats]
-        mean = [m.sum(axis=1) ** 2 / m.shape[1] for m in mats]
-        centred = [(m * m).sum(axis=1) - d for m, d in zip(mats, mean)]
-        out = np.zeros(tuple(m.shape[0] for m in mats))
+        from .query_rows import as_query_rows, row_squares, row_sums  # interval rows: lengths
+
+        mats = [as_query_rows(m) for m in mats]
+        mean = [row_sums(m) ** 2 / m.n for m in mats]
+        centred = [row_squares(m) - d for m, d in zip(mats, mean)]
+        out = np.zeros(tuple(m.m for m in mats))
         for b in _subsets(attrs):
             t = np.array(1.0 / (nw * self._lam(b, attrs)))
             for a, c, d in zip(attrs, centred, mean):
