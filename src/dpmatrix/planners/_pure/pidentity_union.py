@@ -43,6 +43,7 @@ from functools import cached_property, reduce
 import numpy as np
 
 from ..._linalg.marginal_map import marginal_map
+from ..._measure.kron_records import KronFactorRows
 from ..._mechanisms.laplace import dyadic_floor
 from ..._solvers.budget_split import cube_root_split
 from ..._solvers.pidentity import DenseQueries, IntervalQueries, SumGram, pidentity_loss, query_variances
@@ -50,6 +51,7 @@ from ..._solvers.union_factors import normalized_gram, optimize_union_factors
 from ..._solvers.union_split import kron_union_model, optimize_union_split
 from ..._workload import Workload
 from ...errors import PlanError
+from .kron_union import KronUnionPlan
 from .pidentity_plan import (
     PIdentityVariances,
     _kron2_diagonal,
@@ -174,9 +176,9 @@ def plan_pidentity_union(
     dom = workload.domain
     union = tuple(sorted(set().union(*[set(s) for s in workload.sets])))
     cells = dom.cells(union)
-    if cells > MAX_CELLS:
-        raise PlanError(f"a union of p-Identity products is planned densely on at most {MAX_CELLS} cells; "
-                        f"the workload's attributes have {cells}")
+    if cells > MAX_CELLS and _two_types(workload):
+        raise PlanError(f"an attribute carries two query types: the union is planned densely on at most "
+                        f"{MAX_CELLS} cells; the workload's attributes have {cells}")
     shape = tuple(dom.sizes[a] for a in union)
     live = [j for j in range(len(workload)) if workload.weights[j] > 0]
     if not live:
@@ -246,8 +248,17 @@ class _Assembly:
     objective: str
     variance_model: str
 
-    def __call__(self, thetas, eta, summary) -> UnionPIdentityPlan:
+    def __call__(self, thetas, eta, summary) -> UnionPIdentityPlan | KronUnionPlan:
         workload, union, dom = self.workload, self.union, self.workload.domain
+        comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
+                            "start_epsilon": float(e0), "epsilon": float(e)}
+                           for j, f, m, e0, e in zip(self.live, self.objectives, self.maxima, self.start, eta))
+        shared = _one_factor_per_attribute(workload, self.live, thetas)
+        if shared is not None:  # the diagonal form: factor-wise, any size
+            return self._kron(shared, eta, comparison + (summary,))
+        if dom.cells(union) > MAX_CELLS:
+            raise PlanError(f"an attribute carries two different factors: the union is planned densely on at "
+                            f"most {MAX_CELLS} cells; the workload's attributes have {dom.cells(union)}")
         products = []
         for j in self.live:
             s, types = workload.sets[j], workload.types(j)
@@ -262,15 +273,57 @@ class _Assembly:
         strategy.setflags(write=False)
         row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) if e > 0 else Fraction(0)
                             for (_, bs), e in zip(products, eta) for b in bs)
-        comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
-                            "start_epsilon": float(e0), "epsilon": float(e)}
-                           for j, f, m, e0, e in zip(self.live, self.objectives, self.maxima, self.start, eta))
         plan = UnionPIdentityPlan(workload, self.eps, union, strategy, row_budgets, "optimal", self.objective,
                                   "pidentity-union", variance_model=self.variance_model,
                                   comparison=comparison + (summary,))
         if plan.privacy_epsilon() > Fraction(self.eps):  # cannot happen: every rounding is downward
             raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
         return plan
+
+    def _kron(self, thetas: dict, eta, comparison: tuple) -> KronUnionPlan:
+        """The factor-wise plan: each attribute's factor quantized once (resolution ``2^⌊30/k⌋``,
+        ``k`` the most aggregating factors in one product, so every product row stays below
+        ``2^30``), product ``j`` scaled by ``s_j = ⌊ε_j⌋`` (dyadic)."""
+        workload, union = self.workload, self.union
+        k = max(sum(t != "identity" for t in workload.types(j)) for j in self.live)
+        resolution = 2 ** (30 // max(k, 1))
+        factors = []
+        for a in union:
+            n = workload.domain.sizes[a]
+            m, budgets = quantized_strategy(thetas[a], 1.0, resolution=resolution)
+            agg = np.ascontiguousarray(m[n:])
+            agg.setflags(write=False)
+            factors.append(KronFactorRows(n, agg, budgets))
+        products = tuple(tuple(workload.sets[j]) for j in self.live)
+        scales = tuple(dyadic_floor(float(e)) if e > 0 else Fraction(0) for e in eta)
+        plan = KronUnionPlan(workload, self.eps, union, tuple(factors), products, scales, "optimal",
+                             self.objective, "pidentity-union", self.variance_model, comparison)
+        if plan.privacy_epsilon() > Fraction(self.eps):  # cannot happen: every rounding is downward
+            raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
+        return plan
+
+
+def _one_factor_per_attribute(workload: Workload, live, thetas) -> dict | None:
+    """``{attribute: Θ}`` when every attribute carries one factor over the live marginals, else None."""
+    out: dict = {}
+    for j in live:
+        for a, k in zip(workload.sets[j], workload.types(j)):
+            theta = thetas[a, k]
+            if a in out and not (out[a].shape == theta.shape and np.array_equal(out[a], theta)):
+                return None
+            out[a] = theta
+    return out
+
+
+def _two_types(workload: Workload) -> bool:
+    """Whether some attribute carries two query types over the positively weighted marginals."""
+    seen: dict = {}
+    for j in range(len(workload)):
+        if workload.weights[j] > 0:
+            for a, k in zip(workload.sets[j], workload.types(j)):
+                if seen.setdefault(a, k) != k:
+                    return True
+    return False
 
 
 def _shared_factors(workload: Workload, kinds, thetas, objective: str, seed: int) -> dict:
