@@ -93,6 +93,18 @@ def _col_norms(f: KronFactorRows) -> list[Fraction]:
     return out
 
 
+def _contract_small_first(t: np.ndarray, mats: list[np.ndarray]) -> np.ndarray:
+    """``V[k_0, …] = Σ_c t[c] Π_i F_i[k_i, c_i]``, the axes that shrink most contracted first
+    (a summed axis, one row, before the query axes: the intermediate tables stay small)."""
+    d = len(mats)
+    order = sorted(range(d), key=lambda ax: mats[ax].shape[0] / mats[ax].shape[1])
+    out, axes = t, list(range(d))  # axes: which original axis each current leading axis is
+    for ax in order:
+        pos = axes.index(ax)
+        out = np.moveaxis(np.tensordot(out, mats[ax], axes=([pos], [1])), -1, pos)
+    return out
+
+
 @plan_format(KRON_UNION_FORMAT)
 @dataclass(frozen=True, eq=False)
 class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
@@ -261,10 +273,8 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         if not dead.any():
             return
         sq = [x**2 for x in xs]
-        out, tot = dead, np.ones(self.shape)
-        for f in sq:
-            out = np.tensordot(out, f, axes=([0], [1]))
-            tot = np.tensordot(tot, f, axes=([0], [1]))
+        out = _contract_small_first(dead, sq)
+        tot = _contract_small_first(np.ones(self.shape), sq)
         if np.any(out > _SPAN_TOL * np.maximum(tot, 1e-300)):
             raise NotMeasuredError(f"the strategy cannot answer every query of {what} (outside its row space: "
                                    "a product it needs was given no budget)")
@@ -275,10 +285,7 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         xs = [self._transformed(ax, q) for ax, q in enumerate(mats)]
         ks = tuple(x.shape[0] for x in xs)
         if self.variance_model == "continuous":
-            out = self._inverse
-            for x in xs:
-                out = np.tensordot(out, x**2, axes=([0], [1]))
-            return out
+            return _contract_small_first(self._inverse, [x**2 for x in xs])
         total = math.prod(ks)
         n = math.prod(self.shape)
         step = max(1, BLOCK_ENTRIES // n)

@@ -65,8 +65,11 @@ from .units import check_epsilon
 
 __all__ = ["MAX_CELLS", "UnionPIdentityPlan", "plan_pidentity_union"]
 
-#: largest union of attributes planned (dense GLS on its cells)
+#: largest union planned densely (an attribute carrying two factors: no diagonal form)
 MAX_CELLS = 4096
+#: largest union whose factors are re-optimized against the joint GLS (the split is searched at
+#: every size)
+FACTOR_ROUND_CELLS = 1 << 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -355,6 +358,10 @@ def _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, su
     gains the rounds' total and log."""
     if objective != "sum":
         return thetas, eta, summary
+    if int(np.prod(shape)) > FACTOR_ROUND_CELLS:
+        return thetas, eta, dict(summary, factor_rounds=(
+            f"skipped: the union has {int(np.prod(shape))} > {FACTOR_ROUND_CELLS} cells (each round's Gram "
+            "gradients cost O(N n) per marginal and product; the factors stay each attribute's own optimum)"))
     by_axis = {ax: (a, k) for ax, a, k in kinds}  # one factor per axis (shared by its types)
     product_axes = [tuple(g) for g in grams]
     free = sorted({ax for ax, _, k in kinds if k != "identity"})
