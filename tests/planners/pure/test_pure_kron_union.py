@@ -195,7 +195,6 @@ def test_large_union_plans_and_measures_within_a_memory_bound():
     assert p.lifted_variance((0, 1), q) == pytest.approx(direct, rel=1e-12)
 
 
-@pytest.mark.slow
 def test_union_of_128_cubed_plans_in_memory():
     """2-way marginals of 3 range attributes of 128: 2,097,152 cells."""
     dom = Domain({"a": 128, "b": 128, "c": 128})
