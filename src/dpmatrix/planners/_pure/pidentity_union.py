@@ -23,7 +23,15 @@ marginal). Otherwise that plan keeps its start split, a second candidate shares 
 attribute (optimized for all its query types) and is searched jointly, and the better plan by the
 exact objective of its released rows is kept; the comparison says which.
 
-Rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
+**Release.** When every attribute carries one factor (one query type over the marginals, or the
+shared-factor candidate), the plan is a :class:`~.kron_union.KronUnionPlan`: each factor
+quantized once, one Kronecker record per product, the joint GLS by mode products in the diagonal
+basis and exact discrete variances — any size (the factor rounds are skipped above
+:data:`FACTOR_ROUND_CELLS` cells). On the same rows its answers equal the dense path's below to
+10⁻⁸ in the continuous model. Otherwise (two factors on an attribute) the dense path below
+releases it, on at most :data:`MAX_CELLS` cells.
+
+Dense path: rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
 so that the product rows stay below ``2^30``, :func:`~.pidentity_plan.quantized_strategy`), lifted to the cells of the union ``U`` of
 the workload's attributes; row budgets ``ε_j Π_i b_{j,i,r_i}`` are rounded down to dyadic
 rationals and the max column L1 norm is re-checked exactly. Recovery is ONE GLS over all
