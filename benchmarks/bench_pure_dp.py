@@ -512,6 +512,9 @@ UNION_CASES = {
                   {"a": "range", "b": "range", "c": "range"}),
     # prefixes of a 64-cell attribute, its cross table with 16 cells, and the cells alone
     "prefix-x-cells": ({"a": 64, "b": 16}, [("a",), ("a", "b"), ("b",)], {"a": "prefix"}),
+    # large: all 2-way marginals of 3 range attributes of 64 (262,144 cells; factor-wise plan only)
+    "range3x64": ({"a": 64, "b": 64, "c": 64}, [("a", "b"), ("a", "c"), ("b", "c")],
+                  {"a": "range", "b": "range", "c": "range"}),
     # mixed: range 24, prefix 12, cells 6; two 2-way and two 1-way marginals
     "mixed": ({"a": 24, "b": 12, "c": 6}, [("a", "b"), ("b", "c"), ("a",), ("c",)],
               {"a": "range", "b": "prefix"}),

@@ -186,20 +186,25 @@ class KronUnionModel:
         return float(np.log(s) / p + np.log(m)), grad
 
 
+def _modes(t: np.ndarray, mats, axis: int) -> np.ndarray:
+    """``mats[i]`` contracted (its ``axis``) with axis ``i`` of ``t``, in place of it; the axes
+    that shrink the table most go first (a summed axis, one row, before the query axes), so no
+    intermediate is larger than needed."""
+    order = sorted(range(len(mats)), key=lambda i: mats[i].shape[1 - axis] / mats[i].shape[axis])
+    out = t
+    for i in order:
+        out = np.moveaxis(np.tensordot(out, mats[i], axes=([i], [axis])), -1, i)
+    return out
+
+
 def _contract(inv: np.ndarray, factors) -> np.ndarray:
     """``V[r_1, …] = Σ_c inv[c] Π_i F_i[r_i, c_i]``."""
-    out = inv
-    for f in factors:  # contract the leading cell axis, append the query axis at the end
-        out = np.tensordot(out, f, axes=([0], [1]))
-    return out
+    return _modes(inv, factors, 1)
 
 
 def _adjoint(a: np.ndarray, factors) -> np.ndarray:
     """``Σ_r a[r] Π_i F_i[r_i, c_i]`` (the adjoint of :func:`_contract`)."""
-    out = a
-    for f in factors:
-        out = np.tensordot(out, f, axes=([0], [0]))
-    return out
+    return _modes(a, factors, 0)
 
 
 def kron_union_model(

@@ -34,6 +34,7 @@ _MODULES: dict[str, str] = {
     "dpmatrix.pure_levels_plan/1": "dpmatrix.planners._pure.hierarchical",
     "dpmatrix.pure_matrix_plan/1": "dpmatrix.planners._pure.matrix_strategy",
     "dpmatrix.pure_kron_plan/1": "dpmatrix.planners._pure.kron_plan",
+    "dpmatrix.pure_kron_union_plan/1": "dpmatrix.planners._pure.kron_union",
 }
 
 

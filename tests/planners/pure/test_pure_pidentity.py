@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pure_oracle as po
 import pytest
+import union_oracle as uo
 
 from dpmatrix._domain import Domain
 from dpmatrix._measure.discrete import InsecureRandomnessWarning
@@ -223,8 +224,11 @@ def test_typed_errors():
     # one product of any size is planned factor-wise (test_pure_kron.py); a union is not
     big = plan_pure(Workload(dom, [("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
     assert big.row_shape[1] == 100 and big.privacy_epsilon() <= 1
+    # a union whose attributes carry one query type each is planned factor-wise at any size; an
+    # attribute with two query types (two factors, no diagonal form) is planned densely
+    two = [{"attributes": ("a",), "query_types": {"a": "range"}}, ("a", "b")]
     with pytest.raises(PlanError, match="at most 4096"):
-        plan_pure(Workload(dom, [("a",), ("a", "b")], query_types={"a": "prefix"}), 1.0, strategy="pidentity")
+        plan_pure(Workload(dom, two, query_types={"a": "prefix"}), 1.0, strategy="pidentity")
     with pytest.raises(PlanError, match="variance_model"):
         plan_pidentity(Workload(Domain({"a": 4}), [("a",)], query_types={"a": "prefix"}), 1.0,
                        variance_model="gaussian")
@@ -265,12 +269,11 @@ def test_union_of_products_privacy_and_joint_gls_explicit(model):
     dom = Domain({"a": 6, "b": 4, "c": 3})
     wl = Workload(dom, [("a", "b"), ("a", "c"), ("b", "c")], query_types={"a": "range", "b": "prefix"})
     p = plan_pidentity_union(wl, 0.9, variance_model=model)
-    s = p.strategy_matrix.astype(np.int64)
+    s, budgets = uo.stacked(p)
     assert s.shape[1] == 72
-    e = [float(b) for b in p.budgets]
+    e = [float(b) for b in budgets]
     assert po.privacy([s[r:r + 1] for r in range(s.shape[0])], e) <= 0.9 * (1 + 1e-15)
-    assert p.privacy_epsilon() <= Fraction(0.9)
-    v = [2.0 / x**2 if model == "continuous" else 2 * np.exp(-x) / (-np.expm1(-x)) ** 2 for x in e]
+    assert p.privacy_epsilon() == uo.exact_epsilon(s, budgets) <= Fraction(0.9)
     q = {"a": ranges(6), "b": prefixes(4), "c": np.eye(3)}
     order_a = np.lexsort((np.arange(21), ranges(6).sum(axis=1)))  # the workload's range order
     q["a"] = q["a"][order_a]
@@ -278,9 +281,9 @@ def test_union_of_products_privacy_and_joint_gls_explicit(model):
     for j, st in enumerate(wl.sets):
         names = dom.names_of(st)
         qq = reduce(np.kron, [q[x] for x in names], np.ones((1, 1))) @ po.marginal_matrix((6, 4, 3), st)
-        cov = po.gls_cov([s[r:r + 1].astype(float) for r in range(s.shape[0])], v, qq)
-        np.testing.assert_allclose(p.entry_variance(j).ravel(), np.diag(cov), rtol=1e-7)
-        total += np.trace(cov)
+        var = uo.estimator_variances(s, budgets, qq, model)  # the continuous-weight GLS, noise as released
+        np.testing.assert_allclose(p.entry_variance(j).ravel(), var, rtol=1e-7)
+        total += var.sum()
     assert p.total_variance() == pytest.approx(total, rel=1e-9)
 
 

@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pure_oracle as po
 import pytest
+import union_oracle as uo
 
 from dpmatrix._domain import Domain
 from dpmatrix._measure.discrete import InsecureRandomnessWarning
@@ -138,30 +139,27 @@ def discrete_laplace_variance(eps):
 
 
 def _explicit_checks(p, dom, sets, types, eps, model):
-    s = p.strategy_matrix.astype(np.int64)
+    s, budgets = uo.stacked(p)
     union = tuple(sorted(set().union(*map(set, [dom.resolve(x) for x in sets]))))
     shape = tuple(dom.sizes[a] for a in union)
     # privacy: the max column L1 norm of the budget-scaled stacked strategy, in exact rationals
-    cols = [sum((abs(int(s[r, j])) * p.budgets[r] for r in range(s.shape[0])), Fraction(0))
-            for j in range(s.shape[1])]
-    assert max(cols) <= Fraction(eps)
-    assert po.privacy([s[r:r + 1] for r in range(s.shape[0])], [float(b) for b in p.budgets]) <= eps * (1 + 1e-15)
-    # variances: brute-force GLS over every measured row on the union's cells
-    e = np.array([float(b) for b in p.budgets])
-    live = e > 0
-    v = 2.0 / e[live] ** 2 if model == "continuous" else discrete_laplace_variance(e[live])
-    if model == "discrete":  # against the pmf summed directly, where its truncated sum converges
-        big = e[live] > 0.05
-        np.testing.assert_allclose(v[big][:5], [po.dlap_var(x) for x in e[live][big][:5]], rtol=1e-9)
-    rows = [s[r:r + 1].astype(float) for r in np.flatnonzero(live)]
+    assert uo.exact_epsilon(s, budgets) == p.privacy_epsilon() <= Fraction(eps)
+    assert po.privacy([s[r:r + 1] for r in range(s.shape[0])], [float(b) for b in budgets]) <= eps * (1 + 1e-15)
+    e = np.array([float(b) for b in budgets])
+    if model == "discrete":  # the closed form against the pmf summed directly, where it converges
+        big = e > 0.05
+        np.testing.assert_allclose(discrete_laplace_variance(e[big][:5]), [po.dlap_var(x) for x in e[big][:5]],
+                                   rtol=1e-9)
     mats = {"range": ranges, "prefix": prefixes, "identity": np.eye}
     total, top = 0.0, 0.0
     for j, st in enumerate(sets):
         attrs = dom.resolve(st)
         qq = po.kron_all([mats[types.get(dom.names[a], "identity")](dom.sizes[a]) for a in attrs])
         qq = qq @ po.marginal_matrix(shape, tuple(union.index(a) for a in attrs))
-        var = gls_variances(rows, v, qq)
+        var = uo.estimator_variances(s, budgets, qq, model)
         np.testing.assert_allclose(p.entry_variance(j).ravel(), var, rtol=1e-7)
+        if model == "continuous":  # the estimator is the GLS of the continuous model
+            np.testing.assert_allclose(var, gls_variances([s.astype(float)], 2.0 / e**2, qq), rtol=1e-7)
         total += var.sum()
         top = max(top, var.max())
     assert p.total_variance() == pytest.approx(total, rel=1e-9)
@@ -239,10 +237,9 @@ def test_two_query_types_on_one_attribute(n):
     for objective in ("sum", "max"):
         p = plan_pidentity_union(wl, 1.0, variance_model="continuous", objective=objective)
         start = plan_pidentity_union(wl, 1.0, variance_model="continuous", objective=objective, joint=False)
-        s = p.strategy_matrix.astype(np.int64)
-        assert max(sum((abs(int(s[r, j])) * p.budgets[r] for r in range(s.shape[0])), Fraction(0))
-                   for j in range(s.shape[1])) <= 1
-        e = np.array([float(b) for b in p.budgets])
+        s, budgets = uo.stacked(p)
+        assert uo.exact_epsilon(s, budgets) == p.privacy_epsilon() <= 1
+        e = np.array([float(b) for b in budgets])
         rows = [s[r:r + 1].astype(float) for r in np.flatnonzero(e > 0)]
         noise = 2.0 / e[e > 0] ** 2
         q0 = ranges(n) @ po.marginal_matrix((n, 3), (0,))
@@ -285,7 +282,7 @@ def test_monte_carlo_joint_split_real_sampler():
 def test_union_plan_is_deterministic_after_other_plans():
     """Same inputs, same plan: in a fresh process and after planning other things first."""
     code = textwrap.dedent("""
-        import sys, hashlib
+        import sys, hashlib, json
         from dpmatrix._domain import Domain
         from dpmatrix._workload import Workload
         from dpmatrix.planners._pure import plan_pure
@@ -298,7 +295,8 @@ def test_union_plan_is_deterministic_after_other_plans():
                                           query_types={"a": "range"}), 0.5, objective="max")
         for obj in ("sum", "max"):
             p = plan_pidentity_union(wl, 1.0, objective=obj)
-            print(hashlib.sha256(p.strategy_matrix.tobytes()).hexdigest(), [str(b) for b in p.budgets])
+            d = p.to_dict()
+            print(hashlib.sha256(json.dumps([d["factors"], d["products"], d["scales"]]).encode()).hexdigest())
     """)
     out = [subprocess.run([sys.executable, "-c", code, m], capture_output=True, text=True, check=True).stdout
            for m in ("fresh", "after")]

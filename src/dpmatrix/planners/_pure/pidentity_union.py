@@ -23,7 +23,15 @@ marginal). Otherwise that plan keeps its start split, a second candidate shares 
 attribute (optimized for all its query types) and is searched jointly, and the better plan by the
 exact objective of its released rows is kept; the comparison says which.
 
-Rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
+**Release.** When every attribute carries one factor (one query type over the marginals, or the
+shared-factor candidate), the plan is a :class:`~.kron_union.KronUnionPlan`: each factor
+quantized once, one Kronecker record per product, the joint GLS by mode products in the diagonal
+basis and exact discrete variances — any size (the factor rounds are skipped above
+:data:`FACTOR_ROUND_CELLS` cells). On the same rows its answers equal the dense path's below to
+10⁻⁸ in the continuous model. Otherwise (two factors on an attribute) the dense path below
+releases it, on at most :data:`MAX_CELLS` cells.
+
+Dense path: rows are integers (each of the ``k`` aggregating factors of a product quantized at ``2^⌊30/k⌋``
 so that the product rows stay below ``2^30``, :func:`~.pidentity_plan.quantized_strategy`), lifted to the cells of the union ``U`` of
 the workload's attributes; row budgets ``ε_j Π_i b_{j,i,r_i}`` are rounded down to dyadic
 rationals and the max column L1 norm is re-checked exactly. Recovery is ONE GLS over all
@@ -43,6 +51,7 @@ from functools import cached_property, reduce
 import numpy as np
 
 from ..._linalg.marginal_map import marginal_map
+from ..._measure.kron_records import KronFactorRows
 from ..._mechanisms.laplace import dyadic_floor
 from ..._solvers.budget_split import cube_root_split
 from ..._solvers.pidentity import DenseQueries, IntervalQueries, SumGram, pidentity_loss, query_variances
@@ -50,6 +59,7 @@ from ..._solvers.union_factors import normalized_gram, optimize_union_factors
 from ..._solvers.union_split import kron_union_model, optimize_union_split
 from ..._workload import Workload
 from ...errors import PlanError
+from .kron_union import KronUnionPlan
 from .pidentity_plan import (
     PIdentityVariances,
     _kron2_diagonal,
@@ -63,8 +73,11 @@ from .units import check_epsilon
 
 __all__ = ["MAX_CELLS", "UnionPIdentityPlan", "plan_pidentity_union"]
 
-#: largest union of attributes planned (dense GLS on its cells)
+#: largest union planned densely (an attribute carrying two factors: no diagonal form)
 MAX_CELLS = 4096
+#: largest union whose factors are re-optimized against the joint GLS (the split is searched at
+#: every size)
+FACTOR_ROUND_CELLS = 1 << 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,9 +187,9 @@ def plan_pidentity_union(
     dom = workload.domain
     union = tuple(sorted(set().union(*[set(s) for s in workload.sets])))
     cells = dom.cells(union)
-    if cells > MAX_CELLS:
-        raise PlanError(f"a union of p-Identity products is planned densely on at most {MAX_CELLS} cells; "
-                        f"the workload's attributes have {cells}")
+    if cells > MAX_CELLS and _two_types(workload):
+        raise PlanError(f"an attribute carries two query types: the union is planned densely on at most "
+                        f"{MAX_CELLS} cells; the workload's attributes have {cells}")
     shape = tuple(dom.sizes[a] for a in union)
     live = [j for j in range(len(workload)) if workload.weights[j] > 0]
     if not live:
@@ -246,8 +259,17 @@ class _Assembly:
     objective: str
     variance_model: str
 
-    def __call__(self, thetas, eta, summary) -> UnionPIdentityPlan:
+    def __call__(self, thetas, eta, summary) -> UnionPIdentityPlan | KronUnionPlan:
         workload, union, dom = self.workload, self.union, self.workload.domain
+        comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
+                            "start_epsilon": float(e0), "epsilon": float(e)}
+                           for j, f, m, e0, e in zip(self.live, self.objectives, self.maxima, self.start, eta))
+        shared = _one_factor_per_attribute(workload, self.live, thetas)
+        if shared is not None:  # the diagonal form: factor-wise, any size
+            return self._kron(shared, eta, comparison + (summary,))
+        if dom.cells(union) > MAX_CELLS:
+            raise PlanError(f"an attribute carries two different factors: the union is planned densely on at "
+                            f"most {MAX_CELLS} cells; the workload's attributes have {dom.cells(union)}")
         products = []
         for j in self.live:
             s, types = workload.sets[j], workload.types(j)
@@ -262,15 +284,57 @@ class _Assembly:
         strategy.setflags(write=False)
         row_budgets = tuple(dyadic_floor(float(Fraction(float(e)) * b)) if e > 0 else Fraction(0)
                             for (_, bs), e in zip(products, eta) for b in bs)
-        comparison = tuple({"marginal": ",".join(dom.names_of(workload.sets[j])), "objective": f, "max": m,
-                            "start_epsilon": float(e0), "epsilon": float(e)}
-                           for j, f, m, e0, e in zip(self.live, self.objectives, self.maxima, self.start, eta))
         plan = UnionPIdentityPlan(workload, self.eps, union, strategy, row_budgets, "optimal", self.objective,
                                   "pidentity-union", variance_model=self.variance_model,
                                   comparison=comparison + (summary,))
         if plan.privacy_epsilon() > Fraction(self.eps):  # cannot happen: every rounding is downward
             raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
         return plan
+
+    def _kron(self, thetas: dict, eta, comparison: tuple) -> KronUnionPlan:
+        """The factor-wise plan: each attribute's factor quantized once (resolution ``2^⌊30/k⌋``,
+        ``k`` the most aggregating factors in one product, so every product row stays below
+        ``2^30``), product ``j`` scaled by ``s_j = ⌊ε_j⌋`` (dyadic)."""
+        workload, union = self.workload, self.union
+        k = max(sum(t != "identity" for t in workload.types(j)) for j in self.live)
+        resolution = 2 ** (30 // max(k, 1))
+        factors = []
+        for a in union:
+            n = workload.domain.sizes[a]
+            m, budgets = quantized_strategy(thetas[a], 1.0, resolution=resolution)
+            agg = np.ascontiguousarray(m[n:])
+            agg.setflags(write=False)
+            factors.append(KronFactorRows(n, agg, budgets))
+        products = tuple(tuple(workload.sets[j]) for j in self.live)
+        scales = tuple(dyadic_floor(float(e)) if e > 0 else Fraction(0) for e in eta)
+        plan = KronUnionPlan(workload, self.eps, union, tuple(factors), products, scales, "optimal",
+                             self.objective, "pidentity-union", self.variance_model, comparison)
+        if plan.privacy_epsilon() > Fraction(self.eps):  # cannot happen: every rounding is downward
+            raise PlanError("the quantized union of p-Identity products exceeds epsilon")  # pragma: no cover
+        return plan
+
+
+def _one_factor_per_attribute(workload: Workload, live, thetas) -> dict | None:
+    """``{attribute: Θ}`` when every attribute carries one factor over the live marginals, else None."""
+    out: dict = {}
+    for j in live:
+        for a, k in zip(workload.sets[j], workload.types(j)):
+            theta = thetas[a, k]
+            if a in out and not (out[a].shape == theta.shape and np.array_equal(out[a], theta)):
+                return None
+            out[a] = theta
+    return out
+
+
+def _two_types(workload: Workload) -> bool:
+    """Whether some attribute carries two query types over the positively weighted marginals."""
+    seen: dict = {}
+    for j in range(len(workload)):
+        if workload.weights[j] > 0:
+            for a, k in zip(workload.sets[j], workload.types(j)):
+                if seen.setdefault(a, k) != k:
+                    return True
+    return False
 
 
 def _shared_factors(workload: Workload, kinds, thetas, objective: str, seed: int) -> dict:
@@ -302,6 +366,10 @@ def _joint_factors(shape, kinds, thetas, grams, queries, eta, eps, objective, su
     gains the rounds' total and log."""
     if objective != "sum":
         return thetas, eta, summary
+    if int(np.prod(shape)) > FACTOR_ROUND_CELLS:
+        return thetas, eta, dict(summary, factor_rounds=(
+            f"skipped: the union has {int(np.prod(shape))} > {FACTOR_ROUND_CELLS} cells (each round's Gram "
+            "gradients cost O(N n) per marginal and product; the factors stay each attribute's own optimum)"))
     by_axis = {ax: (a, k) for ax, a, k in kinds}  # one factor per axis (shared by its types)
     product_axes = [tuple(g) for g in grams]
     free = sorted({ax for ax, _, k in kinds if k != "identity"})

@@ -593,7 +593,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     from .kron_plan import kron_product_attributes, plan_kron_pidentity, use_kron_plan
     from .pidentity_plan import plan_pidentity, single_product
     from .pidentity_union import MAX_CELLS as _UNION_CELLS
-    from .pidentity_union import plan_pidentity_union
+    from .pidentity_union import _two_types, plan_pidentity_union
 
     if objective not in ("sum", "max"):
         raise PlanError(f"objective must be 'sum' or 'max', got {objective!r}")
@@ -626,7 +626,7 @@ def _plan_generalized(workload, eps, strategy, budgeting, objective, variance_mo
     candidates += [("per-attribute best", "optimal")]
     if single_product(workload) is not None or use_kron_plan(workload):
         candidates += [("pidentity", "optimal")]
-    elif workload.domain.cells(
+    elif not _two_types(workload) or workload.domain.cells(
             tuple(sorted(set().union(*[set(s) for s in workload.sets])))) <= _UNION_CELLS:
         candidates += [("pidentity-union", "optimal")]
     skipped: set[str] = set()
