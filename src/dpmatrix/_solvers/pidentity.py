@@ -267,6 +267,11 @@ class PIdentityResult:
 THETA_CAP = 100.0
 
 
+def _bounds(size: int) -> scipy.optimize.Bounds:
+    """``0 ≤ Θ ≤ THETA_CAP`` as arrays (a list of ``size`` tuples costs scipy a Python loop)."""
+    return scipy.optimize.Bounds(np.zeros(size), np.full(size, THETA_CAP))
+
+
 def _minimize(theta0: np.ndarray, gram: GramOperator, maxiter: int, ftol: float,
               block: int = 1) -> tuple[np.ndarray, float]:
     """L-BFGS-B on ``0 ≤ Θ ≤ THETA_CAP``. With ``block > 1`` the rows are constant on blocks of
@@ -293,7 +298,7 @@ def _minimize(theta0: np.ndarray, gram: GramOperator, maxiter: int, ftol: float,
         return val, (np.add.reduceat(g, edges, axis=1) if block > 1 else g).ravel()
 
     r = scipy.optimize.minimize(f, phi0.ravel(), jac=True, method="L-BFGS-B",
-                                bounds=[(0.0, THETA_CAP)] * phi0.size,
+                                bounds=_bounds(phi0.size),
                                 options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-10, "maxcor": 10})
     th = np.maximum(expand(r.x), 0.0)
     return th, pidentity_loss(th, gram)
@@ -494,9 +499,8 @@ def query_variances(theta: np.ndarray, queries: QuerySet) -> np.ndarray:
         c = np.zeros((n + 1, p))
         np.cumsum(uw, axis=0, out=c[1:])
         g = c @ c.T
-        d = np.diag(g)
-        hi = queries.b + 1
-        return base - (d[hi] + d[queries.a] - 2.0 * g[queries.a, hi])
+        d = np.einsum("ij,ij->i", c, c)
+        return base - (d[queries.b + 1] + d[queries.a] - 2.0 * np.take(g.ravel(), queries.pair_index))
     for lo in range(0, queries.m, _BLOCK):
         hi = min(lo + _BLOCK, queries.m)
         if isinstance(queries, IntervalQueries):
@@ -531,7 +535,7 @@ def _pnorm_minimize(theta0, queries, t: float, maxiter: int):
         return top * big, g.ravel()
 
     r = scipy.optimize.minimize(f, theta0.ravel(), jac=True, method="L-BFGS-B",
-                                bounds=[(0.0, THETA_CAP)] * theta0.size,
+                                bounds=_bounds(theta0.size),
                                 options={"maxiter": maxiter, "ftol": 1e-10, "gtol": 1e-12, "maxcor": 10})
     return np.maximum(r.x, 0.0).reshape(shape)
 
