@@ -494,7 +494,8 @@ def query_variances(theta: np.ndarray, queries: QuerySet) -> np.ndarray:
     out = np.empty(queries.m)
     if isinstance(queries, IntervalQueries):
         own = np.concatenate([[0.0], np.cumsum(s * s)])
-        base = own[queries.b + 1] - own[queries.a]
+        # (the pairwise form below folds ``own`` into its own two gathers)
+        base = None if p and _pairwise(queries) else own[queries.b + 1] - own[queries.a]
     else:
         base = (queries.q**2) @ (s * s)
     if p == 0:
@@ -509,7 +510,10 @@ def query_variances(theta: np.ndarray, queries: QuerySet) -> np.ndarray:
         np.cumsum(uw, axis=0, out=c[1:])
         g = c @ c.T
         d = np.einsum("ij,ij->i", c, c)
-        return base - (d[queries.b + 1] + d[queries.a] - 2.0 * np.take(g.ravel(), queries.pair_index))
+        # base = own[b+1] - own[a]: v = (own - d)[b+1] - (own + d)[a] + 2 g[a, b+1] (two gathers)
+        v = (own - d)[queries.b + 1] - (own + d)[queries.a]
+        v += 2.0 * np.take(g.ravel(), queries.pair_index)
+        return v
     for lo in range(0, queries.m, _BLOCK):
         hi = min(lo + _BLOCK, queries.m)
         if isinstance(queries, IntervalQueries):
@@ -552,8 +556,9 @@ def _pnorm_minimize(theta0, queries, t: float, maxiter: int, block: int = 1):
             if top < best[0] and np.all(z >= 0):
                 best[0], best[1] = top, th.copy()
             r = v / top
-            big = float(np.sum(r**t)) ** (1.0 / t)
-            c = (r / big) ** (t - 1.0)
+            c = r ** (t - 1.0)                     # one power: Σ r^t = Σ r^{t-1} r
+            big = float(np.dot(c, r)) ** (1.0 / t)
+            c *= big ** (1.0 - t)                  # c_q = (r_q / big)^{t-1}
             _, g = pidentity_loss_grad(th, WeightedGram(queries, c))
         except (np.linalg.LinAlgError, ValueError):
             return 1e300, np.zeros(z.size)
@@ -576,9 +581,11 @@ MAX_STAGES_FINE = ((8.0, 1, 150), (32.0, 1, 150), (128.0, 1, 150))
 #: the first three stages, evaluated exactly on the cells; then 150 iterations on the cells).
 #: From the sum-optimum (sequential CPU on a loaded machine): prefix n = 1024 max 48.314 in
 #: 3.5 s vs 48.243 in 6.0 s with :data:`MAX_STAGES_FINE`; all ranges n = 1024 74.968 in 15 s
-#: vs 74.792 in 21 s. Cutting the last stage to 100 iterations lost 2 % on ranges.
+#: vs 74.792 in 21 s; n = 256 (three starts): prefix 28.691 in 1.3 s vs 28.691 in 2.3 s,
+#: ranges 42.035 in 2.3 s vs 42.069 in 3.7 s. Cutting the last stage to 100 iterations lost
+#: 2 % on ranges n = 1024.
 MAX_STAGES_COARSE = ((8.0, 4, 40), (32.0, 4, 40), (128.0, 4, 60), (128.0, 1, 150))
-MAX_COARSE_FROM = 512
+MAX_COARSE_FROM = 256
 
 
 def default_max_stages(n: int, coarse_from: int = MAX_COARSE_FROM) -> tuple[tuple[float, int, int], ...]:
