@@ -53,7 +53,7 @@ import numpy as np
 
 from ..._domain import Domain
 from ..._measure.kron_records import KronFactorRows, KronLaplaceRecord
-from ..._mechanisms.laplace import discrete_laplace_variance, dyadic_floor
+from ..._mechanisms.laplace import dyadic_floor, row_noise_variance
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.measurements import axis_labels
 from ..._solvers.pidentity import DenseQueries, IntervalQueries, SumGram
@@ -236,11 +236,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     @cached_property
     def noise_variance(self) -> np.ndarray:
         """Per-row noise variance ``D_r`` (discrete Laplace, or ``2/ε_r²``), shape :attr:`row_shape`."""
-        e = self._budget_tensor
-        if self.variance_model == "continuous":
-            with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
-        return discrete_laplace_variance(e)
+        return row_noise_variance(self._budget_tensor, self.variance_model)
 
     @cached_property
     def recovery(self) -> tuple[np.ndarray, ...]:

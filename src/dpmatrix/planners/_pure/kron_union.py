@@ -56,7 +56,7 @@ import numpy as np
 
 from ..._domain import Domain
 from ..._measure.kron_records import KronFactorRows, KronLaplaceRecord
-from ..._mechanisms.laplace import discrete_laplace_variance
+from ..._mechanisms.laplace import row_noise_variance
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.measurements import axis_labels
 from ..._solvers.union_split import KronUnionModel, kron_union_model
@@ -242,10 +242,8 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
     def _noise(self, j: int) -> np.ndarray:
         vecs = [self._factor_budgets[ax] for ax in self._axes(j)]
-        e = float(self.scales[j]) * reduce(np.multiply.outer, vecs, np.ones(()))
-        if self.variance_model == "continuous":
-            return 2.0 / e**2
-        return discrete_laplace_variance(e)
+        return row_noise_variance(float(self.scales[j]) * reduce(np.multiply.outer, vecs, np.ones(())),
+                                  self.variance_model)
 
     @cached_property
     def _per_product(self) -> tuple[tuple[int, tuple[int, ...], np.ndarray, np.ndarray], ...]:
