@@ -166,9 +166,62 @@ def _apply_queries(queries, t: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(out.reshape((out.shape[0],) + shape[1:]), 0, axis)
 
 
+class KronTable:
+    """Mixin of the Kronecker plans (one product, a union of products): the measured table is
+    the cells of ``attrs`` with one :class:`KronFactorRows` per attribute; per-query variances
+    come from ``_entry_variances``."""
+
+    workload: Workload
+    attrs: tuple[int, ...]
+    factors: tuple[KronFactorRows, ...]
+    _entry_variances: tuple[np.ndarray, ...]
+
+    @property
+    def domain(self) -> Domain:
+        return self.workload.domain
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Cells of the measured table, per attribute."""
+        return tuple(f.n for f in self.factors)
+
+    def entry_variance(self, j: int) -> np.ndarray:
+        """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
+        return self._entry_variances[j].copy()
+
+    def _query_variance(self, key) -> np.ndarray:
+        return self.entry_variance(self.workload.index(key))
+
+    def _require_key(self, key) -> None:
+        if not set(key) <= set(self.attrs):
+            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside the measured table "
+                                   f"{list(self.domain.names_of(self.attrs))}")
+
+
+def factor_row(name: str, f: KronFactorRows) -> dict[str, Any]:
+    """A factor's report row: attribute, cells, rows, aggregation rows, exact column L1 norm."""
+    return {"attribute": name, "cells": f.n, "rows": f.m, "aggregation_rows": int(f.agg.shape[0]),
+            "column_l1": float(factor_l1(f))}
+
+
+def stored_factor(fd: Mapping, size: int, what: str, *, cell_rows: bool = False) -> KronFactorRows:
+    """The factor stored by a Kronecker plan's ``to_dict`` (``fd``), checked against the
+    attribute's ``size`` (and, with ``cell_rows``, that it holds its cell rows); ``what`` names
+    the factors in the error."""
+    n = int(fd["cells"])
+    agg = np.asarray(fd["aggregation"], dtype=np.int64).reshape(-1, n)
+    agg.setflags(write=False)
+    f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]))
+    if cell_rows and not fd.get("cell_rows", True):
+        raise PlanError("a stored Kronecker factor without its cell rows is not a p-Identity factor")
+    if n != size or len(f.budgets) != f.m or any(b <= 0 for b in f.budgets):
+        raise PlanError(f"the stored {what} do not match the domain, or a budget is not positive")
+    return f
+
+
 @plan_format(KRON_FORMAT)
 @dataclass(frozen=True, eq=False)
-class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
+class KronPIdentityPlan(KronTable, PureUnits, EntryVarianceSummaries, PlanBase):
     """A Kronecker product of per-attribute p-Identity strategies (module docstring).
 
     Attributes
@@ -199,15 +252,6 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     strategy: str = "pidentity"
     variance_model: str = "discrete"
     comparison: tuple = field(default=(), compare=False)
-
-    @property
-    def domain(self) -> Domain:
-        return self.workload.domain
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Cells of the measured table, per attribute."""
-        return tuple(f.n for f in self.factors)
 
     @property
     def row_shape(self) -> tuple[int, ...]:
@@ -280,10 +324,6 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     def _entry_variances(self) -> tuple[np.ndarray, ...]:
         return tuple(_mode(self._squared_answers(j), self.noise_variance) for j in range(len(self.workload)))
 
-    def entry_variance(self, j: int) -> np.ndarray:
-        """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
-        return self._entry_variances[j].copy()
-
     def _entry_max(self, j: int) -> float:
         """``max_q Var(q)`` over workload marginal ``j``, in blocks of the first attribute's
         queries (at most :data:`MAX_BLOCK_ENTRIES` variances at a time, never the whole table)."""
@@ -308,19 +348,11 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             best = max(best, v)
         return best
 
-    def _require_key(self, key) -> None:
-        if not set(key) <= set(self.attrs):
-            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside the measured table "
-                                   f"{list(self.domain.names_of(self.attrs))}")
-
     def _variance(self, key) -> np.ndarray:
         """Cell variances of the marginal on ``key`` (a sum over the other attributes)."""
         self._require_key(key)
         mats = [r**2 if a in key else r.sum(axis=0, keepdims=True) ** 2 for a, r in zip(self.attrs, self.recovery)]
         return _mode(mats, self.noise_variance).reshape(tuple(self.domain.sizes[a] for a in key))
-
-    def _query_variance(self, key) -> np.ndarray:
-        return self.entry_variance(self.workload.index(key))
 
     def _lifted(self, key, q: np.ndarray) -> np.ndarray:
         """``u = (q lifted to the measured table) · ⊗R_i``, a tensor of :attr:`row_shape`."""
@@ -363,8 +395,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         rows = []
         for a, f in zip(self.attrs, self.factors):
             b = [float(x) for x in f.budgets]
-            rows.append({"attribute": self.domain.names_of((a,))[0], "cells": f.n, "rows": f.m,
-                         "aggregation_rows": int(f.agg.shape[0]), "column_l1": float(factor_l1(f)),
+            rows.append({**factor_row(self.domain.names_of((a,))[0], f),
                          "min_budget": min(b), "max_budget": max(b), "epsilon_0": float(self.scale)})
         return pd.DataFrame(rows)
 
@@ -394,9 +425,9 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         names = self.domain.names_of(self.attrs)
         return {"format": KRON_FORMAT, "planner": "pure", "domain": self.domain.to_dict(),
                 "workload": self.workload.to_dict(), "epsilon": self.epsilon,
-                "attributes": list(names), "scale": _fraction_str(self.scale),
+                "attributes": list(names), "scale": fraction_str(self.scale),
                 "factors": [{"attribute": a, "cells": f.n, "cell_rows": f.cells, "aggregation": f.agg.tolist(),
-                             "budgets": [_fraction_str(b) for b in f.budgets]} for a, f in zip(names, self.factors)],
+                             "budgets": [fraction_str(b) for b in f.budgets]} for a, f in zip(names, self.factors)],
                 "strategy": self.strategy, "budgeting": self.budgeting, "objective": self.objective,
                 "variance_model": self.variance_model, "comparison": [dict(c) for c in self.comparison],
                 "residuals": []}
@@ -413,15 +444,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             raise PlanError("the stored Kronecker plan has one factor per attribute")
         factors = []
         for a, fd in zip(attrs, d["factors"]):
-            n = int(fd["cells"])
-            agg = np.asarray(fd["aggregation"], dtype=np.int64).reshape(-1, n)
-            agg.setflags(write=False)
-            f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]))
-            if not fd.get("cell_rows", True):
-                raise PlanError("a stored Kronecker factor without its cell rows is not a p-Identity factor")
-            if n != dom.sizes[a] or len(f.budgets) != f.m or any(b <= 0 for b in f.budgets):
-                raise PlanError("the stored Kronecker factors do not match the domain, or a budget is not positive")
-            factors.append(f)
+            factors.append(stored_factor(fd, dom.sizes[a], "Kronecker factors", cell_rows=True))
         plan = cls(wk, float(d["epsilon"]), attrs, tuple(factors), Fraction(d["scale"]),
                    str(d.get("budgeting", "optimal")), str(d.get("objective", "sum")),
                    str(d.get("strategy", "pidentity")), str(d.get("variance_model", "discrete")),
@@ -431,7 +454,8 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         return plan
 
 
-def _fraction_str(f: Fraction) -> str:
+def fraction_str(f: Fraction) -> str:
+    """``"p/q"``: an exact budget as stored in a plan file."""
     return f"{f.numerator}/{f.denominator}"
 
 
