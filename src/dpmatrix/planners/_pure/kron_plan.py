@@ -71,7 +71,7 @@ from .pidentity_plan import (
     quantized_strategy,
     workload_queries,
 )
-from .units import PureUnits, check_epsilon
+from .units import PureUnits, check_epsilon, check_pure_noise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -412,9 +412,7 @@ class KronPIdentityPlan(KronTable, PureUnits, EntryVarianceSummaries, PlanBase):
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [KronLaplaceRecord])``: one record, ``⊗M_i`` on the table of ``attrs`` plus
         exact discrete Laplace noise of parameter ``ε_r`` on each row (key 0)."""
-        if noise not in (None, "discrete_laplace"):
-            raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
-                            f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
+        check_pure_noise(noise)
         return self, [KronLaplaceRecord(0, tuple(self.attrs), tuple(self.factors), self.scale)]
 
     def estimator(self, noisy) -> KronEstimator:
@@ -459,7 +457,26 @@ def fraction_str(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
 
-class KronEstimator(Estimator):
+class KronEstimatorBase(Estimator):
+    """What the Kronecker plans' estimators share: variances and covariances come from the plan,
+    and every workload marginal has an answer."""
+
+    plan: Any
+
+    def variance(self, key):
+        return self.plan._variance(key)
+
+    def covariance(self, key):
+        return self.plan.covariance(key)
+
+    def entries(self):
+        return iter(range(len(self.plan.workload)))
+
+    def entry_of(self, key):
+        return self.plan.workload.index(key)
+
+
+class KronEstimator(KronEstimatorBase):
     """The Kronecker GLS ``x̂ = ⊗R_i · y`` of a :class:`KronPIdentityPlan` (``noisy[0]``: the
     noisy rows, shape :attr:`~KronPIdentityPlan.row_shape`); every answer is a linear function of
     the one ``x̂``, so answers are consistent."""
@@ -476,12 +493,6 @@ class KronEstimator(Estimator):
         p._require_key(key)
         drop = tuple(pos for pos, a in enumerate(p.attrs) if a not in key)
         return self.cells.sum(axis=drop) if drop else self.cells.copy()
-
-    def variance(self, key):
-        return self.plan._variance(key)
-
-    def covariance(self, key):
-        return self.plan.covariance(key)
 
     def query_vector(self, key, q):
         return float(np.sum(np.asarray(q, dtype=float) * self.estimate(key))), self.plan.lifted_variance(key, q)
@@ -508,12 +519,6 @@ class KronEstimator(Estimator):
         c = (p.noise_variance * _mode(mats, t) ** 2).sum(axis=other)
         var = _mode([p.recovery[p.attrs.index(a)] ** 2 for a in by_attrs], c)
         return np.asarray(est, dtype=float), var
-
-    def entries(self):
-        return iter(range(len(self.plan.workload)))
-
-    def entry_of(self, key):
-        return self.plan.workload.index(key)
 
     def entry(self, i):
         p = self.plan

@@ -57,7 +57,7 @@ import numpy as np
 from ..._domain import Domain
 from ..._measure.kron_records import KronFactorRows, KronLaplaceRecord
 from ..._mechanisms.laplace import row_noise_variance
-from ..._reconstruct.estimator import EntryAnswer, Estimator
+from ..._reconstruct.estimator import EntryAnswer
 from ..._reconstruct.measurements import axis_labels
 from ..._solvers.union_split import KronUnionModel, kron_union_model
 from ..._workload import Workload
@@ -65,8 +65,8 @@ from ...errors import NotMeasuredError, PlanError
 from .._base import PlanBase
 from .._formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
-from .kron_plan import KronTable, _mode, factor_row, fraction_str, stored_factor
-from .units import PureUnits
+from .kron_plan import KronEstimatorBase, KronTable, _mode, factor_row, fraction_str, stored_factor
+from .units import PureUnits, check_pure_noise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -438,9 +438,7 @@ class KronUnionPlan(KronTable, PureUnits, EntryVarianceSummaries, PlanBase):
     # -- measurement ------------------------------------------------------------------------------
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, records)``: one :class:`KronLaplaceRecord` per measured product (key ``j``)."""
-        if noise not in (None, "discrete_laplace"):
-            raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
-                            f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
+        check_pure_noise(noise)
         return self, [KronLaplaceRecord(j, tuple(self.products[j]), tuple(self.factors[ax] for ax in self._axes(j)),
                                         self.scales[j]) for j in self._live]
 
@@ -488,7 +486,7 @@ class KronUnionPlan(KronTable, PureUnits, EntryVarianceSummaries, PlanBase):
         return plan
 
 
-class KronUnionEstimator(Estimator):
+class KronUnionEstimator(KronEstimatorBase):
     """``x̂ = T diag(p)⁺ Tᵀ Σ_j lift_jᵀ S_jᵀ diag(ω_j) y_j`` by mode products (module doc); every
     answer is a linear function of the one ``x̂`` (consistent)."""
 
@@ -516,23 +514,11 @@ class KronUnionEstimator(Estimator):
         drop = tuple(ax for ax, a in enumerate(p.attrs) if a not in key)
         return self.cells.sum(axis=drop) if drop else self.cells.copy()
 
-    def variance(self, key):
-        return self.plan._variance(key)
-
-    def covariance(self, key):
-        return self.plan.covariance(key)
-
     def query_vector(self, key, q):
         var = self.plan.lifted_variance(key, q)
         drop = tuple(ax for ax, a in enumerate(self.plan.attrs) if a not in key)
         table = self.cells.sum(axis=drop) if drop else self.cells
         return float(np.sum(np.asarray(q, dtype=float) * table)), var
-
-    def entries(self):
-        return iter(range(len(self.plan.workload)))
-
-    def entry_of(self, key):
-        return self.plan.workload.index(key)
 
     def entry(self, i):
         p = self.plan
