@@ -33,6 +33,7 @@ from .samplers import RandomSource, SecureRandom, SeededRandom
 __all__ = [
     "discrete_laplace_variance",
     "discrete_laplace_pmf",
+    "row_noise_variance",
     "round_budgets",
     "sample_discrete_laplace_eps",
     "sample_discrete_laplace_many",
@@ -49,6 +50,34 @@ def discrete_laplace_variance(epsilon) -> np.ndarray:
     e = np.asarray(epsilon, dtype=float)
     with np.errstate(divide="ignore"):
         return np.where(e > 0, 0.5 / np.sinh(e / 2) ** 2, np.inf)
+
+
+def row_noise_variance(epsilon, variance_model: str) -> np.ndarray:
+    """Noise variance of rows measured with budgets ``ε``: the exact discrete Laplace
+    ``1/(2 sinh²(ε/2))`` (``variance_model="discrete"``, the noise released) or the continuous
+    model's ``2/ε²`` (``"continuous"``); ``inf`` where ``ε = 0``.
+
+    Parameters
+    ----------
+    epsilon : array_like
+        Per-row budgets.
+    variance_model : {"discrete", "continuous"}
+
+    Returns
+    -------
+    numpy.ndarray
+        Variances, shaped like ``epsilon``.
+
+    Examples
+    --------
+    >>> row_noise_variance([1.0, 0.0], "continuous").tolist()
+    [2.0, inf]
+    """
+    e = np.asarray(epsilon, dtype=float)
+    if variance_model == "continuous":
+        with np.errstate(divide="ignore"):
+            return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
+    return discrete_laplace_variance(e)
 
 
 def discrete_laplace_pmf(epsilon: float, y) -> np.ndarray:

@@ -32,26 +32,8 @@ from dpmatrix.errors import NotMeasuredError, PlanError
 from dpmatrix.planners._pure import plan_pure
 from dpmatrix.planners._pure.kron_plan import KronPIdentityPlan, plan_kron_pidentity
 from dpmatrix.planners._pure.pidentity_plan import quantized_strategy
-
-
-def prefixes(n):
-    w = np.zeros((n, n))
-    for i in range(n):
-        for j in range(i + 1):
-            w[i, j] = 1
-    return w
-
-
-def ranges(n):
-    """All ranges, ordered by length then start (the library's order)."""
-    rows = []
-    for length in range(1, n + 1):
-        for a in range(n - length + 1):
-            r = np.zeros(n)
-            r[a:a + length] = 1
-            rows.append(r)
-    return np.array(rows)
-
+from oracle import prefix_matrix as prefixes
+from oracle import range_matrix as ranges
 
 QUERIES = {"prefix": prefixes, "range": ranges, "identity": np.eye}
 

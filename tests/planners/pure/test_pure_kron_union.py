@@ -28,17 +28,8 @@ from dpmatrix.errors import NotMeasuredError, PlanError
 from dpmatrix.planners._pure import plan_pure
 from dpmatrix.planners._pure.kron_union import KronUnionEstimator, KronUnionPlan
 from dpmatrix.planners._pure.pidentity_union import UnionPIdentityPlan, plan_pidentity_union
-
-
-def prefixes(n):
-    return np.array([[1.0 if j <= i else 0.0 for j in range(n)] for i in range(n)])
-
-
-def ranges(n):
-    """All ranges, in the workload's order (by length, then start)."""
-    return np.array([[1.0 if a <= j < a + ln else 0.0 for j in range(n)]
-                     for ln in range(1, n + 1) for a in range(n - ln + 1)])
-
+from oracle import prefix_matrix as prefixes
+from oracle import range_matrix as ranges
 
 MATS = {"range": ranges, "prefix": prefixes, "identity": np.eye}
 

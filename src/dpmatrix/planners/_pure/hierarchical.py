@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._domain import Domain
-from ..._mechanisms.laplace import discrete_laplace_variance, round_budgets
+from ..._mechanisms.laplace import round_budgets, row_noise_variance
 from ..._mechanisms.linear import LinearMechanism
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.measurements import axis_labels
@@ -164,11 +164,7 @@ class HierarchicalPlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
     # -- variances ------------------------------------------------------------------------------
     def _noise_var(self, j: int) -> np.ndarray:
-        e = np.array([float(b) for b in self.budgets[j]])
-        if self.variance_model == "continuous":
-            with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
-        return discrete_laplace_variance(e)
+        return row_noise_variance(np.array([float(b) for b in self.budgets[j]]), self.variance_model)
 
     @cached_property
     def _weights(self) -> tuple[np.ndarray, ...]:

@@ -53,7 +53,7 @@ import numpy as np
 
 from ..._domain import Domain
 from ..._measure.kron_records import KronFactorRows, KronLaplaceRecord
-from ..._mechanisms.laplace import discrete_laplace_variance, dyadic_floor
+from ..._mechanisms.laplace import dyadic_floor, row_noise_variance
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.measurements import axis_labels
 from ..._solvers.pidentity import DenseQueries, IntervalQueries, SumGram
@@ -71,7 +71,7 @@ from .pidentity_plan import (
     quantized_strategy,
     workload_queries,
 )
-from .units import PureUnits, check_epsilon
+from .units import PureUnits, check_epsilon, check_pure_noise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -166,9 +166,62 @@ def _apply_queries(queries, t: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(out.reshape((out.shape[0],) + shape[1:]), 0, axis)
 
 
+class KronTable:
+    """Mixin of the Kronecker plans (one product, a union of products): the measured table is
+    the cells of ``attrs`` with one :class:`KronFactorRows` per attribute; per-query variances
+    come from ``_entry_variances``."""
+
+    workload: Workload
+    attrs: tuple[int, ...]
+    factors: tuple[KronFactorRows, ...]
+    _entry_variances: tuple[np.ndarray, ...]
+
+    @property
+    def domain(self) -> Domain:
+        return self.workload.domain
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Cells of the measured table, per attribute."""
+        return tuple(f.n for f in self.factors)
+
+    def entry_variance(self, j: int) -> np.ndarray:
+        """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
+        return self._entry_variances[j].copy()
+
+    def _query_variance(self, key) -> np.ndarray:
+        return self.entry_variance(self.workload.index(key))
+
+    def _require_key(self, key) -> None:
+        if not set(key) <= set(self.attrs):
+            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside the measured table "
+                                   f"{list(self.domain.names_of(self.attrs))}")
+
+
+def factor_row(name: str, f: KronFactorRows) -> dict[str, Any]:
+    """A factor's report row: attribute, cells, rows, aggregation rows, exact column L1 norm."""
+    return {"attribute": name, "cells": f.n, "rows": f.m, "aggregation_rows": int(f.agg.shape[0]),
+            "column_l1": float(factor_l1(f))}
+
+
+def stored_factor(fd: Mapping, size: int, what: str, *, cell_rows: bool = False) -> KronFactorRows:
+    """The factor stored by a Kronecker plan's ``to_dict`` (``fd``), checked against the
+    attribute's ``size`` (and, with ``cell_rows``, that it holds its cell rows); ``what`` names
+    the factors in the error."""
+    n = int(fd["cells"])
+    agg = np.asarray(fd["aggregation"], dtype=np.int64).reshape(-1, n)
+    agg.setflags(write=False)
+    f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]))
+    if cell_rows and not fd.get("cell_rows", True):
+        raise PlanError("a stored Kronecker factor without its cell rows is not a p-Identity factor")
+    if n != size or len(f.budgets) != f.m or any(b <= 0 for b in f.budgets):
+        raise PlanError(f"the stored {what} do not match the domain, or a budget is not positive")
+    return f
+
+
 @plan_format(KRON_FORMAT)
 @dataclass(frozen=True, eq=False)
-class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
+class KronPIdentityPlan(KronTable, PureUnits, EntryVarianceSummaries, PlanBase):
     """A Kronecker product of per-attribute p-Identity strategies (module docstring).
 
     Attributes
@@ -201,15 +254,6 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     comparison: tuple = field(default=(), compare=False)
 
     @property
-    def domain(self) -> Domain:
-        return self.workload.domain
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Cells of the measured table, per attribute."""
-        return tuple(f.n for f in self.factors)
-
-    @property
     def row_shape(self) -> tuple[int, ...]:
         """Rows of the strategy, per factor (the shape of the noisy answers)."""
         return tuple(f.m for f in self.factors)
@@ -236,11 +280,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     @cached_property
     def noise_variance(self) -> np.ndarray:
         """Per-row noise variance ``D_r`` (discrete Laplace, or ``2/ε_r²``), shape :attr:`row_shape`."""
-        e = self._budget_tensor
-        if self.variance_model == "continuous":
-            with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
-        return discrete_laplace_variance(e)
+        return row_noise_variance(self._budget_tensor, self.variance_model)
 
     @cached_property
     def recovery(self) -> tuple[np.ndarray, ...]:
@@ -284,10 +324,6 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     def _entry_variances(self) -> tuple[np.ndarray, ...]:
         return tuple(_mode(self._squared_answers(j), self.noise_variance) for j in range(len(self.workload)))
 
-    def entry_variance(self, j: int) -> np.ndarray:
-        """Exact variance of every query of workload marginal ``j`` (shape: its table of queries)."""
-        return self._entry_variances[j].copy()
-
     def _entry_max(self, j: int) -> float:
         """``max_q Var(q)`` over workload marginal ``j``, in blocks of the first attribute's
         queries (at most :data:`MAX_BLOCK_ENTRIES` variances at a time, never the whole table)."""
@@ -312,19 +348,11 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             best = max(best, v)
         return best
 
-    def _require_key(self, key) -> None:
-        if not set(key) <= set(self.attrs):
-            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside the measured table "
-                                   f"{list(self.domain.names_of(self.attrs))}")
-
     def _variance(self, key) -> np.ndarray:
         """Cell variances of the marginal on ``key`` (a sum over the other attributes)."""
         self._require_key(key)
         mats = [r**2 if a in key else r.sum(axis=0, keepdims=True) ** 2 for a, r in zip(self.attrs, self.recovery)]
         return _mode(mats, self.noise_variance).reshape(tuple(self.domain.sizes[a] for a in key))
-
-    def _query_variance(self, key) -> np.ndarray:
-        return self.entry_variance(self.workload.index(key))
 
     def _lifted(self, key, q: np.ndarray) -> np.ndarray:
         """``u = (q lifted to the measured table) · ⊗R_i``, a tensor of :attr:`row_shape`."""
@@ -367,8 +395,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         rows = []
         for a, f in zip(self.attrs, self.factors):
             b = [float(x) for x in f.budgets]
-            rows.append({"attribute": self.domain.names_of((a,))[0], "cells": f.n, "rows": f.m,
-                         "aggregation_rows": int(f.agg.shape[0]), "column_l1": float(factor_l1(f)),
+            rows.append({**factor_row(self.domain.names_of((a,))[0], f),
                          "min_budget": min(b), "max_budget": max(b), "epsilon_0": float(self.scale)})
         return pd.DataFrame(rows)
 
@@ -385,9 +412,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [KronLaplaceRecord])``: one record, ``⊗M_i`` on the table of ``attrs`` plus
         exact discrete Laplace noise of parameter ``ε_r`` on each row (key 0)."""
-        if noise not in (None, "discrete_laplace"):
-            raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
-                            f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
+        check_pure_noise(noise)
         return self, [KronLaplaceRecord(0, tuple(self.attrs), tuple(self.factors), self.scale)]
 
     def estimator(self, noisy) -> KronEstimator:
@@ -398,9 +423,9 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         names = self.domain.names_of(self.attrs)
         return {"format": KRON_FORMAT, "planner": "pure", "domain": self.domain.to_dict(),
                 "workload": self.workload.to_dict(), "epsilon": self.epsilon,
-                "attributes": list(names), "scale": _fraction_str(self.scale),
+                "attributes": list(names), "scale": fraction_str(self.scale),
                 "factors": [{"attribute": a, "cells": f.n, "cell_rows": f.cells, "aggregation": f.agg.tolist(),
-                             "budgets": [_fraction_str(b) for b in f.budgets]} for a, f in zip(names, self.factors)],
+                             "budgets": [fraction_str(b) for b in f.budgets]} for a, f in zip(names, self.factors)],
                 "strategy": self.strategy, "budgeting": self.budgeting, "objective": self.objective,
                 "variance_model": self.variance_model, "comparison": [dict(c) for c in self.comparison],
                 "residuals": []}
@@ -417,15 +442,7 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             raise PlanError("the stored Kronecker plan has one factor per attribute")
         factors = []
         for a, fd in zip(attrs, d["factors"]):
-            n = int(fd["cells"])
-            agg = np.asarray(fd["aggregation"], dtype=np.int64).reshape(-1, n)
-            agg.setflags(write=False)
-            f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]))
-            if not fd.get("cell_rows", True):
-                raise PlanError("a stored Kronecker factor without its cell rows is not a p-Identity factor")
-            if n != dom.sizes[a] or len(f.budgets) != f.m or any(b <= 0 for b in f.budgets):
-                raise PlanError("the stored Kronecker factors do not match the domain, or a budget is not positive")
-            factors.append(f)
+            factors.append(stored_factor(fd, dom.sizes[a], "Kronecker factors", cell_rows=True))
         plan = cls(wk, float(d["epsilon"]), attrs, tuple(factors), Fraction(d["scale"]),
                    str(d.get("budgeting", "optimal")), str(d.get("objective", "sum")),
                    str(d.get("strategy", "pidentity")), str(d.get("variance_model", "discrete")),
@@ -435,11 +452,31 @@ class KronPIdentityPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         return plan
 
 
-def _fraction_str(f: Fraction) -> str:
+def fraction_str(f: Fraction) -> str:
+    """``"p/q"``: an exact budget as stored in a plan file."""
     return f"{f.numerator}/{f.denominator}"
 
 
-class KronEstimator(Estimator):
+class KronEstimatorBase(Estimator):
+    """What the Kronecker plans' estimators share: variances and covariances come from the plan,
+    and every workload marginal has an answer."""
+
+    plan: Any
+
+    def variance(self, key):
+        return self.plan._variance(key)
+
+    def covariance(self, key):
+        return self.plan.covariance(key)
+
+    def entries(self):
+        return iter(range(len(self.plan.workload)))
+
+    def entry_of(self, key):
+        return self.plan.workload.index(key)
+
+
+class KronEstimator(KronEstimatorBase):
     """The Kronecker GLS ``x̂ = ⊗R_i · y`` of a :class:`KronPIdentityPlan` (``noisy[0]``: the
     noisy rows, shape :attr:`~KronPIdentityPlan.row_shape`); every answer is a linear function of
     the one ``x̂``, so answers are consistent."""
@@ -456,12 +493,6 @@ class KronEstimator(Estimator):
         p._require_key(key)
         drop = tuple(pos for pos, a in enumerate(p.attrs) if a not in key)
         return self.cells.sum(axis=drop) if drop else self.cells.copy()
-
-    def variance(self, key):
-        return self.plan._variance(key)
-
-    def covariance(self, key):
-        return self.plan.covariance(key)
 
     def query_vector(self, key, q):
         return float(np.sum(np.asarray(q, dtype=float) * self.estimate(key))), self.plan.lifted_variance(key, q)
@@ -488,12 +519,6 @@ class KronEstimator(Estimator):
         c = (p.noise_variance * _mode(mats, t) ** 2).sum(axis=other)
         var = _mode([p.recovery[p.attrs.index(a)] ** 2 for a in by_attrs], c)
         return np.asarray(est, dtype=float), var
-
-    def entries(self):
-        return iter(range(len(self.plan.workload)))
-
-    def entry_of(self, key):
-        return self.plan.workload.index(key)
 
     def entry(self, i):
         p = self.plan

@@ -56,8 +56,8 @@ import numpy as np
 
 from ..._domain import Domain
 from ..._measure.kron_records import KronFactorRows, KronLaplaceRecord
-from ..._mechanisms.laplace import discrete_laplace_variance
-from ..._reconstruct.estimator import EntryAnswer, Estimator
+from ..._mechanisms.laplace import row_noise_variance
+from ..._reconstruct.estimator import EntryAnswer
 from ..._reconstruct.measurements import axis_labels
 from ..._solvers.union_split import KronUnionModel, kron_union_model
 from ..._workload import Workload
@@ -65,8 +65,8 @@ from ...errors import NotMeasuredError, PlanError
 from .._base import PlanBase
 from .._formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
-from .kron_plan import _mode, factor_l1
-from .units import PureUnits
+from .kron_plan import KronEstimatorBase, KronTable, _mode, factor_row, fraction_str, stored_factor
+from .units import PureUnits, check_pure_noise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +112,7 @@ def _contract_small_first(t: np.ndarray, mats: list[np.ndarray]) -> np.ndarray:
 
 @plan_format(KRON_UNION_FORMAT)
 @dataclass(frozen=True, eq=False)
-class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
+class KronUnionPlan(KronTable, PureUnits, EntryVarianceSummaries, PlanBase):
     """A union of Kronecker products of shared per-attribute p-Identity factors (module doc).
 
     Attributes
@@ -145,14 +145,6 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     strategy: str = "pidentity-union"
     variance_model: str = "discrete"
     comparison: tuple = field(default=(), compare=False)
-
-    @property
-    def domain(self) -> Domain:
-        return self.workload.domain
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(f.n for f in self.factors)
 
     def _axes(self, j: int) -> tuple[int, ...]:
         return tuple(self.attrs.index(a) for a in self.products[j])
@@ -242,10 +234,8 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
 
     def _noise(self, j: int) -> np.ndarray:
         vecs = [self._factor_budgets[ax] for ax in self._axes(j)]
-        e = float(self.scales[j]) * reduce(np.multiply.outer, vecs, np.ones(()))
-        if self.variance_model == "continuous":
-            return 2.0 / e**2
-        return discrete_laplace_variance(e)
+        return row_noise_variance(float(self.scales[j]) * reduce(np.multiply.outer, vecs, np.ones(())),
+                                  self.variance_model)
 
     @cached_property
     def _per_product(self) -> tuple[tuple[int, tuple[int, ...], np.ndarray, np.ndarray], ...]:
@@ -381,24 +371,12 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
     def _grams(self) -> list[np.ndarray]:
         return [(m.T * b**2) @ m for m, b in zip(self._dense_factors, self._factor_budgets)]
 
-    def entry_variance(self, j: int) -> np.ndarray:
-        """Exact variance of every query of workload marginal ``j``."""
-        return self._entry_variances[j].copy()
-
-    def _require_key(self, key) -> None:
-        if not set(key) <= set(self.attrs):
-            raise NotMeasuredError(f"{list(self.domain.names_of(key))} is not inside the measured table "
-                                   f"{list(self.domain.names_of(self.attrs))}")
-
     def _variance(self, key) -> np.ndarray:
         """Cell variances of the marginal on ``key``."""
         self._require_key(key)
         mats = self._marginal_mats(key)
         self._check_span([self._transformed(ax, q) for ax, q in enumerate(mats)], str(list(self.domain.names_of(key))))
         return self._table_variance(mats).reshape(tuple(self.domain.sizes[a] for a in key))
-
-    def _query_variance(self, key) -> np.ndarray:
-        return self.entry_variance(self.workload.index(key))
 
     def _lifted_tq(self, key, q: np.ndarray) -> np.ndarray:
         """``Tᵀq`` for one query ``q`` on the ``key``-table (a batch of one)."""
@@ -455,16 +433,12 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         """One row per attribute's factor: cells, rows, exact column L1 norm."""
         import pandas as pd
 
-        return pd.DataFrame([{"attribute": self.domain.names_of((a,))[0], "cells": f.n, "rows": f.m,
-                              "aggregation_rows": int(f.agg.shape[0]), "column_l1": float(factor_l1(f))}
-                             for a, f in zip(self.attrs, self.factors)])
+        return pd.DataFrame([factor_row(self.domain.names_of((a,))[0], f) for a, f in zip(self.attrs, self.factors)])
 
     # -- measurement ------------------------------------------------------------------------------
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, records)``: one :class:`KronLaplaceRecord` per measured product (key ``j``)."""
-        if noise not in (None, "discrete_laplace"):
-            raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
-                            f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
+        check_pure_noise(noise)
         return self, [KronLaplaceRecord(j, tuple(self.products[j]), tuple(self.factors[ax] for ax in self._axes(j)),
                                         self.scales[j]) for j in self._live]
 
@@ -477,9 +451,9 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         return {"format": KRON_UNION_FORMAT, "planner": "pure", "domain": self.domain.to_dict(),
                 "workload": self.workload.to_dict(), "epsilon": self.epsilon, "attributes": list(names),
                 "factors": [{"attribute": a, "cells": f.n, "aggregation": f.agg.tolist(),
-                             "budgets": [_fraction_str(b) for b in f.budgets]} for a, f in zip(names, self.factors)],
+                             "budgets": [fraction_str(b) for b in f.budgets]} for a, f in zip(names, self.factors)],
                 "products": [list(self.domain.names_of(p)) for p in self.products],
-                "scales": [_fraction_str(s) for s in self.scales],
+                "scales": [fraction_str(s) for s in self.scales],
                 "strategy": self.strategy, "budgeting": self.budgeting, "objective": self.objective,
                 "variance_model": self.variance_model, "comparison": [dict(c) for c in self.comparison],
                 "residuals": []}
@@ -496,13 +470,7 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
             raise PlanError("the stored union plan has one factor per attribute and one scale per product")
         factors = []
         for a, fd in zip(attrs, d["factors"]):
-            n = int(fd["cells"])
-            agg = np.asarray(fd["aggregation"], dtype=np.int64).reshape(-1, n)
-            agg.setflags(write=False)
-            f = KronFactorRows(n, agg, tuple(Fraction(b) for b in fd["budgets"]))
-            if n != dom.sizes[a] or len(f.budgets) != f.m or any(b <= 0 for b in f.budgets):
-                raise PlanError("the stored factors do not match the domain, or a budget is not positive")
-            factors.append(f)
+            factors.append(stored_factor(fd, dom.sizes[a], "factors"))
         products = tuple(tuple(dom.resolve(p)) for p in d["products"])
         if any(not set(p) <= set(attrs) for p in products):
             raise PlanError("a stored product is not inside the union's attributes")
@@ -518,11 +486,7 @@ class KronUnionPlan(PureUnits, EntryVarianceSummaries, PlanBase):
         return plan
 
 
-def _fraction_str(f: Fraction) -> str:
-    return f"{f.numerator}/{f.denominator}"
-
-
-class KronUnionEstimator(Estimator):
+class KronUnionEstimator(KronEstimatorBase):
     """``x̂ = T diag(p)⁺ Tᵀ Σ_j lift_jᵀ S_jᵀ diag(ω_j) y_j`` by mode products (module doc); every
     answer is a linear function of the one ``x̂`` (consistent)."""
 
@@ -550,23 +514,11 @@ class KronUnionEstimator(Estimator):
         drop = tuple(ax for ax, a in enumerate(p.attrs) if a not in key)
         return self.cells.sum(axis=drop) if drop else self.cells.copy()
 
-    def variance(self, key):
-        return self.plan._variance(key)
-
-    def covariance(self, key):
-        return self.plan.covariance(key)
-
     def query_vector(self, key, q):
         var = self.plan.lifted_variance(key, q)
         drop = tuple(ax for ax, a in enumerate(self.plan.attrs) if a not in key)
         table = self.cells.sum(axis=drop) if drop else self.cells
         return float(np.sum(np.asarray(q, dtype=float) * table)), var
-
-    def entries(self):
-        return iter(range(len(self.plan.workload)))
-
-    def entry_of(self, key):
-        return self.plan.workload.index(key)
 
     def entry(self, i):
         p = self.plan

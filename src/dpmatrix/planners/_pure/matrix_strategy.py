@@ -46,7 +46,7 @@ from ...errors import NotMeasuredError, PlanError, WorkloadError
 from .._base import PlanBase
 from .._formats import plan_format
 from .entry_summaries import EntryVarianceSummaries
-from .units import PureUnits, check_epsilon
+from .units import PureUnits, check_epsilon, check_pure_noise
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built: reading a plan needs none
@@ -256,9 +256,7 @@ class MatrixPurePlan(PureUnits, EntryVarianceSummaries, PlanBase):
     def mechanisms(self, *, noise: str | None = None, rel_var_tol: float = 1e-4):
         """``(self, [LinearMechanism])``: the rows of each budget group ``g`` applied to the
         flattened table on ``attrs`` plus discrete Laplace noise of that budget (key ``g``)."""
-        if noise not in (None, "discrete_laplace"):
-            raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
-                            f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
+        check_pure_noise(noise)
         out = []
         for g, (b, rows) in enumerate(self._row_groups):
             m = self.strategy_matrix[list(rows)]

@@ -12,9 +12,9 @@ import math
 from fractions import Fraction
 
 from ..._privacy import Budget
-from ...errors import BudgetError
+from ...errors import BudgetError, PlanError
 
-__all__ = ["PureUnits", "check_epsilon"]
+__all__ = ["PureUnits", "check_epsilon", "check_pure_noise"]
 
 
 def check_epsilon(epsilon) -> float:
@@ -32,6 +32,19 @@ def check_epsilon(epsilon) -> float:
     if isinstance(epsilon, bool) or not math.isfinite(e) or e <= 0:
         raise BudgetError(f"epsilon must be a finite positive number, got {epsilon!r}")
     return e
+
+
+def check_pure_noise(noise: str | None) -> None:
+    """A pure plan is measured with exact discrete Laplace noise: ``noise`` must be ``None`` or
+    ``"discrete_laplace"``, else :class:`PlanError` (the Gaussian options need ``delta > 0``).
+
+    Examples
+    --------
+    >>> check_pure_noise("discrete_laplace")
+    """
+    if noise not in (None, "discrete_laplace"):
+        raise PlanError(f"a pure epsilon-DP plan is measured with exact discrete Laplace noise; "
+                        f"noise={noise!r} is a Gaussian option: plan with delta > 0 for it")
 
 
 class PureUnits:
