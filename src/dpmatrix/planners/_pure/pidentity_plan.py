@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from ..._linalg.query_sets import interval_bounds
-from ..._mechanisms.laplace import discrete_laplace_variance, dyadic_floor
+from ..._mechanisms.laplace import dyadic_floor, row_noise_variance
 from ..._solvers.pidentity import (
     DenseGram,
     DenseQueries,
@@ -184,11 +184,7 @@ class PIdentityVariances(MatrixPurePlan):
 
     @cached_property
     def noise_variance(self) -> np.ndarray:
-        e = np.array([float(b) for b in self.budgets])
-        if self.variance_model == "continuous":
-            with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / np.where(e > 0, e, 1.0) ** 2, np.inf)
-        return discrete_laplace_variance(e)
+        return row_noise_variance([float(b) for b in self.budgets], self.variance_model)
 
     def _queries(self, j: int) -> list[np.ndarray]:
         s = self.workload.sets[j]

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..._domain import Domain
-from ..._mechanisms.laplace import discrete_laplace_variance, round_budgets
+from ..._mechanisms.laplace import round_budgets, row_noise_variance
 from ..._mechanisms.linear import LinearMechanism
 from ..._reconstruct.estimator import EntryAnswer, Estimator
 from ..._reconstruct.labels import cell_labels
@@ -112,11 +112,7 @@ class PurePlan(PureUnits, PlanBase):
     @cached_property
     def noise_variance(self) -> np.ndarray:
         """Per-row noise variance of each group (inf for a group with budget 0)."""
-        e = np.array([float(b) for b in self.budgets])
-        if self.variance_model == "continuous":
-            with np.errstate(divide="ignore"):
-                return np.where(e > 0, 2.0 / e**2, np.inf)
-        return discrete_laplace_variance(e)
+        return row_noise_variance([float(b) for b in self.budgets], self.variance_model)
 
     @cached_property
     def _sets(self) -> tuple[AttrSet, ...]:
