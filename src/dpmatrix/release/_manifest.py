@@ -364,14 +364,10 @@ def _checked_plan(manifest: dict, folder: Path, verify: bool = True):
             from ._arrays import arrays_in
 
             spec = arrays_in(spec, folder, lambda rel: _stated_digest(manifest, folder, rel, verify), _inside)
-        if spec is not None and "targets" in spec:  # with its target report
-            from ..planners._read import plan_from_dict  # its own planner and the targets reader
+        if spec is not None:  # its own planner module only (and the targets reader for a targets plan)
+            from ..planners._read import plan_from_dict
 
             plan = plan_from_dict(spec)
-        elif spec is not None:  # a plan that lists its mechanisms (QuerySmasher, pure ε-DP, ...)
-            from ..planners._base import PlanBase  # the plan's own planner module only
-
-            plan = PlanBase.from_dict(spec)
         else:
             plan = _residual_plan(manifest)
     except KeyError as exc:
